@@ -1,0 +1,186 @@
+"""Real CybORG (PyPI ``csle-cyborg``, CybORG 2.1) as a gymnasium ``Env`` with the native engine's conventions.
+
+csle-cyborg ships without the Scenario2 YAML and imports an undeclared ``stable_baselines3``; this module deals with
+both: :func:`install_scenario` copies the user's scenario folder next to the package (idempotently), and a stub
+``stable_baselines3`` module is registered only if the real one is missing (it is used by a loader agent we never
+touch). CybORG draws all randomness from Python's global ``random``; each env owns a ``random.Random`` stream and
+swaps it in around every call, so several envs in one process stay independent and reproducible.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import random
+import shutil
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from workflow_rl.sim import tables as T
+
+SCENARIO_ENV_VAR = "WORKFLOW_RL_CAGE2_SCENARIO"
+_RED_CLASS = {"B_lineAgent": "B_lineAgent", "RedMeanderAgent": "RedMeanderAgent", "SleepAgent": "SleepAgent"}
+_PRIVILEGED_USERS = ("root", "SYSTEM")
+
+
+class CybORGUnavailable(RuntimeError):
+    """csle-cyborg or its scenario data is missing; the message says how to fix it."""
+
+
+def _import_csle_cyborg():
+    try:
+        importlib.import_module("stable_baselines3")
+    except ImportError:
+        stub = types.ModuleType("stable_baselines3")
+
+        class PPO:  # noqa: D401 - placeholder for csle_cyborg's unused BlueLoadAgent
+            def __init__(self, *a, **k):
+                raise CybORGUnavailable("stable_baselines3 is not installed (only csle_cyborg's BlueLoadAgent uses it)")
+
+        stub.PPO = PPO
+        sys.modules["stable_baselines3"] = stub
+    try:
+        return importlib.import_module("csle_cyborg.main")
+    except ImportError as e:
+        raise CybORGUnavailable(
+            "the cyborg engine needs csle-cyborg: pip install 'workflow-rl[cyborg]' (or pip install csle-cyborg)"
+        ) from e
+
+
+def package_scenario_dir() -> Path:
+    """Where csle-cyborg looks for its scenario files (``<package>/shared/scenarios``)."""
+    main = _import_csle_cyborg()
+    return Path(main.__file__).parent / "shared" / "scenarios"
+
+
+def _find_source(source: str | os.PathLike | None) -> Path | None:
+    src = source or os.environ.get(SCENARIO_ENV_VAR)
+    if not src:
+        return None
+    p = Path(src).expanduser()
+    return p.parent if p.is_file() else p
+
+
+def install_scenario(source: str | os.PathLike | None = None) -> Path:
+    """Make Scenario2.yaml and the host images available to csle-cyborg; returns the Scenario2.yaml it will use.
+
+    ``source`` (or ``$WORKFLOW_RL_CAGE2_SCENARIO``) is a folder holding ``Scenario2.yaml`` and ``images/``. Files
+    already in place are left alone; missing ones are copied. Raises :class:`CybORGUnavailable` naming the fix.
+    """
+    dest = package_scenario_dir()
+    target = dest / "Scenario2.yaml"
+    src = _find_source(source)
+    if src is not None:
+        if not (src / "Scenario2.yaml").is_file() or not (src / "images" / "images.yaml").is_file():
+            raise CybORGUnavailable(
+                f"{src} does not hold Scenario2.yaml and images/images.yaml: point --scenario (or "
+                f"${SCENARIO_ENV_VAR}) at the folder of the official CAGE2 Scenario2 files "
+                "(cage-challenge-2/CybORG/CybORG/Shared/Scenarios)")
+        (dest / "images").mkdir(parents=True, exist_ok=True)
+        for f in [src / "Scenario2.yaml", *sorted((src / "images").glob("*.yaml"))]:
+            out = dest / f.relative_to(src)
+            if not out.exists() or out.read_bytes() != f.read_bytes():
+                shutil.copyfile(f, out)
+    if not target.is_file() or not (dest / "images" / "images.yaml").is_file():
+        raise CybORGUnavailable(
+            f"CybORG's Scenario2 data is missing from {dest}: run `workflow-rl cyborg-setup --scenario DIR` (or set "
+            f"${SCENARIO_ENV_VAR}=DIR) with DIR the folder holding Scenario2.yaml and images/ from the official "
+            "cage-challenge-2 repository (CybORG/CybORG/Shared/Scenarios)")
+    return target
+
+
+_SCENARIO_CACHE: dict[str, dict] = {}
+
+
+def _scenario_dict(scenario: str | os.PathLike | None) -> dict:
+    path = str(install_scenario(scenario))
+    if path not in _SCENARIO_CACHE:
+        sim = importlib.import_module("csle_cyborg.simulator.simulation_controller")
+        # _parse_scenario is an instance method that needs no initialised state (see csle-cyborg's docs)
+        parser = sim.SimulationController.__new__(sim.SimulationController)
+        _SCENARIO_CACHE[path] = parser._parse_scenario(path)
+    return copy.deepcopy(_SCENARIO_CACHE[path])
+
+
+class CybORGEnv(gym.Env):
+    """One CybORG Scenario2 blue env: float32 (52,) obs, Discrete(145), truncation at ``episode_length``.
+
+    ``info["red_access"]`` holds the true red access per host (0 none, 1 user, 2 privileged), computed here from
+    CybORG's session table so no true-state dict leaves the process.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, scenario: str | None = None,
+                 seed: int | None = None):
+        main = _import_csle_cyborg()
+        agents_mod = importlib.import_module("csle_cyborg.agents")
+        wrap_mod = importlib.import_module("csle_cyborg.agents.wrappers.challenge_wrapper")
+        self.red_agent = red_agent
+        self.episode_length = int(episode_length)
+        red_cls = getattr(agents_mod, _RED_CLASS[red_agent])
+        self._rng = random.Random(seed)
+        with self._own_random():
+            cyborg = main.Main(_scenario_dict(scenario), "sim", agents={"Red": red_cls})
+            self._env = wrap_mod.ChallengeWrapper(env=cyborg, agent_name="Blue", max_steps=None)
+        self._cyborg = cyborg
+        self._hosts = list(T.HOSTS)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (4 * T.N_HOSTS,), np.float32)
+        self.action_space = gym.spaces.Discrete(T.N_ACTIONS)
+        self._t = 0
+
+    def _own_random(self):
+        env = self
+
+        class _Swap:
+            def __enter__(self_inner):
+                self_inner.saved = random.getstate()
+                random.setstate(env._rng.getstate())
+
+            def __exit__(self_inner, *exc):
+                env._rng.setstate(random.getstate())
+                random.setstate(self_inner.saved)
+
+        return _Swap()
+
+    def red_access(self) -> np.ndarray:
+        """(13,) int8 true red access per host, from CybORG's session table (SPEC §8 definition)."""
+        out = np.zeros(T.N_HOSTS, np.int8)
+        sessions = self._cyborg.environment_controller.state.sessions.get("Red", {})
+        index = {h: i for i, h in enumerate(self._hosts)}
+        for sess in sessions.values():
+            i = index.get(sess.host)
+            if i is None:
+                continue
+            level = T.ACCESS_PRIVILEGED if sess.username in _PRIVILEGED_USERS else T.ACCESS_USER
+            out[i] = max(out[i], level)
+        return out
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self._rng.seed(seed)
+        with self._own_random():
+            out = self._env.reset()
+        obs = out[0] if isinstance(out, tuple) else out
+        self._t = 0
+        return np.asarray(obs, np.float32), {"red_access": self.red_access()}
+
+    def step(self, action):
+        a = int(action)
+        if not 0 <= a < T.N_ACTIONS:
+            raise ValueError(f"action {action!r} is outside 0..{T.N_ACTIONS - 1}")
+        with self._own_random():
+            obs, reward, _done, _info, _ = self._env.step(a)
+        self._t += 1
+        truncated = self._t >= self.episode_length
+        return (np.asarray(obs, np.float32), float(np.float32(reward)), False, truncated,
+                {"red_access": self.red_access()})
+
+    def close(self):
+        self._env = None

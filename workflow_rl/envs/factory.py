@@ -1,0 +1,87 @@
+"""``make_vector_env``: the public contract every engine, trainer and user builds on."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from workflow_rl.sim import tables as T
+
+RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
+_ALIASES = {
+    "b_lineagent": "B_lineAgent", "b_line": "B_lineAgent", "bline": "B_lineAgent",
+    "redmeanderagent": "RedMeanderAgent", "meander": "RedMeanderAgent",
+    "sleepagent": "SleepAgent", "sleep": "SleepAgent",
+}
+ENGINES = ("native", "cyborg")
+VECTORIZATIONS = ("sync", "pipes", "shared_memory")
+START_METHODS = ("spawn", "fork", "forkserver", None)
+
+
+def parse_red_agent(name: str) -> str:
+    """Canonical CybORG class name for a red agent name or alias (any case)."""
+    key = str(name).strip().lower()
+    if key not in _ALIASES:
+        raise ValueError(f"unknown red agent {name!r}: use one of {', '.join(RED_AGENTS)} "
+                         "(aliases: b_line/bline, meander, sleep; any case)")
+    return _ALIASES[key]
+
+
+def _check_device(device: str) -> str:
+    dev = str(device)
+    kind = dev.split(":")[0]
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' (or 'cuda:N') or 'mps'")
+    return dev
+
+
+def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str = "native",
+                    episode_length: int = 100, seed: int | None = None, device: str = "cpu",
+                    **engine_options: Any) -> gym.vector.VectorEnv:
+    """``num_envs`` CAGE2 Scenario2 blue-defender envs as a ``gymnasium.vector.VectorEnv``.
+
+    Observations are float32 (num_envs, 52), actions ints in 0..144, rewards float32; episodes are truncated at
+    ``episode_length`` and reset in the same step (``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP``, last
+    observation in ``info["final_obs"]``). ``info["red_access"]`` is the true red access per host, (num_envs, 13)
+    int8: 0 none, 1 user, 2 privileged.
+
+    engine="native" options: ``official_bugs`` (default True: reproduce CybORG's OTService-restore and Vsftpd bugs;
+    False fixes both), ``copy`` (default True; False returns engine buffers overwritten by the next step).
+    engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
+    ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or
+    $WORKFLOW_RL_CAGE2_SCENARIO).
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    if isinstance(episode_length, bool) or not isinstance(episode_length, int) or episode_length < 1:
+        raise ValueError(f"episode_length must be an integer >= 1, got {episode_length!r}")
+    red = parse_red_agent(red_agent)
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    device = _check_device(device)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+
+    if engine == "native":
+        allowed = {"official_bugs", "copy"}
+        _check_options(engine_options, allowed, engine)
+        if device != "cpu":
+            raise ValueError(f"device {device!r} is not available for the native engine in this build: use "
+                             "device='cpu' (the engine is compiled CPU code)")
+        from workflow_rl.envs.native import NativeVectorEnv
+
+        return NativeVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, **engine_options)
+
+    _check_options(engine_options, {"vectorization", "start_method", "scenario"}, engine)
+    if device != "cpu":
+        raise ValueError(f"the cyborg engine runs on the CPU: use device='cpu', not {device!r}")
+    from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
+
+    return make_cyborg_vector_env(num_envs, red, episode_length, seed, **engine_options)
+
+
+def _check_options(options: dict, allowed: set, engine: str) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)} for engine {engine!r}: allowed are "
+                         f"{', '.join(sorted(allowed))}")

@@ -1,0 +1,142 @@
+"""The native engine behind gymnasium's vector API (``gymnasium.vector.VectorEnv``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from workflow_rl.sim import native as sim
+from workflow_rl.sim import tables as T
+
+
+def _fresh_seed() -> int:
+    return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+
+
+class NativeVectorEnv(VectorEnv):
+    """``num_envs`` CAGE2 Scenario2 blue-defender envs stepped by one compiled kernel.
+
+    Episodes end only by truncation at ``episode_length`` and restart in the same step (``AutoresetMode.SAME_STEP``):
+    the returned observation is then the new episode's first one and the last one is in ``info["final_obs"]``.
+    ``info["red_access"]`` is the true red access per host, (num_envs, 13) int8, 0 none / 1 user / 2 privileged,
+    for the state the returned observation describes (written by the kernel, so it costs nothing extra).
+
+    ``copy=False`` returns the engine's own output buffers, which the next ``step`` overwrites (fastest);
+    :meth:`step_tensor` gives torch tensors sharing those buffers, for trainers on the same device.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(self, num_envs: int, red_agent: int | np.ndarray, episode_length: int = 100,
+                 seed: int | None = None, official_bugs: bool = True, copy: bool = True):
+        self.num_envs = int(num_envs)
+        self.episode_length = int(episode_length)
+        self.official_bugs = bool(official_bugs)
+        self.copy = bool(copy)
+        self.single_observation_space = gym.spaces.Box(0.0, 1.0, (4 * T.N_HOSTS,), np.float32)
+        self.single_action_space = gym.spaces.Discrete(T.N_ACTIONS)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
+        self._red_kind = np.broadcast_to(np.asarray(red_agent, np.int8), (self.num_envs,)).copy()
+        self.state = sim.allocate_state(self.num_envs)
+        self.buffers = sim.allocate_buffers(self.num_envs)
+        self._seed = _fresh_seed() if seed is None else int(seed)
+        self._needs_reset = True
+        self._tensors = None
+
+    # ------------------------------------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start new episodes in every env. ``seed`` re-keys every env's random stream (None keeps the stream)."""
+        if seed is not None:
+            self._seed = int(seed)
+        if seed is not None or self._needs_reset:
+            sim.seed_state(self.state, self._seed, self._red_kind)
+            self._needs_reset = False
+        sim.reset_envs(self.state, self.buffers)
+        self.buffers.truncated[:] = False
+        return self._out(self.buffers.obs), {"red_access": self._out(self.buffers.access)}
+
+    def step(self, actions):
+        actions = self._check_actions(actions)
+        self._step(actions)
+        b = self.buffers
+        infos: dict[str, Any] = {"red_access": self._out(b.access)}
+        if b.truncated.any():
+            mask = b.truncated.copy()
+            infos["final_obs"] = b.final_obs.copy()
+            infos["_final_obs"] = mask
+            infos["final_info"] = {"red_access": b.final_access.copy(), "_red_access": mask}
+            infos["_final_info"] = mask
+        terminated = np.zeros(self.num_envs, np.bool_)
+        return self._out(b.obs), self._out(b.reward), terminated, self._out(b.truncated), infos
+
+    # ------------------------------------------------------------------------------------------------- fast paths
+    def _step(self, actions: np.ndarray) -> None:
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+        sim.step(self.state, actions, self.buffers, self.episode_length, self.official_bugs)
+
+    def step_tensor(self, actions):
+        """Step with a torch int tensor; returns (obs, reward, truncated, red_access) tensors sharing engine buffers.
+
+        No copies and no validation beyond dtype/shape: the caller owns a policy that emits valid actions.
+        """
+        import torch
+
+        if self._tensors is None:
+            b = self.buffers
+            self._tensors = tuple(torch.from_numpy(x) for x in (b.obs, b.reward, b.truncated, b.access))
+        if actions.device.type != "cpu":
+            raise ValueError("the native CPU engine takes CPU tensors; use device='cpu' for the policy")
+        a = actions.to(torch.int64).numpy()
+        if a.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {tuple(a.shape)}")
+        self._step(a)
+        return self._tensors
+
+    def _out(self, x: np.ndarray) -> np.ndarray:
+        return x.copy() if self.copy else x
+
+    def _check_actions(self, actions) -> np.ndarray:
+        a = np.asarray(actions)
+        if a.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {a.shape}")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"actions must be integers in 0..{T.N_ACTIONS - 1}, got dtype {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() >= T.N_ACTIONS):
+            raise ValueError(f"actions must be in 0..{T.N_ACTIONS - 1}, got values from {a.min()} to {a.max()}")
+        return a.astype(np.int64, copy=False)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._tensors = None
+
+
+class NativeEnv(gym.Env):
+    """Single-env view of the native engine (for gymnasium tools such as ``check_env`` and one-env scripts)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, official_bugs: bool = True):
+        from workflow_rl.envs.factory import parse_red_agent
+
+        self._vec = NativeVectorEnv(1, T.RED_AGENT_NAMES[parse_red_agent(red_agent)], episode_length,
+                                    official_bugs=official_bugs)
+        self.observation_space = self._vec.single_observation_space
+        self.action_space = self._vec.single_action_space
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is None and self._vec._needs_reset:
+            seed = int(self.np_random.integers(2**63))
+        obs, info = self._vec.reset(seed=seed)
+        return obs[0], {"red_access": info["red_access"][0]}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action must be an integer in 0..{T.N_ACTIONS - 1}, got {action!r}")
+        obs, r, _, trunc, info = self._vec.step(np.array([action], np.int64))
+        if trunc[0]:  # the vector env already started the next episode; a single env reports the last obs
+            return info["final_obs"][0], float(r[0]), False, True, {"red_access": info["final_info"]["red_access"][0]}
+        return obs[0], float(r[0]), False, False, {"red_access": info["red_access"][0]}
