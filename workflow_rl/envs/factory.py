@@ -46,7 +46,9 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     int8: 0 none, 1 user, 2 privileged.
 
     engine="native" options: ``official_bugs`` (default True: reproduce CybORG's OTService-restore and Vsftpd bugs;
-    False fixes both), ``copy`` (default True; False returns engine buffers overwritten by the next step).
+    False fixes both), ``copy`` (default True; False returns engine buffers overwritten by the next step),
+    ``backend`` ("numba": the compiled CPU kernel, default on CPU; "torch": the tensor path, default on cuda/mps),
+    ``compile`` (torch backend: wrap the step in torch.compile).
     engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
     ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or
     $WORKFLOW_RL_CAGE2_SCENARIO).
@@ -63,13 +65,19 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
         raise ValueError(f"seed must be an integer or None, got {seed!r}")
 
     if engine == "native":
-        allowed = {"official_bugs", "copy"}
-        _check_options(engine_options, allowed, engine)
-        if device != "cpu":
-            raise ValueError(f"device {device!r} is not available for the native engine in this build: use "
-                             "device='cpu' (the engine is compiled CPU code)")
-        from workflow_rl.envs.native import NativeVectorEnv
+        _check_options(engine_options, {"official_bugs", "copy", "backend", "compile"}, engine)
+        backend = engine_options.pop("backend", "numba" if device == "cpu" else "torch")
+        if backend not in ("numba", "torch"):
+            raise ValueError(f"unknown backend {backend!r}: use 'numba' (CPU kernel) or 'torch' (tensor path)")
+        if backend == "numba" and device != "cpu":
+            raise ValueError(f"the numba backend runs on the CPU: use device='cpu' or backend='torch' for {device!r}")
+        from workflow_rl.envs.native import NativeVectorEnv, TensorVectorEnv
 
+        if backend == "torch":
+            return TensorVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, device=device,
+                                   **engine_options)
+        if "compile" in engine_options:
+            raise ValueError("compile=True applies to backend='torch' only")
         return NativeVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, **engine_options)
 
     _check_options(engine_options, {"vectorization", "start_method", "scenario"}, engine)

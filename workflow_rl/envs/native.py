@@ -140,3 +140,66 @@ class NativeEnv(gym.Env):
         if trunc[0]:  # the vector env already started the next episode; a single env reports the last obs
             return info["final_obs"][0], float(r[0]), False, True, {"red_access": info["final_info"]["red_access"][0]}
         return obs[0], float(r[0]), False, False, {"red_access": info["red_access"][0]}
+
+
+class TensorVectorEnv(NativeVectorEnv):
+    """The native engine's torch tensor path (``device="cuda"``, or ``backend="torch"`` on any device).
+
+    Same rules, state layout and random draws as the compiled CPU kernel, hence identical trajectories. ``step``
+    returns numpy arrays (one host copy per step); :meth:`step_tensor` keeps everything on the device.
+    """
+
+    def __init__(self, num_envs: int, red_agent, episode_length: int = 100, seed: int | None = None,
+                 official_bugs: bool = True, copy: bool = True, device: str = "cpu", compile: bool = False):
+        import torch
+
+        from workflow_rl.sim import tensor as TT
+
+        super().__init__(num_envs, red_agent, episode_length, seed, official_bugs, copy)
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' requested but torch sees no CUDA GPU: use device='cpu'")
+        if self.device.type == "mps" and not torch.backends.mps.is_available():
+            raise ValueError("device 'mps' requested but torch sees no MPS device: use device='cpu'")
+        self._TT = TT
+        self._step_fn = torch.compile(TT.step, dynamic=False) if compile else TT.step
+        self.tstate = None
+        self._last = None
+
+    def reset(self, *, seed: int | None = None, options=None):
+        import torch
+
+        obs, info = super().reset(seed=seed, options=options)
+        self.tstate = self._TT.to_tensors(self.state, self.device)
+        z = torch.zeros((self.num_envs, 4 * T.N_HOSTS), dtype=torch.float32, device=self.device)
+        self._last = (z, None, None, self._TT._access(self.tstate))
+        return obs, info
+
+    def step_tensor(self, actions):
+        """Step with an int tensor on the env's device; returns (obs, reward, truncated, red_access) device tensors
+        plus, in ``self.last_final``, the (final_obs, final_access) of envs that were just truncated."""
+        if self.tstate is None:
+            raise RuntimeError("call reset() before step()")
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {tuple(actions.shape)}")
+        obs, rew, trunc, access, fobs, facc = self._step_fn(self.tstate, actions.to(self.device),
+                                                            self.episode_length, self.official_bugs)
+        self.last_final = (fobs, facc)
+        self._last = (obs, rew, trunc, access)
+        return obs, rew, trunc, access
+
+    def _step(self, actions: np.ndarray) -> None:
+        import torch
+
+        if self.tstate is None:
+            raise RuntimeError("call reset() before step()")
+        obs, rew, trunc, access = self.step_tensor(torch.as_tensor(actions, device=self.device))
+        fobs, facc = self.last_final
+        b = self.buffers
+        for dst, src in ((b.obs, obs), (b.reward, rew), (b.truncated, trunc), (b.access, access),
+                         (b.final_obs, fobs), (b.final_access, facc)):
+            dst[...] = src.cpu().numpy()
+
+    def sync_state_to_numpy(self):
+        """The current state as numpy arrays (for checkpoints and comparisons)."""
+        return self._TT.to_numpy(self.tstate)
