@@ -35,6 +35,28 @@ def time_native(red: int, n_envs: int, steps: int, seed: int = 0) -> float:
     return n_envs * steps / (time.perf_counter() - t0)
 
 
+def time_tensor(red: int, n_envs: int, steps: int, device: str, seed: int = 0) -> float:
+    import torch
+
+    from workflow_rl.sim import tensor as TT
+
+    s, b = N.allocate_state(n_envs), N.allocate_buffers(n_envs)
+    N.seed_state(s, seed, red)
+    N.reset_envs(s, b)
+    ts = TT.to_tensors(s, device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    pool = torch.randint(0, T.N_ACTIONS, (16, n_envs), device=device, generator=g)
+    TT.step(ts, pool[0], 100)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for k in range(steps):
+        TT.step(ts, pool[k & 15], 100)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return n_envs * steps / (time.perf_counter() - t0)
+
+
 def time_cyborg(red: str, steps: int) -> float | None:
     try:
         from workflow_rl.envs.cyborg import CybORGEnv
@@ -59,6 +81,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--min-steps", type=int, default=2_000_000, help="env-steps per timed run (at least 20 steps)")
     p.add_argument("--cyborg-steps", type=int, default=300)
+    p.add_argument("--tensor-sizes", type=int, nargs="*", default=[4096, 65536],
+                   help="batch sizes for the torch tensor path (CPU, and CUDA when present); none to skip")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
 
@@ -76,6 +100,21 @@ def main() -> None:
                          "min": min(runs), "max": max(runs)})
             print(f"{red_name:16s} n_envs={n:6d}  {rows[-1]['steps_per_s']:14,.0f} env-steps/s (median of "
                   f"{args.repeats}; {min(runs):,.0f}..{max(runs):,.0f})")
+    try:
+        import torch
+
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    except ImportError:
+        devices = []
+    for dev in devices if args.tensor_sizes else []:
+        for red_name in ("B_lineAgent", "RedMeanderAgent"):
+            red = T.RED_AGENT_NAMES[red_name]
+            for n in args.tensor_sizes:
+                steps = max(10, args.min_steps // n // (1 if dev == "cuda" else 10))
+                runs = [time_tensor(red, n, steps, dev, seed=r) for r in range(args.repeats)]
+                rows.append({"red": f"{red_name} (torch {dev})", "n_envs": n,
+                             "steps_per_s": statistics.median(runs), "min": min(runs), "max": max(runs)})
+                print(f"{rows[-1]['red']:28s} n_envs={n:8d}  {rows[-1]['steps_per_s']:14,.0f} env-steps/s")
     cy = {r: time_cyborg(r, args.cyborg_steps) for r in ("B_lineAgent", "RedMeanderAgent")} \
         if args.cyborg_steps > 0 else {}
 
@@ -90,7 +129,7 @@ def main() -> None:
               for r in rows]
     for red_name, v in cy.items():
         if v:
-            peak = max(r["steps_per_s"] for r in rows if r["red"] == red_name)
+            peak = max(r["steps_per_s"] for r in rows if r["red"] == red_name)  # the numba kernel
             lines.append(f"\nCybORG single process, {red_name}: {v:,.0f} steps/s; native peak / CybORG = "
                          f"{peak / v:,.0f}x")
     (out / "native.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,104 @@
+"""Workflow compliance of blue's fixes, and the alignment reward built on it (batched, torch).
+
+Definition (also in the README):
+
+* A *fix* is Remove(h) (actions 15..27) or Restore(h) (132..144).
+* Before blue acts, host h is *compromised* when red holds a session on it (true red access > none, from the
+  engine's ``info["red_access"]``). User0 is never counted: it is red's permanent foothold, which blue cannot clear.
+* The *target type* is the first type in the workflow order that has a compromised host.
+* A fix is *compliant* when its host's unit type is the target type, a *violation* when something is compromised and
+  the type differs, and *neutral* when nothing is compromised. Neutral fixes are counted apart and enter neither the
+  numerator nor the denominator.
+* Episode compliance C = compliant / (compliant + violations); the running value C_t uses the counts so far and is 0
+  before the first counted fix. Batch compliance pools the counts over an update's finished episodes.
+* Alignment reward: on each counted (compliant or violating) fix, lambda * (C_t - C_{t-1}); over an episode it sums to
+  lambda * C_final, so it rewards ending compliant, not fixing often.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from workflow_rl.sim import tables as T
+
+_HOST_TYPE = torch.as_tensor(T.HOST_UNIT_TYPE, dtype=torch.int64)
+
+
+def fix_hosts(actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(is_fix, host) for a batch of blue actions; host is meaningful where is_fix."""
+    a = actions.to(torch.int64)
+    remove = (a >= T.A_REMOVE) & (a < T.A_REMOVE + T.N_HOSTS)
+    restore = a >= T.A_RESTORE
+    host = torch.where(restore, a - T.A_RESTORE, a - T.A_REMOVE).clamp(0, T.N_HOSTS - 1)
+    return remove | restore, host
+
+
+def classify_fixes(actions: torch.Tensor, access_before: torch.Tensor, type_rank: torch.Tensor):
+    """Compliant / violation / neutral masks (N,) for actions taken in states with true access ``access_before``
+    (N, 13). ``type_rank`` (N, 5) or (5,) holds each unit type's rank in the env's workflow (0 = first)."""
+    is_fix, host = fix_hosts(actions)
+    device = actions.device
+    host_type = _HOST_TYPE.to(device)
+    compromised = access_before.to(device) > 0
+    compromised[:, T.USER0] = False
+    n = actions.shape[0]
+    type_comp = torch.zeros((n, 5), dtype=torch.bool, device=device)
+    for t in range(5):
+        type_comp[:, t] = compromised[:, host_type == t].any(1)
+    rank = type_rank.to(device).expand(n, 5)
+    target = torch.where(type_comp, rank, torch.full_like(rank, 99)).argmin(1)
+    any_comp = type_comp.any(1)
+    fix_type = host_type[host]
+    compliant = is_fix & any_comp & (fix_type == target)
+    violation = is_fix & any_comp & (fix_type != target)
+    neutral = is_fix & ~any_comp
+    return compliant, violation, neutral
+
+
+def ratio(compliant: torch.Tensor, violations: torch.Tensor) -> torch.Tensor:
+    """compliant / (compliant + violations), 0 where nothing was counted."""
+    total = compliant + violations
+    return torch.where(total > 0, compliant / total.clamp(min=1), torch.zeros_like(compliant))
+
+
+@dataclass
+class EpisodeCounts:
+    """Finished episodes' fix counts (one entry per finished episode)."""
+
+    compliant: torch.Tensor
+    violations: torch.Tensor
+    neutral: torch.Tensor
+
+
+class ComplianceTracker:
+    """Per-env running fix counts of the current episode, and the alignment reward they produce."""
+
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu"):
+        z = torch.zeros(num_envs, dtype=torch.float64, device=device)
+        self.compliant, self.violations, self.neutral = z.clone(), z.clone(), z.clone()
+
+    def step(self, actions, access_before, type_rank, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Count this step's fixes; returns (alignment reward (N,) float32, counted-fix mask (N,))."""
+        c, v, nt = classify_fixes(actions, access_before, type_rank)
+        before = ratio(self.compliant, self.violations)
+        self.compliant += c
+        self.violations += v
+        self.neutral += nt
+        after = ratio(self.compliant, self.violations)
+        counted = c | v
+        return (lam * (after - before) * counted).to(torch.float32), counted
+
+    def finish(self, done: torch.Tensor) -> EpisodeCounts:
+        """Return the counts of the episodes that ended (``done`` mask) and restart their counters."""
+        out = EpisodeCounts(self.compliant[done].clone(), self.violations[done].clone(), self.neutral[done].clone())
+        for x in (self.compliant, self.violations, self.neutral):
+            x[done] = 0
+        return out
+
+    def state_dict(self) -> dict:
+        return {"compliant": self.compliant, "violations": self.violations, "neutral": self.neutral}
+
+    def load_state_dict(self, d: dict) -> None:
+        for k in ("compliant", "violations", "neutral"):
+            getattr(self, k).copy_(d[k])

@@ -1,0 +1,169 @@
+"""Workflow-conditioned PPO: the agent network, GAE with time-limit bootstrapping, and the clipped-surrogate update.
+
+CleanRL's PPO (orthogonal init, Adam eps 1e-5, advantage normalisation, clipped value loss, entropy bonus, global
+gradient clipping, minibatch epochs), with GAE and the loss as pure functions.
+
+Truncation: CAGE2 episodes end only at the time limit, and the observation carries no clock, so the policy faces a
+stationary, infinite-horizon discounted task. A truncated step is therefore *bootstrapped* with the value of the
+episode's last observation (SB3's treatment), and the GAE recursion stops at the episode boundary; a real
+termination (none in CAGE2) would bootstrap with 0. ``tests/test_ppo.py`` pins both against exact answers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+OBS_DIM, WORKFLOW_DIM, N_ACTIONS = 52, 25, 145
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters (CleanRL defaults where they fit)."""
+
+    learning_rate: float = 5e-4
+    """Adam step size."""
+    gamma: float = 0.99
+    """discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    num_minibatches: int = 8
+    """minibatches per epoch."""
+    update_epochs: int = 4
+    """passes over each rollout."""
+    clip_coef: float = 0.2
+    """surrogate clipping."""
+    clip_vloss: bool = True
+    """clip the value loss like the policy loss."""
+    ent_coef: float = 0.01
+    """entropy bonus."""
+    vf_coef: float = 0.5
+    """value-loss weight."""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip."""
+    norm_adv: bool = True
+    """normalise advantages per minibatch."""
+    reward_scale: float = 0.1
+    """rewards are multiplied by this before GAE (CAGE2 returns reach -1000; values train better near 1)."""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of actor and critic."""
+
+
+def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:
+    layer = nn.Linear(i, o)
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+def _mlp(inp: int, hidden: tuple[int, ...], out: int, out_std: float) -> nn.Sequential:
+    layers, d = [], inp
+    for h in hidden:
+        layers += [_layer(d, h), nn.Tanh()]
+        d = h
+    layers.append(_layer(d, out, out_std))
+    return nn.Sequential(*layers)
+
+
+class Agent(nn.Module):
+    """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1)."""
+
+    def __init__(self, hidden: tuple[int, ...] = (64, 64)):
+        super().__init__()
+        self.hidden = tuple(hidden)
+        self.actor = _mlp(OBS_DIM + WORKFLOW_DIM, self.hidden, N_ACTIONS, 0.01)
+        self.critic = _mlp(OBS_DIM + WORKFLOW_DIM, self.hidden, 1, 1.0)
+
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        return self.critic(x).squeeze(-1)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.actor(x)
+
+    def act(self, x: torch.Tensor, generator: torch.Generator | None = None, greedy: bool = False):
+        """(action, log_prob, value) for a batch of policy inputs, sampling with ``generator``."""
+        logits = self.actor(x)
+        logp_all = torch.log_softmax(logits, -1)
+        if greedy:
+            action = logits.argmax(-1)
+        else:
+            u = torch.rand(logits.shape, generator=generator, device=logits.device).clamp_(1e-20, 1.0)
+            action = (logits - torch.log(-torch.log(u))).argmax(-1)   # Gumbel-max: a seeded categorical sample
+        return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self.value(x)
+
+    def evaluate(self, x: torch.Tensor, action: torch.Tensor):
+        """(log_prob, entropy, value) of given actions."""
+        logp_all = torch.log_softmax(self.actor(x), -1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), entropy, self.value(x)
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor,
+        episode_end: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimates over a (T, N) rollout.
+
+    ``next_values[t]`` is V of the state after step t (for a truncated step: of the episode's final observation);
+    ``terminated[t]`` zeroes that bootstrap; ``episode_end[t]`` (terminated or truncated) stops the recursion.
+    Returns (advantages, returns = advantages + values).
+    """
+    T_ = rewards.shape[0]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    for t in reversed(range(T_)):
+        delta = rewards[t] + gamma * next_values[t] * (1.0 - terminated[t]) - values[t]
+        last = delta + gamma * lam * (1.0 - episode_end[t]) * last
+        adv[t] = last
+    return adv, adv + values
+
+
+@dataclass
+class Rollout:
+    """Flattened rollout tensors for one update."""
+
+    x: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    values: torch.Tensor
+
+
+def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, batch: Rollout, cfg: PPOConfig,
+               generator: torch.Generator) -> dict[str, float]:
+    """Clipped-surrogate PPO epochs over minibatches; returns loss statistics of the last epoch."""
+    n = batch.actions.shape[0]
+    mb = max(1, n // cfg.num_minibatches)
+    stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [],
+                                     "clipfrac": []}
+    for _ in range(cfg.update_epochs):
+        perm = torch.randperm(n, generator=generator, device=generator.device).to(batch.actions.device)
+        for start in range(0, n, mb):
+            idx = perm[start:start + mb]
+            newlogp, entropy, newv = agent.evaluate(batch.x[idx], batch.actions[idx])
+            logratio = newlogp - batch.logprobs[idx]
+            ratio = logratio.exp()
+            adv = batch.advantages[idx]
+            if cfg.norm_adv and adv.numel() > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+            ret = batch.returns[idx]
+            if cfg.clip_vloss:
+                v_clipped = batch.values[idx] + (newv - batch.values[idx]).clamp(-cfg.clip_coef, cfg.clip_coef)
+                v_loss = 0.5 * torch.max((newv - ret) ** 2, (v_clipped - ret) ** 2).mean()
+            else:
+                v_loss = 0.5 * ((newv - ret) ** 2).mean()
+            ent = entropy.mean()
+            loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            with torch.no_grad():
+                stats["policy_loss"].append(pg_loss.item())
+                stats["value_loss"].append(v_loss.item())
+                stats["entropy"].append(ent.item())
+                stats["approx_kl"].append(((ratio - 1) - logratio).mean().item())
+                stats["clipfrac"].append(((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item())
+    return {k: float(np.mean(v[-max(1, -(-n // mb)):])) for k, v in stats.items()}
