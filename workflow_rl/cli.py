@@ -65,6 +65,174 @@ def cmd_demo(args) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------------------- train
+def _unit_interval(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
+    return v
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _add_engine_flags(p, n_envs_default: int) -> None:
+    p.add_argument("--red-agent", default="B_lineAgent", help="B_lineAgent, RedMeanderAgent, SleepAgent or an alias")
+    p.add_argument("--engine", default="native", choices=["native", "cyborg"])
+    p.add_argument("--n-envs", type=_positive_int, default=n_envs_default)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or mps")
+    p.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"],
+                   help="cyborg engine worker start method")
+    p.add_argument("--vectorization", default="sync", choices=["sync", "pipes", "shared_memory"],
+                   help="cyborg engine: in-process, one process per env over pipes, or shared memory")
+    p.add_argument("--scenario", default=None, help="cyborg engine: folder with Scenario2.yaml and images/")
+
+
+def _eval_block(agent, workflow, red, args) -> dict:
+    from workflow_rl.rl.evaluate import agent_act, evaluate_policy
+
+    r = evaluate_policy(agent_act(agent, workflow, greedy=not args.eval_sampled), red, args.eval_length,
+                        args.eval_episodes, engine=args.eval_engine, workflow=workflow, device=args.device,
+                        **_engine_opts(args, args.eval_engine))
+    return {"length": r.length, "episodes": r.episodes, "mean": r.mean, "ci95": r.ci95, "std": r.std,
+            "compliance": r.compliance, "engine": args.eval_engine,
+            "mode": "sampled" if args.eval_sampled else "greedy"}
+
+
+def _engine_opts(args, engine: str) -> dict:
+    if engine == "cyborg":
+        return {"vectorization": args.vectorization, "start_method": args.parallel_start_method,
+                "scenario": args.scenario}
+    return {}
+
+
+def cmd_train(args) -> int:
+    """Train a workflow-conditioned PPO policy; write logs, checkpoints, summary.json."""
+    import json
+    from pathlib import Path
+
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl.ppo import PPOConfig
+    from workflow_rl.rl.train import Trainer, TrainConfig, load_checkpoint
+    from workflow_rl.workflow import parse_workflow_arg
+
+    workflow = parse_workflow_arg(args.workflow)
+    red = parse_red_agent(args.red_agent)
+    out = Path(args.out)
+    ppo = PPOConfig(learning_rate=args.learning_rate, update_epochs=args.update_epochs,
+                    num_minibatches=args.num_minibatches)
+    cfg = TrainConfig(workflow=workflow.codes if workflow else None, red_agent=red, engine=args.engine,
+                      n_envs=args.n_envs, episode_length=args.episode_length,
+                      update_every_steps=args.update_every_steps, max_episodes=args.max_episodes,
+                      min_episodes=args.min_episodes, num_episodes=args.num_episodes,
+                      compliance_threshold=args.compliance_threshold, min_fixes=args.min_fixes,
+                      alignment_lambda=args.alignment_lambda, device=args.device, seed=args.seed,
+                      vectorization=args.vectorization, parallel_start_method=args.parallel_start_method,
+                      scenario=args.scenario, tensorboard=args.tensorboard, ppo=ppo)
+    cfg.validate()
+    ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
+    trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
+    if args.resume:
+        trainer.restore(load_checkpoint(ckpt_dir / "latest.pt", args.device))
+        print(f"resumed from {ckpt_dir / 'latest.pt'} at update {trainer.update} "
+              f"({trainer.total_episodes} episodes)")
+    print(f"training {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs {red} on "
+          f"{cfg.engine} with {cfg.n_envs} envs (budget {cfg.budget} episodes) -> {out}")
+    summary = trainer.run()
+    if summary["stop_reason"] == "interrupted":
+        print(f"interrupted: saved {ckpt_dir / 'latest.pt'}; continue with the same command plus --resume")
+        return 130
+    summary["eval"] = _eval_block(trainer.agent, workflow, red, args) if args.eval_episodes > 0 else None
+    summary["checkpoint"] = str(ckpt_dir / "latest.pt")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    ev = summary["eval"]
+    comp = "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+    print(f"done: {summary['stop_reason']} after {summary['episodes']} episodes, compliance {comp}")
+    if ev:
+        print(f"held-out evaluation ({ev['episodes']} x {ev['length']} steps, {ev['mode']}, {ev['engine']}): "
+              f"{ev['mean']:.2f} ± {ev['ci95']:.2f}")
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------------- evaluate
+BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
+
+
+def cmd_evaluate(args) -> int:
+    """CAGE2 protocol for a checkpoint (or a baseline): lengths x red agents, mean ± 95% CI, compliance."""
+    import json
+    from pathlib import Path
+
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl.evaluate import (agent_act, evaluate_policy, greedy_workflow_act, result_dict,
+                                         scripted_act)
+    from workflow_rl.rl.train import agent_from_checkpoint, load_checkpoint
+    from workflow_rl.workflow import Workflow, parse_workflow_arg
+
+    reds = [parse_red_agent(r) for r in args.red_agents]
+    lengths = args.lengths
+    workflow = parse_workflow_arg(args.workflow) if args.workflow else None
+    if args.checkpoint in BASELINES:
+        if args.checkpoint == "greedy_workflow":
+            if workflow is None:
+                raise ValueError("the greedy_workflow baseline needs --workflow")
+            acts = {"greedy": greedy_workflow_act(workflow)}
+        else:
+            acts = {"greedy": scripted_act(args.checkpoint, args.seed)}
+        label = args.checkpoint
+    else:
+        ck = load_checkpoint(Path(args.checkpoint))
+        agent = agent_from_checkpoint(ck)
+        if workflow is None and ck.get("workflow"):
+            workflow = Workflow.parse(ck["workflow"])
+        import torch
+
+        gen = torch.Generator().manual_seed(args.seed)
+        acts = {}
+        if args.mode in ("greedy", "both"):
+            acts["greedy"] = agent_act(agent, workflow, greedy=True)
+        if args.mode in ("sampled", "both"):
+            acts["sampled"] = agent_act(agent, workflow, greedy=False, generator=gen)
+        label = args.checkpoint
+    results = []
+    for mode, act in acts.items():
+        for red in reds:
+            for length in lengths:
+                r = evaluate_policy(act, red, length, args.episodes, engine=args.engine, workflow=workflow,
+                                    device=args.device, **_engine_opts(args, args.engine))
+                results.append({"mode": mode, **result_dict(r)})
+    report = {"policy": label, "workflow": workflow.names if workflow else None, "engine": args.engine,
+              "results": results}
+    lines = [f"# Evaluation of {label}", "",
+             f"engine {args.engine}, {args.episodes} episodes per cell, workflow "
+             f"{workflow.codes if workflow else 'none'}", "",
+             "| mode | red agent | length | mean | 95% CI | compliance |", "|---|---|---:|---:|---:|---:|"]
+    for r in results:
+        comp = "n/a" if r["compliance"] is None else f"{r['compliance']:.3f}"
+        lines.append(f"| {r['mode']} | {r['red_agent']} | {r['length']} | {r['mean']:.2f} | ± {r['ci95']:.2f} | "
+                     f"{comp} |")
+    md = "\n".join(lines) + "\n"
+    print(md)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "evaluation.json").write_text(json.dumps(report, indent=2))
+        (out / "evaluation.md").write_text(md)
+        print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.md'}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- cyborg-setup
 def cmd_cyborg_setup(args) -> int:
     from workflow_rl.envs.cyborg import install_scenario, package_scenario_dir
@@ -88,6 +256,50 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(func=cmd_demo)
 
+    t = sub.add_parser("train", help="train a workflow-conditioned PPO policy")
+    t.add_argument("--workflow", default="critical_first",
+                   help="named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO")
+    _add_engine_flags(t, 200)
+    t.add_argument("--num-episodes", type=_positive_int, default=None,
+                   help="total training episodes over all envs (never exceeded)")
+    t.add_argument("--max-episodes", type=_positive_int, default=50, help="per env")
+    t.add_argument("--min-episodes", type=int, default=5, help="per env, before the compliance gate applies")
+    t.add_argument("--compliance-threshold", type=_unit_interval, default=0.95)
+    t.add_argument("--min-fixes", type=int, default=50)
+    t.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
+    t.add_argument("--update-every-steps", type=_positive_int, default=100)
+    t.add_argument("--episode-length", type=_positive_int, default=100)
+    t.add_argument("--learning-rate", type=float, default=5e-4)
+    t.add_argument("--update-epochs", type=_positive_int, default=4)
+    t.add_argument("--num-minibatches", type=_positive_int, default=8)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
+    t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
+    t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
+    t.add_argument("--tensorboard", action="store_true", help="also write TensorBoard scalars to RUN_DIR/tb")
+    t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
+    t.add_argument("--eval-episodes", type=int, default=1000, help="held-out evaluation episodes (0: skip)")
+    t.add_argument("--eval-length", type=_positive_int, default=100)
+    t.add_argument("--eval-engine", default="native", choices=["native", "cyborg"])
+    t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("evaluate", help="CAGE2 evaluation of a checkpoint or a baseline")
+    e.add_argument("checkpoint", help=f"a checkpoint file, or a baseline: {', '.join(BASELINES)}")
+    e.add_argument("--workflow", default=None, help="workflow for compliance (default: the checkpoint's)")
+    e.add_argument("--engine", default="native", choices=["native", "cyborg"])
+    e.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent", "SleepAgent"])
+    e.add_argument("--lengths", nargs="+", type=_positive_int, default=[30, 50, 100])
+    e.add_argument("--episodes", type=_positive_int, default=1000)
+    e.add_argument("--mode", default="both", choices=["greedy", "sampled", "both"])
+    e.add_argument("--device", default="cpu")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--vectorization", default="sync", choices=["sync", "pipes", "shared_memory"])
+    e.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
+    e.add_argument("--scenario", default=None)
+    e.add_argument("--out", default=None, help="folder for evaluation.json and evaluation.md")
+    e.set_defaults(func=cmd_evaluate)
+
     c = sub.add_parser("cyborg-setup", help="install/check CybORG's Scenario2 data for the cyborg engine")
     c.add_argument("--scenario", default=None,
                    help="folder with Scenario2.yaml and images/ (default: $WORKFLOW_RL_CAGE2_SCENARIO)")
@@ -97,11 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from workflow_rl.envs.cyborg import CybORGUnavailable
+    from workflow_rl.rl.train import CheckpointError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, CybORGUnavailable, FileNotFoundError) as e:
+    except (ValueError, CybORGUnavailable, FileNotFoundError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -215,7 +215,7 @@ class Trainer:
         n, dev = self.cfg.n_envs, self.device
         xs = torch.zeros((steps, n, 77), device=dev)
         acts = torch.zeros((steps, n), dtype=torch.int64, device=dev)
-        logps, vals, rews, next_vals = (torch.zeros((steps, n), device=dev) for _ in range(4))
+        logps, vals, rews, final_v = (torch.zeros((steps, n), device=dev) for _ in range(4))
         ends = torch.zeros((steps, n), device=dev)
         finished = {"env_return": [], "align_return": [], "length": [], "compliant": [], "violations": [],
                     "neutral": []}
@@ -237,11 +237,9 @@ class Trainer:
             self.ep_len += 1
             trunc = out.truncated.to(dev)
             x_next = self.x(out.obs)
-            with torch.no_grad():
-                nv = self.agent.value(x_next)
-                if trunc.any():
-                    nv = torch.where(trunc, self.agent.value(self.x(out.final_obs.to(dev))), nv)
-            next_vals[t] = nv
+            if trunc.any():   # bootstrap a time-limit end with the value of the episode's last observation
+                with torch.no_grad():
+                    final_v[t] = self.agent.value(self.x(out.final_obs.to(dev)))
             ends[t] = trunc.float()
             if trunc.any():
                 idx = trunc.nonzero().squeeze(1)
@@ -259,6 +257,11 @@ class Trainer:
                     z[trunc] = 0
             x = x_next
             self.obs, self.access = out.obs.clone(), out.access.clone()
+        with torch.no_grad():
+            last_v = self.agent.value(x)
+        # V(s_{t+1}) is the value the next step computed anyway; truncated steps use V(final obs) instead
+        next_vals = torch.cat([vals[1:], last_v.unsqueeze(0)], 0)
+        next_vals = torch.where(ends > 0, final_v, next_vals)
         adv, ret = gae(rews[:, :active], vals[:, :active], next_vals[:, :active], torch.zeros_like(ends[:, :active]),
                        ends[:, :active], self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda)
         batch = Rollout(xs[:, :active].reshape(-1, 77), acts[:, :active].reshape(-1),

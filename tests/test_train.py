@@ -1,0 +1,159 @@
+"""Training loop: determinism, exact resume, the CLI, Ctrl-C, and bad input."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, load_checkpoint
+
+DROP = {"collection_time", "update_time", "sps"}
+
+
+def _cfg(**kw):
+    base = dict(workflow="critical_first", n_envs=16, max_episodes=4, min_episodes=1, update_every_steps=50,
+                checkpoint_every=1, seed=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _log(path):
+    with open(path / "training_log.csv") as f:
+        return [{k: v for k, v in r.items() if k not in DROP} for r in csv.DictReader(f)]
+
+
+def _params(trainer):
+    return torch.cat([p.detach().flatten() for p in trainer.agent.parameters()])
+
+
+def test_same_seed_identical_logs_and_weights(tmp_path):
+    a, b = Trainer(_cfg(), tmp_path / "a", progress=False), Trainer(_cfg(), tmp_path / "b", progress=False)
+    a.run(), b.run()
+    assert _log(tmp_path / "a") == _log(tmp_path / "b")
+    assert torch.equal(_params(a), _params(b))
+    c = Trainer(_cfg(seed=4), tmp_path / "c", progress=False)
+    c.run()
+    assert not torch.equal(_params(a), _params(c))
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    full = Trainer(_cfg(), tmp_path / "full", progress=False)
+    full.run()
+    part = Trainer(_cfg(num_episodes=32), tmp_path / "part", progress=False)   # stops half way (budget)
+    part.run()
+    assert part.total_episodes == 32
+    resumed = Trainer(_cfg(), tmp_path / "part", progress=False)
+    resumed.restore(load_checkpoint(tmp_path / "part" / "checkpoints" / "latest.pt"))
+    resumed.run()
+    assert torch.equal(_params(full), _params(resumed))
+    assert _log(tmp_path / "full") == _log(tmp_path / "part")
+
+
+def test_budget_is_exact_and_never_exceeded(tmp_path):
+    t = Trainer(_cfg(update_every_steps=100, num_episodes=37), tmp_path, progress=False)
+    s = t.run()
+    assert s["episodes"] == 37 and s["stop_reason"] == "budget"
+
+
+def test_compliance_gate_stops_early(tmp_path):
+    t = Trainer(_cfg(compliance_threshold=0.01, min_fixes=1, max_episodes=20), tmp_path, progress=False)
+    s = t.run()
+    assert s["stop_reason"] == "compliant" and s["episodes"] < 20 * 16
+
+
+def test_unconditioned_ppo_has_no_compliance(tmp_path):
+    t = Trainer(_cfg(workflow=None, max_episodes=2), tmp_path, progress=False)
+    s = t.run()
+    assert s["workflow"] is None and s["compliance"] is None
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(workflow="D,E,E,OH,U"), "repeated"),
+    (dict(red_agent="Greedy"), "unknown red agent"),
+    (dict(n_envs=0), "n-envs"),
+    (dict(compliance_threshold=0.0), "compliance-threshold"),
+    (dict(compliance_threshold=1.5), "compliance-threshold"),
+])
+def test_bad_config(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        Trainer(_cfg(**kw), tmp_path, progress=False)
+
+
+def test_corrupt_and_mismatched_checkpoints(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_checkpoint(bad)
+    torch.save({"hello": 1}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a workflow-rl checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt")
+    t = Trainer(_cfg(max_episodes=1), tmp_path / "r", progress=False)
+    t.run()
+    ck = load_checkpoint(tmp_path / "r" / "checkpoints" / "latest.pt")
+    other = Trainer(_cfg(workflow="reverse"), tmp_path / "r2", progress=False)
+    with pytest.raises(CheckpointError, match="workflow"):
+        other.restore(ck)
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def test_cli_tiny_train_and_evaluate(tmp_path):
+    out = tmp_path / "run"
+    r = _cli("train", "--workflow", "D,E,OS,OH,U", "--n-envs", "8", "--max-episodes", "2", "--eval-episodes", "20",
+             "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["workflow"] == ["defender", "enterprise", "op_server", "op_host", "user"]
+    assert s["red_agent"] == "B_lineAgent" and s["episodes"] == 16
+    assert set(s["eval"]) >= {"length", "episodes", "mean", "ci95"} and s["eval"]["episodes"] == 20
+    assert (out / "config.json").exists() and (out / "training_log.csv").exists()
+    r = _cli("evaluate", str(out / "checkpoints" / "latest.pt"), "--episodes", "10", "--lengths", "30",
+             "--red-agents", "sleep", "--out", str(tmp_path / "ev"))
+    assert r.returncode == 0, r.stderr
+    ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert {x["mode"] for x in ev["results"]} == {"greedy", "sampled"}
+    assert all(x["mean"] <= 0.0 and x["red_agent"] == "SleepAgent" for x in ev["results"])  # only Restore costs
+
+
+@pytest.mark.parametrize("args,match", [
+    (["train", "--workflow", "D,E,OS"], "missing"),
+    (["train", "--red-agent", "nobody"], "unknown red agent"),
+    (["train", "--n-envs", "0"], "n-envs"),
+    (["train", "--compliance-threshold", "1.2"], "compliance-threshold"),
+    (["evaluate", "/nonexistent.pt"], "no checkpoint"),
+])
+def test_cli_bad_input_is_one_line(args, match):
+    r = _cli(*args)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln]
+    assert len(lines) == 1 and lines[0].startswith("error:") and __import__("re").search(match, lines[0]), r.stderr
+
+
+def test_ctrl_c_saves_and_resume_continues(tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", "train", "--n-envs", "64", "--max-episodes",
+                          "400", "--eval-episodes", "0", "--out", str(out), "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = out / "training_log.csv"
+    deadline = time.time() + 300
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 3):
+        time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=300)
+    assert p.returncode == 130, stderr
+    ck = load_checkpoint(out / "checkpoints" / "latest.pt")
+    assert ck["counters"]["stop_reason"] == "interrupted" and ck["counters"]["update"] >= 2
+    r = _cli("train", "--n-envs", "64", "--max-episodes", str(ck["counters"]["update"] + 1), "--eval-episodes", "0",
+             "--out", str(out), "--no-progress", "--resume")
+    assert r.returncode == 0, r.stderr
+    assert "resumed" in r.stdout
