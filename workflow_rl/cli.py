@@ -233,6 +233,53 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------------- search
+def cmd_search(args) -> int:
+    """GP-UCB workflow search with policy inheritance under an exact episode budget."""
+    from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
+    from workflow_rl.workflow import NAMED, Workflow, all_workflows
+
+    if args.resume:
+        search = WorkflowSearch.resume(args.resume, progress=not args.no_progress)
+    else:
+        workflows = None
+        if args.exhaustive:
+            workflows = [w.codes for w in all_workflows()]
+        elif args.workflows:
+            items = args.workflows if len(args.workflows) > 1 else args.workflows[0].split(";")
+            if items == ["named"]:
+                items = list(NAMED)
+            workflows = [Workflow.parse(w).codes for w in items]
+        cfg = SearchConfig(red_agent=args.red_agent, engine=args.engine, total_episodes=args.total_episodes,
+                           n_envs=args.n_envs, max_episodes=args.max_episodes, min_episodes=args.min_episodes,
+                           compliance_threshold=args.compliance_threshold, min_fixes=args.min_fixes,
+                           alignment_lambda=args.alignment_lambda, update_every_steps=args.update_every_steps,
+                           learning_rate=args.learning_rate, inherit=args.inherit, gp_beta=args.gp_beta,
+                           n_init=args.n_init, eval_episodes=args.eval_episodes, eval_length=args.eval_length,
+                           seed=args.seed, device=args.device, workflows=workflows,
+                           max_iterations=args.max_iterations, vectorization=args.vectorization,
+                           parallel_start_method=args.parallel_start_method, scenario=args.scenario)
+        search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
+        if search.state_path.exists():
+            raise ValueError(f"{args.out} already holds a search: continue it with --resume {args.out}, or "
+                             "choose another --out")
+    c = search.cfg
+    print(f"workflow search vs {c.red_agent} on {c.engine}: budget {c.total_episodes:,} training episodes, "
+          f"{c.n_envs} envs, <= {c.max_episodes * c.n_envs:,} episodes per workflow -> {search.out}")
+    try:
+        summary = search.run()
+    except SearchInterrupted:
+        print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
+        return 130
+    print(f"best workflow: {summary['best_workflow_codes']} ({' > '.join(summary['best_workflow'] or [])}) "
+          f"return {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
+          f"{'' if summary['best_is_compliant'] else ' (no workflow reached the compliance threshold)'}")
+    print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
+          f"episodes, {summary['wall_time_s']:.0f} s")
+    print(f"report: {search.out / 'report.md'}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- cyborg-setup
 def cmd_cyborg_setup(args) -> int:
     from workflow_rl.envs.cyborg import install_scenario, package_scenario_dir
@@ -299,6 +346,33 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scenario", default=None)
     e.add_argument("--out", default=None, help="folder for evaluation.json and evaluation.md")
     e.set_defaults(func=cmd_evaluate)
+
+    g = sub.add_parser("search", help="GP-UCB search for the best workflow (the main job)")
+    _add_engine_flags(g, 200)
+    g.add_argument("--total-episodes", type=_positive_int, default=100_000,
+                   help="training episodes for the whole search (evaluation not counted); never exceeded")
+    g.add_argument("--max-episodes", type=_positive_int, default=50, help="per env and workflow")
+    g.add_argument("--min-episodes", type=int, default=5, help="per env, before the compliance gate applies")
+    g.add_argument("--compliance-threshold", type=_unit_interval, default=0.95)
+    g.add_argument("--min-fixes", type=int, default=50)
+    g.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
+    g.add_argument("--update-every-steps", type=_positive_int, default=100)
+    g.add_argument("--learning-rate", type=float, default=5e-4)
+    g.add_argument("--inherit", default="nearest", choices=["nearest", "previous", "none"])
+    g.add_argument("--gp-beta", type=float, default=None,
+                   help="fixed UCB beta (default: Srinivas et al.'s finite-set schedule, delta 0.1)")
+    g.add_argument("--n-init", type=_positive_int, default=3, help="initial design size (farthest-point)")
+    g.add_argument("--eval-episodes", type=_positive_int, default=500)
+    g.add_argument("--eval-length", type=_positive_int, default=100)
+    g.add_argument("--max-iterations", type=_positive_int, default=None)
+    g.add_argument("--exhaustive", action="store_true", help="train all 120 workflows (ground truth)")
+    g.add_argument("--workflows", nargs="+", default=None,
+                   help="train exactly these workflows (';'-separated or several arguments; 'named' = the six)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
+    g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
+    g.add_argument("--no-progress", action="store_true")
+    g.set_defaults(func=cmd_search)
 
     c = sub.add_parser("cyborg-setup", help="install/check CybORG's Scenario2 data for the cyborg engine")
     c.add_argument("--scenario", default=None,

@@ -1,0 +1,133 @@
+"""report.md and its plots for a finished (or partial) workflow search."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+
+def _read_csv(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def _f(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def write_report(search) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from workflow_rl.search import gp as G
+    from workflow_rl.workflow import Workflow, all_workflows
+
+    out: Path = search.out
+    plots = out / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    its = search.state.iterations
+    log = _read_csv(out / "training_log.csv")
+
+    # 1. learning and compliance curves over cumulative training episodes, one colour per workflow
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    cum = np.cumsum([_f(r["episodes"]) for r in log]) if log else np.array([])
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(log):
+        groups.setdefault(f"{r.get('iteration', '?')}: {r['workflow']}", []).append(i)
+    for label, idx in groups.items():
+        ax1.plot(cum[idx], [_f(log[i]["env_reward"]) for i in idx], lw=1.2, label=label)
+        ax2.plot(cum[idx], [_f(log[i]["compliance"]) for i in idx], lw=1.2)
+    ax1.set_ylabel("env return per episode")
+    ax2.set_ylabel("batch compliance")
+    ax2.axhline(search.cfg.compliance_threshold, color="k", ls="--", lw=0.8)
+    ax2.set_xlabel("training episodes (cumulative)")
+    if len(groups) <= 12:
+        ax1.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(plots / "learning_curves.png", dpi=110)
+    plt.close(fig)
+
+    # 2. GP posterior over all 120 workflows, sorted by mean, with the observed points
+    gp_png = None
+    if len(its) >= 2:
+        ws = [Workflow.parse(r["workflow"]) for r in its]
+        y = np.array([r["observed_reward"] for r in its])
+        gp = G.fit_gp(ws, y, seed=search.cfg.seed)
+        mu, sd = G.posterior(gp)
+        order = np.argsort(-mu)
+        pos = {k: p for p, k in enumerate(order)}
+        fig, ax = plt.subplots(figsize=(10, 4))
+        ax.fill_between(range(120), (mu - 2 * sd)[order], (mu + 2 * sd)[order], alpha=0.25, label="mean ± 2 std")
+        ax.plot(range(120), mu[order], lw=1.2, label="posterior mean")
+        ax.scatter([pos[w.index] for w in ws], y, c="C3", s=18, zorder=3, label="observed")
+        ax.set_xlabel("workflows, sorted by posterior mean")
+        ax.set_ylabel("evaluated env return")
+        ax.set_title(f"GP posterior (kernel {gp.kernel_})", fontsize=8)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        gp_png = plots / "gp_posterior.png"
+        fig.savefig(gp_png, dpi=110)
+        plt.close(fig)
+        top = [(all_workflows()[k].codes, mu[k], sd[k]) for k in order[:10]]
+    else:
+        top = []
+
+    # 3. reward per iteration with the incumbent
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    if its:
+        x = [r["iteration"] for r in its]
+        y = [r["observed_reward"] for r in its]
+        colors = ["C2" if r["status"] == "compliant" else "C1" for r in its]
+        ax.errorbar(x, y, yerr=[r["observed_ci95"] for r in its], fmt="none", ecolor="gray", lw=0.8)
+        ax.scatter(x, y, c=colors, zorder=3)
+        best_so_far, cur = [], -math.inf
+        for r in its:
+            if r["status"] == "compliant":
+                cur = max(cur, r["observed_reward"])
+            best_so_far.append(cur if cur > -math.inf else np.nan)
+        ax.step(x, best_so_far, where="post", color="C2", lw=1, label="best compliant so far")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("evaluated env return")
+    fig.tight_layout()
+    fig.savefig(plots / "reward_per_iteration.png", dpi=110)
+    plt.close(fig)
+
+    best = search.best()
+    lines = [
+        "# Workflow search report", "",
+        f"Red agent **{search.cfg.red_agent}**, engine {search.cfg.engine}, {search.cfg.n_envs} envs, "
+        f"budget {search.state.episodes_used:,} / {search.cfg.total_episodes:,} training episodes, "
+        f"{len(its)} workflows trained, {sum(r['status'] == 'compliant' for r in its)} compliant.", "",
+    ]
+    if best:
+        lines += [f"**Best workflow: {best['workflow']}** ({' > '.join(Workflow.parse(best['workflow']).names)}), "
+                  f"evaluated return {best['observed_reward']:.2f} ± {best['observed_ci95']:.2f} "
+                  f"({search.cfg.eval_episodes} held-out episodes of {search.cfg.eval_length} steps), status "
+                  f"{best['status']}. Policy: `best_policy.pt`.", ""]
+    lines += ["## Iterations", "", "| it | workflow | why | parent | compliance | eval return | episodes | status |",
+              "|---:|---|---|---|---:|---:|---:|---|"]
+    for r in its:
+        comp = "n/a" if r["compliance"] is None else f"{r['compliance']:.3f}"
+        lines.append(f"| {r['iteration']} | {r['workflow']} | {r['reason']} | {r['parent'] or '-'} | {comp} | "
+                     f"{r['observed_reward']:.2f} ± {r['observed_ci95']:.2f} | {r['episodes_trained']} | "
+                     f"{r['status']} |")
+    lines += ["", "## Plots", "", "![learning and compliance curves](plots/learning_curves.png)", ""]
+    if gp_png:
+        lines += ["![GP posterior over the 120 workflows](plots/gp_posterior.png)", "",
+                  "Top workflows by posterior mean:", "", "| workflow | mean | std |", "|---|---:|---:|"]
+        lines += [f"| {c} | {m:.2f} | {s:.2f} |" for c, m, s in top]
+        lines.append("")
+    lines += ["![reward per iteration](plots/reward_per_iteration.png)", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,345 @@
+"""GP-UCB search over the 120 workflows with policy inheritance, under an exact training-episode budget.
+
+Each iteration: choose a workflow (initial design, then the UCB argmax over the workflows not yet trained), warm
+start its policy from an already-trained workflow (``inherit``), train it until it complies or reaches its
+episode cap, evaluate the policy's environment-only return on held-out seeds, refit the GP, log why it was chosen.
+
+Rules (also in the README):
+
+* Budget: ``total_episodes`` counts every *training* episode (evaluation episodes are not counted) and is never
+  exceeded: the last workflow's training is cut to what is left.
+* Every trained workflow is recorded with its observed value and status: ``compliant`` (reached the threshold),
+  ``not_compliant`` (hit its episode cap) or ``budget_cut`` (the budget ran out first). All observations feed the
+  GP (it models how well a workflow's trained policy defends); a workflow is trained once and then leaves the
+  candidate set, so nothing is retried. The returned best workflow is the best *compliant* one (if none complied,
+  the best overall, flagged).
+* Inheritance: ``nearest`` starts from the trained workflow at the smallest Kendall distance (the most recent on
+  ties), ``previous`` from the last trained one, ``none`` from scratch. Only the network weights are inherited;
+  the Adam state starts fresh, because its moment estimates belong to the parent's objective.
+* Every policy is kept on disk under ``RUN_DIR/workflows/``; the search state is saved atomically after every
+  iteration, and ``resume`` continues exactly (an interrupted training resumes from its own checkpoint).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from workflow_rl.envs.factory import parse_red_agent
+from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_policy
+from workflow_rl.rl.ppo import PPOConfig
+from workflow_rl.rl.train import Trainer, TrainConfig, load_checkpoint
+from workflow_rl.search import gp as G
+from workflow_rl.workflow import Workflow, all_workflows, kendall
+
+GP_LOG_COLUMNS = ["iteration", "workflow", "reason", "ucb_score", "posterior_mean", "posterior_std", "beta",
+                  "parent", "observed_reward", "observed_ci95", "compliance", "episodes_trained", "budget_left",
+                  "status", "wall_time"]
+
+
+@dataclass
+class SearchConfig:
+    """Settings of a workflow search (saved in the search state)."""
+
+    red_agent: str = "B_lineAgent"
+    engine: str = "native"
+    total_episodes: int = 100_000
+    """training episodes over the whole search (evaluation not counted); never exceeded."""
+    n_envs: int = 200
+    max_episodes: int = 50
+    """per env and workflow (the workflow's cap is max_episodes * n_envs training episodes)."""
+    min_episodes: int = 5
+    compliance_threshold: float = 0.95
+    min_fixes: int = 50
+    alignment_lambda: float = 30.0
+    update_every_steps: int = 100
+    learning_rate: float = 5e-4
+    inherit: str = "nearest"
+    gp_beta: float | None = None
+    """fixed UCB beta; None = Srinivas et al.'s schedule for a finite set (delta = 0.1)."""
+    n_init: int = 3
+    eval_episodes: int = 500
+    eval_length: int = 100
+    seed: int = 0
+    device: str = "cpu"
+    workflows: list[str] | None = None
+    """exhaustive mode: train exactly these workflows (in order), no GP selection, no inheritance."""
+    max_iterations: int | None = None
+    vectorization: str = "sync"
+    parallel_start_method: str | None = None
+    scenario: str | None = None
+
+    def validate(self) -> None:
+        parse_red_agent(self.red_agent)
+        if not isinstance(self.total_episodes, int) or self.total_episodes < 1:
+            raise ValueError(f"total-episodes must be an integer >= 1, got {self.total_episodes!r}")
+        if self.inherit not in ("nearest", "previous", "none"):
+            raise ValueError(f"unknown --inherit {self.inherit!r}: use nearest, previous or none")
+        if self.gp_beta is not None and self.gp_beta < 0:
+            raise ValueError(f"gp-beta must be >= 0, got {self.gp_beta}")
+        if self.n_init < 1:
+            raise ValueError("n-init must be >= 1")
+        if self.eval_episodes < 1:
+            raise ValueError("eval-episodes must be >= 1 (the search objective is the evaluated return)")
+        if self.workflows is not None:
+            ws = [Workflow.parse(w) for w in self.workflows]
+            if len(set(ws)) != len(ws):
+                raise ValueError("the workflow list repeats a workflow")
+        self.train_config(Workflow.parse("critical_first"), self.total_episodes).validate()
+
+    def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
+        return TrainConfig(workflow=wf.codes, red_agent=self.red_agent, engine=self.engine, n_envs=self.n_envs,
+                           update_every_steps=self.update_every_steps, max_episodes=self.max_episodes,
+                           min_episodes=self.min_episodes, num_episodes=budget,
+                           compliance_threshold=self.compliance_threshold, min_fixes=self.min_fixes,
+                           alignment_lambda=self.alignment_lambda, device=self.device, seed=self.seed,
+                           vectorization=self.vectorization, parallel_start_method=self.parallel_start_method,
+                           scenario=self.scenario, checkpoint_every=10,
+                           ppo=PPOConfig(learning_rate=self.learning_rate))
+
+
+@dataclass
+class SearchState:
+    config: dict
+    iterations: list[dict] = field(default_factory=list)
+    episodes_used: int = 0
+    in_progress: dict | None = None
+    finished: bool = False
+
+
+class SearchInterrupted(Exception):
+    pass
+
+
+def _atomic_json(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, default=_json_default)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _json_default(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    raise TypeError(type(x))
+
+
+class WorkflowSearch:
+    """The search loop; ``run()`` returns the summary and writes every artefact into ``out``."""
+
+    def __init__(self, cfg: SearchConfig, out: str | Path, progress: bool = True):
+        cfg.validate()
+        self.cfg = cfg
+        self.out = Path(out)
+        self.progress = progress
+        self.state_path = self.out / "search_state.json"
+        self.state = SearchState(config=dataclasses.asdict(cfg))
+
+    # ---------------------------------------------------------------------------------------------------- state
+    @classmethod
+    def resume(cls, out: str | Path, progress: bool = True, **overrides) -> "WorkflowSearch":
+        out = Path(out)
+        path = out / "search_state.json"
+        if not path.is_file():
+            raise ValueError(f"no search to resume in {out} (missing search_state.json): start one with "
+                             f"`workflow-rl search --out {out}`")
+        try:
+            d = json.loads(path.read_text())
+            cfg = SearchConfig(**{**d["config"], **overrides})
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path} is damaged ({type(e).__name__}); start a new search in another folder") \
+                from None
+        s = cls(cfg, out, progress)
+        s.state = SearchState(config=dataclasses.asdict(cfg), iterations=d["iterations"],
+                              episodes_used=d["episodes_used"], in_progress=d["in_progress"],
+                              finished=d.get("finished", False))
+        return s
+
+    def _save(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        _atomic_json(dataclasses.asdict(self.state), self.state_path)
+
+    @property
+    def budget_left(self) -> int:
+        return self.cfg.total_episodes - self.state.episodes_used
+
+    def _trained(self) -> list[Workflow]:
+        return [Workflow.parse(r["workflow"]) for r in self.state.iterations]
+
+    # --------------------------------------------------------------------------------------------------- choose
+    def propose(self) -> dict | None:
+        """The next workflow to train, with why; None when nothing is left to try."""
+        it = len(self.state.iterations)
+        tried = {w.index for w in self._trained()}
+        if self.cfg.workflows is not None:
+            if it >= len(self.cfg.workflows):
+                return None
+            wf = Workflow.parse(self.cfg.workflows[it])
+            return {"workflow": wf.codes, "reason": "listed (exhaustive)", "ucb": None, "mean": None, "std": None,
+                    "beta": None}
+        if len(tried) >= G.N_CANDIDATES:
+            return None
+        design = G.initial_design(self.cfg.n_init)
+        if it < len(design):
+            wf = design[it]
+            return {"workflow": wf.codes, "reason": f"initial design {it + 1}/{len(design)} (farthest point)",
+                    "ucb": None, "mean": None, "std": None, "beta": None}
+        mu, sd = self._posterior()
+        beta = self.cfg.gp_beta if self.cfg.gp_beta is not None else G.srinivas_beta(it + 1)
+        k = G.ucb_select(mu, sd, beta, tried)
+        return {"workflow": all_workflows()[k].codes, "ucb": float(mu[k] + math.sqrt(beta) * sd[k]),
+                "mean": float(mu[k]), "std": float(sd[k]), "beta": beta,
+                "reason": f"UCB argmax over {G.N_CANDIDATES - len(tried)} untried (beta {beta:.2f})"}
+
+    def _posterior(self):
+        ws = self._trained()
+        y = np.array([r["observed_reward"] for r in self.state.iterations])
+        gp = G.fit_gp(ws, y, seed=self.cfg.seed)
+        self._gp = gp
+        return G.posterior(gp)
+
+    def _parent(self, wf: Workflow) -> dict | None:
+        if self.cfg.workflows is not None or self.cfg.inherit == "none" or not self.state.iterations:
+            return None
+        if self.cfg.inherit == "previous":
+            return self.state.iterations[-1]
+        best = min(reversed(self.state.iterations), key=lambda r: kendall(wf, Workflow.parse(r["workflow"])))
+        return best
+
+    # ------------------------------------------------------------------------------------------------------ run
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._save()
+        t_start = time.perf_counter()
+        while not self.state.finished:
+            if self.cfg.max_iterations is not None and len(self.state.iterations) >= self.cfg.max_iterations \
+                    and self.state.in_progress is None:
+                break
+            if self.state.in_progress is None:
+                if self.budget_left <= 0:
+                    break
+                prop = self.propose()
+                if prop is None:
+                    break
+                it = len(self.state.iterations) + 1
+                wf = Workflow.parse(prop["workflow"])
+                parent = self._parent(wf)
+                prop.update(iteration=it, run_dir=f"workflows/{it:03d}_{wf.codes.replace(',', '-')}",
+                            parent=parent["workflow"] if parent else None,
+                            parent_checkpoint=parent["checkpoint"] if parent else None,
+                            budget=min(self.budget_left, self.cfg.max_episodes * self.cfg.n_envs))
+                self.state.in_progress = prop
+                self._save()
+            record = self._train_and_evaluate(self.state.in_progress)
+            self.state.iterations.append(record)
+            self.state.episodes_used += record["episodes_trained"]
+            self.state.in_progress = None
+            self._save()
+            self._append_logs(record)
+            self._print(record)
+        self.state.finished = True
+        self._save()
+        summary = self._finalize(time.perf_counter() - t_start)
+        return summary
+
+    def _train_and_evaluate(self, p: dict) -> dict:
+        wf = Workflow.parse(p["workflow"])
+        run_dir = self.out / p["run_dir"]
+        cfg = self.cfg.train_config(wf, p["budget"])
+        init = None
+        if p.get("parent_checkpoint"):
+            init = load_checkpoint(self.out / p["parent_checkpoint"], self.cfg.device)["agent"]
+        t0 = time.perf_counter()
+        trainer = Trainer(cfg, run_dir, init_agent_state=init, progress=self.progress,
+                          log_prefix={"iteration": p["iteration"]})
+        ck = run_dir / "checkpoints" / "latest.pt"
+        if ck.is_file():
+            trainer.restore(load_checkpoint(ck, self.cfg.device))
+        summary = trainer.run()
+        if summary["stop_reason"] == "interrupted":
+            raise SearchInterrupted(str(ck))
+        ev = evaluate_policy(agent_act(trainer.agent, wf, greedy=True), self.cfg.red_agent, self.cfg.eval_length,
+                             self.cfg.eval_episodes, engine="native", seed=EVAL_SEED, workflow=wf,
+                             device=self.cfg.device)
+        status = {"compliant": "compliant", "budget": "budget_cut"}.get(summary["stop_reason"], "not_compliant")
+        if summary["stop_reason"] == "budget" and p["budget"] >= self.cfg.max_episodes * self.cfg.n_envs:
+            status = "not_compliant"   # its own cap, not the search budget, ended it
+        return {
+            "iteration": p["iteration"], "workflow": wf.codes, "reason": p["reason"], "ucb_score": p["ucb"],
+            "posterior_mean": p["mean"], "posterior_std": p["std"], "beta": p["beta"], "parent": p["parent"],
+            "observed_reward": ev.mean, "observed_ci95": ev.ci95, "compliance": summary["compliance"],
+            "eval_compliance": ev.compliance, "episodes_trained": summary["episodes"],
+            "budget_left": self.budget_left - summary["episodes"], "status": status,
+            "wall_time": time.perf_counter() - t0, "run_dir": p["run_dir"],
+            "checkpoint": str(Path(p["run_dir"]) / "checkpoints" / "latest.pt"),
+        }
+
+    # ------------------------------------------------------------------------------------------------- outputs
+    def _append_logs(self, r: dict) -> None:
+        path = self.out / "gp_sampling_log.csv"
+        new = not path.exists()
+        with open(path, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=GP_LOG_COLUMNS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow(r)
+        src = self.out / r["run_dir"] / "training_log.csv"
+        dst = self.out / "training_log.csv"
+        if src.exists():
+            rows = src.read_text().splitlines()
+            with open(dst, "a") as f:
+                f.write("\n".join(rows if not dst.exists() or dst.stat().st_size == 0 else rows[1:]) + "\n")
+
+    def _print(self, r: dict) -> None:
+        best = self.best()
+        comp = "n/a" if r["compliance"] is None else f"{r['compliance']:.3f}"
+        print(f"[{r['iteration']:3d}] {r['workflow']:14s} {r['status']:13s} compliance {comp} | eval "
+              f"{r['observed_reward']:8.2f} ± {r['observed_ci95']:.2f} | episodes {r['episodes_trained']:6d} | "
+              f"budget {self.state.episodes_used}/{self.cfg.total_episodes} | best {best['workflow']} "
+              f"{best['observed_reward']:.2f} | {r['reason']}", flush=True)
+
+    def best(self) -> dict | None:
+        its = self.state.iterations
+        if not its:
+            return None
+        compliant = [r for r in its if r["status"] == "compliant"]
+        return max(compliant or its, key=lambda r: r["observed_reward"])
+
+    def _finalize(self, wall: float) -> dict:
+        best = self.best()
+        summary = {
+            "red_agent": parse_red_agent(self.cfg.red_agent), "engine": self.cfg.engine,
+            "best_workflow": Workflow.parse(best["workflow"]).names if best else None,
+            "best_workflow_codes": best["workflow"] if best else None,
+            "best_reward": best["observed_reward"] if best else None,
+            "best_ci95": best["observed_ci95"] if best else None,
+            "best_is_compliant": bool(best and best["status"] == "compliant"),
+            "episodes_used": self.state.episodes_used, "total_episodes": self.cfg.total_episodes,
+            "workflows_evaluated": len(self.state.iterations),
+            "n_compliant": sum(r["status"] == "compliant" for r in self.state.iterations),
+            "wall_time_s": wall,
+        }
+        if best:
+            shutil.copyfile(self.out / best["checkpoint"], self.out / "best_policy.pt")
+            _atomic_json({**{k: best[k] for k in ("workflow", "observed_reward", "observed_ci95", "compliance",
+                                                   "status", "iteration", "episodes_trained")},
+                          "names": Workflow.parse(best["workflow"]).names, "checkpoint": "best_policy.pt"},
+                         self.out / "best_workflow.json")
+        _atomic_json(summary, self.out / "summary.json")
+        try:
+            from workflow_rl.search.report import write_report
+
+            write_report(self)
+        except Exception as e:  # noqa: BLE001 - a plotting failure must not lose the search results
+            print(f"warning: report not written ({type(e).__name__}: {e})")
+        return summary
