@@ -356,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--compliance-threshold", type=_unit_interval, default=0.95)
     g.add_argument("--min-fixes", type=int, default=50)
     g.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
-    g.add_argument("--update-every-steps", type=_positive_int, default=100)
+    g.add_argument("--update-every-steps", type=_positive_int, default=25)
     g.add_argument("--learning-rate", type=float, default=5e-4)
     g.add_argument("--inherit", default="nearest", choices=["nearest", "previous", "none"])
     g.add_argument("--gp-beta", type=float, default=None,

@@ -60,7 +60,8 @@ class SearchConfig:
     compliance_threshold: float = 0.95
     min_fixes: int = 50
     alignment_lambda: float = 30.0
-    update_every_steps: int = 100
+    update_every_steps: int = 25
+    """4 PPO updates per episode of every env: reaches compliance in ~4x fewer episodes than 100 (RESULTS.md)."""
     learning_rate: float = 5e-4
     inherit: str = "nearest"
     gp_beta: float | None = None
