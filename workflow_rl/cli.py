@@ -93,8 +93,11 @@ def _add_engine_flags(p, n_envs_default: int) -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda or mps")
     p.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"],
                    help="cyborg engine worker start method")
-    p.add_argument("--vectorization", default="sync", choices=["sync", "pipes", "shared_memory"],
-                   help="cyborg engine: in-process, one process per env over pipes, or shared memory")
+    p.add_argument("--vectorization", default="sync", choices=["sync", "pipes", "shared_memory", "episodes"],
+                   help="cyborg engine: in-process, one process per env over pipes, or shared memory; 'episodes': "
+                        "episode workers that play whole episodes with a CPU copy of the policy (either engine)")
+    p.add_argument("--n-workers", type=_positive_int, default=None,
+                   help="episode workers (default: CPU cores, at most --n-envs)")
     p.add_argument("--scenario", default=None, help="cyborg engine: folder with Scenario2.yaml and images/")
 
 
@@ -110,9 +113,10 @@ def _eval_block(agent, workflow, red, args) -> dict:
 
 
 def _engine_opts(args, engine: str) -> dict:
+    """Evaluation runs on a per-step vector env: episode workers fall back to shared memory there."""
     if engine == "cyborg":
-        return {"vectorization": args.vectorization, "start_method": args.parallel_start_method,
-                "scenario": args.scenario}
+        vec = "shared_memory" if args.vectorization == "episodes" else args.vectorization
+        return {"vectorization": vec, "start_method": args.parallel_start_method, "scenario": args.scenario}
     return {}
 
 
@@ -138,7 +142,7 @@ def cmd_train(args) -> int:
                       compliance_threshold=args.compliance_threshold, min_fixes=args.min_fixes,
                       alignment_lambda=args.alignment_lambda, device=args.device, seed=args.seed,
                       vectorization=args.vectorization, parallel_start_method=args.parallel_start_method,
-                      scenario=args.scenario, tensorboard=args.tensorboard, ppo=ppo)
+                      scenario=args.scenario, tensorboard=args.tensorboard, ppo=ppo, n_workers=args.n_workers)
     cfg.validate()
     ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
     trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
@@ -258,6 +262,7 @@ def cmd_search(args) -> int:
                            n_init=args.n_init, eval_episodes=args.eval_episodes, eval_length=args.eval_length,
                            seed=args.seed, device=args.device, workflows=workflows,
                            max_iterations=args.max_iterations, vectorization=args.vectorization,
+                           n_workers=args.n_workers,
                            parallel_start_method=args.parallel_start_method, scenario=args.scenario)
         search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
         if search.state_path.exists():
@@ -277,6 +282,38 @@ def cmd_search(args) -> int:
     print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
           f"episodes, {summary['wall_time_s']:.0f} s")
     print(f"report: {search.out / 'report.md'}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------- parity / bench
+def cmd_parity(args) -> int:
+    """Scripted defenders on the native and the real CybORG engine, compared cell by cell."""
+    from pathlib import Path
+
+    from workflow_rl.parity import markdown, parity
+    from workflow_rl.policies import POLICIES
+
+    policies = args.policies or list(POLICIES)
+    print(f"parity: {len(policies)} policies x {len(args.red_agents)} red agents, {args.episodes} CybORG episodes "
+          f"and {args.native_episodes} native episodes per cell")
+    cells = parity(args.red_agents, policies, args.episodes, args.native_episodes, args.seed, args.vectorization,
+                   args.parallel_start_method, args.scenario)
+    md = markdown(cells)
+    print(md)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(md + "\n")
+        print(f"wrote {args.out}")
+    return 0 if all(c.equivalent for c in cells) else 1
+
+
+def cmd_bench(args) -> int:
+    """Transitions/s of every engine mode over n_envs; Markdown + CSV + PNG."""
+    from workflow_rl.bench import run_bench
+
+    run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
+              args.parallel_start_method)
+    print(f"wrote {args.out}/engines.md, engines.csv and engines.png")
     return 0
 
 
@@ -373,6 +410,31 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
     g.add_argument("--no-progress", action="store_true")
     g.set_defaults(func=cmd_search)
+
+    q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")
+    q.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
+    q.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
+    q.add_argument("--episodes", type=_positive_int, default=200, help="CybORG episodes per cell")
+    q.add_argument("--native-episodes", type=_positive_int, default=20_000)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--vectorization", default="shared_memory", choices=["sync", "pipes", "shared_memory"])
+    q.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
+    q.add_argument("--scenario", default=None)
+    q.add_argument("--out", default=None, help="also write the Markdown table here")
+    q.set_defaults(func=cmd_parity)
+
+    b = sub.add_parser("bench", help="engine throughput: CybORG modes and native, over n_envs")
+    b.add_argument("--sizes", nargs="+", type=_positive_int, default=[1, 2, 4, 8, 16])
+    b.add_argument("--modes", nargs="+", default=None,
+                   choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
+                            "native-cpu", "native-cuda"])
+    b.add_argument("--red-agent", default="B_lineAgent")
+    b.add_argument("--cyborg-steps", type=_positive_int, default=400, help="vector steps x n_envs per CybORG cell")
+    b.add_argument("--repeats", type=_positive_int, default=3, help="native cells: median of this many runs")
+    b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
+    b.add_argument("--scenario", default=None)
+    b.add_argument("--out", default="benchmarks/results")
+    b.set_defaults(func=cmd_bench)
 
     c = sub.add_parser("cyborg-setup", help="install/check CybORG's Scenario2 data for the cyborg engine")
     c.add_argument("--scenario", default=None,

@@ -2,7 +2,10 @@
 writing observations into shared memory (gymnasium ``SyncVectorEnv`` / ``AsyncVectorEnv``)."""
 from __future__ import annotations
 
+import multiprocessing as mp
+
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from workflow_rl.envs.cyborg import CybORGEnv, install_scenario
@@ -19,8 +22,66 @@ class _EnvFn:
         return CybORGEnv(self.red, self.episode_length, self.scenario, self.seed)
 
 
+class EngineWorkerError(RuntimeError):
+    """A worker process raised, died or stopped answering; the vector env has been closed."""
+
+
+class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
+    """gymnasium's AsyncVectorEnv with a step timeout, and worker failures turned into one clear error.
+
+    A worker that raises has its traceback printed by gymnasium and the exception re-raised here as
+    :class:`EngineWorkerError`; a worker that dies or does not answer within ``timeout`` seconds makes every worker
+    terminate (shared memory is released with them) before the error is raised, so nothing hangs.
+    """
+
+    def __init__(self, env_fns, timeout: float | None = 120.0, **kwargs):
+        super().__init__(env_fns, **kwargs)
+        self.timeout = timeout
+
+    def _abort(self) -> None:
+        """Kill every worker without waiting for the pending call (gymnasium's close would wait on it)."""
+        from gymnasium.vector.async_vector_env import AsyncState
+
+        self._state = AsyncState.DEFAULT
+        self.close(terminate=True)
+
+    def _guard(self, fn, what: str):
+        try:
+            return fn()
+        except mp.TimeoutError:
+            self._abort()
+            raise EngineWorkerError(f"a CybORG worker did not finish {what} within {self.timeout:g} s; all workers "
+                                    "were stopped (raise the timeout for slow machines)") from None
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            codes = [p.exitcode for p in self.processes]
+            self._abort()
+            raise EngineWorkerError(f"a CybORG worker process died during {what} (exit codes {codes}); all workers "
+                                    "were stopped") from None
+        except EngineWorkerError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a worker's own exception, re-raised by gymnasium
+            self._abort()
+            raise EngineWorkerError(f"a CybORG worker raised {type(e).__name__}: {e} (its traceback is printed "
+                                    "above); all workers were stopped") from e
+
+    def step(self, actions):
+        def go():
+            self.step_async(actions)
+            return self.step_wait(timeout=self.timeout)
+
+        return self._guard(go, "a step")
+
+    def reset(self, *, seed=None, options=None):
+        def go():
+            self.reset_async(seed=seed, options=options)
+            return self.reset_wait(timeout=self.timeout)
+
+        return self._guard(go, "a reset")
+
+
 class SeededVectorEnv(gym.vector.VectorWrapper):
-    """Gives env i the seed ``seed + i`` on the first reset, so a run seed defines every env's stream."""
+    """The contract's conventions on top of gymnasium's vector classes: env i gets the seed ``seed + i`` on the
+    first reset (so a run seed defines every env's stream), and rewards are float32."""
 
     def __init__(self, env: gym.vector.VectorEnv, seed: int | None):
         super().__init__(env)
@@ -35,19 +96,25 @@ class SeededVectorEnv(gym.vector.VectorWrapper):
             seed = [seed + i for i in range(self.num_envs)]
         return self.env.reset(seed=seed, options=options)
 
+    def step(self, actions):
+        obs, rew, term, trunc, info = self.env.step(actions)
+        return obs, np.asarray(rew, np.float32), term, trunc, info
+
 
 def make_cyborg_vector_env(num_envs: int, red: str, episode_length: int, seed: int | None,
-                           vectorization: str = "sync", start_method: str | None = None, scenario=None):
+                           vectorization: str = "sync", start_method: str | None = None, scenario=None,
+                           timeout: float | None = 120.0, env_fn=None):
     if vectorization not in VECTORIZATIONS:
         raise ValueError(f"unknown vectorization {vectorization!r}: use one of {', '.join(VECTORIZATIONS)}")
     if start_method not in START_METHODS:
         raise ValueError(f"unknown start_method {start_method!r}: use spawn, fork, forkserver or None")
-    install_scenario(scenario)  # fail here, with the fix, rather than inside a worker
-    fns = [_EnvFn(red, episode_length, scenario, None) for _ in range(num_envs)]
+    if env_fn is None:
+        install_scenario(scenario)  # fail here, with the fix, rather than inside a worker
+    fns = [(env_fn or _EnvFn(red, episode_length, scenario, None)) for _ in range(num_envs)]
     mode = AutoresetMode.SAME_STEP
     if vectorization == "sync":
         env = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
     else:
-        env = gym.vector.AsyncVectorEnv(fns, shared_memory=vectorization == "shared_memory", context=start_method,
-                                        autoreset_mode=mode)
+        env = GuardedAsyncVectorEnv(fns, timeout=timeout, shared_memory=vectorization == "shared_memory",
+                                    context=start_method, autoreset_mode=mode)
     return SeededVectorEnv(env, seed)

@@ -51,7 +51,8 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     ``compile`` (torch backend: wrap the step in torch.compile).
     engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
     ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or
-    $WORKFLOW_RL_CAGE2_SCENARIO).
+    $WORKFLOW_RL_CAGE2_SCENARIO), ``timeout`` (seconds a worker may take per step before every worker is stopped
+    and :class:`~workflow_rl.envs.cyborg_vector.EngineWorkerError` is raised; default 120).
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -80,7 +81,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
             raise ValueError("compile=True applies to backend='torch' only")
         return NativeVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, **engine_options)
 
-    _check_options(engine_options, {"vectorization", "start_method", "scenario"}, engine)
+    _check_options(engine_options, {"vectorization", "start_method", "scenario", "timeout"}, engine)
     if device != "cpu":
         raise ValueError(f"the cyborg engine runs on the CPU: use device='cpu', not {device!r}")
     from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env

@@ -59,6 +59,9 @@ class TrainConfig:
     device: str = "cpu"
     seed: int = 0
     vectorization: str = "sync"
+    """cyborg engine: sync, pipes, shared_memory; "episodes" (either engine): episode workers (no step barrier)."""
+    n_workers: int | None = None
+    """episode workers (vectorization="episodes"); default: the number of CPU cores, at most n_envs."""
     parallel_start_method: str | None = None
     scenario: str | None = None
     official_bugs: bool = True
@@ -79,6 +82,11 @@ class TrainConfig:
             raise ValueError("min-episodes and min-fixes must be >= 0")
         if self.num_episodes is not None and self.num_episodes < 1:
             raise ValueError(f"num-episodes must be >= 1, got {self.num_episodes}")
+        if self.vectorization not in ("sync", "pipes", "shared_memory", "episodes"):
+            raise ValueError(f"unknown vectorization {self.vectorization!r}: use sync, pipes, shared_memory or "
+                             "episodes")
+        if self.vectorization == "episodes" and self.update_every_steps != self.episode_length:
+            raise ValueError("episode workers return whole episodes: use update-every-steps = episode-length")
         if not 0.0 < self.compliance_threshold <= 1.0:
             raise ValueError(f"compliance-threshold must be in (0, 1], got {self.compliance_threshold}")
         if self.alignment_lambda < 0:
@@ -170,8 +178,16 @@ class Trainer:
             self.opt.load_state_dict(init_optimizer_state)
             for g in self.opt.param_groups:
                 g["lr"] = cfg.ppo.learning_rate
-        self.env = self._make_env()
-        self.stepper = TorchStepper(self.env, self.device)
+        self.pool = self.env = self.stepper = None
+        if cfg.vectorization == "episodes":
+            from workflow_rl.envs.episode_workers import EpisodeWorkerPool
+
+            self.pool = EpisodeWorkerPool(cfg.n_workers or max(1, min(cfg.n_envs, os.cpu_count() or 1)),
+                                          parse_red_agent(cfg.red_agent), cfg.episode_length, cfg.engine,
+                                          cfg.scenario, cfg.parallel_start_method, cfg.ppo.hidden)
+        else:
+            self.env = self._make_env()
+            self.stepper = TorchStepper(self.env, self.device)
         n = cfg.n_envs
         enc = self.workflow.encode() if self.workflow else np.zeros(25, np.float32)
         self.wf_enc = torch.as_tensor(enc, device=self.device).expand(n, 25)
@@ -188,7 +204,9 @@ class Trainer:
         self.recent = deque(maxlen=100)
         self.stop_reason: str | None = None
         self.last_compliance = float("nan")
-        self.obs, self.access = self.stepper.reset(seed=cfg.seed)
+        self.obs = self.access = None
+        if self.stepper is not None:
+            self.obs, self.access = self.stepper.reset(seed=cfg.seed)
         self._interrupted = False
         self._tb = None
 
@@ -268,12 +286,42 @@ class Trainer:
                         logps[:, :active].reshape(-1), adv.reshape(-1), ret.reshape(-1), vals[:, :active].reshape(-1))
         return batch, finished
 
+    def _collect_episodes(self, active: int):
+        """Episode-worker mode: ``active`` whole episodes, each with seeds fixed by its global episode index."""
+        c, dev = self.cfg, self.device
+        jobs = [(_seed(c.seed, self.total_episodes + k, 0), _seed(c.seed, self.total_episodes + k, 1), k)
+                for k in range(active)]
+        lam = c.alignment_lambda if self.workflow is not None else 0.0
+        trajs = self.pool.collect(self.agent.state_dict(), self.wf_enc[0].cpu().numpy(),
+                                  self.rank.cpu().numpy() if self.workflow is not None else None, lam, jobs)
+
+        def stack(name):
+            return torch.as_tensor(np.stack([getattr(t, name) for t in trajs], 1), device=dev)
+
+        x, acts, logp, vals = stack("x"), stack("actions"), stack("logp"), stack("values")
+        env_r, align_r = stack("env_r"), stack("align_r")
+        rews = (env_r + align_r) * c.ppo.reward_scale
+        final_v = torch.as_tensor([t.final_value for t in trajs], device=dev, dtype=torch.float32)
+        next_vals = torch.cat([vals[1:], final_v.unsqueeze(0)], 0)
+        ends = torch.zeros_like(vals)
+        ends[-1] = 1.0
+        adv, ret = gae(rews, vals, next_vals, torch.zeros_like(ends), ends, c.ppo.gamma, c.ppo.gae_lambda)
+        batch = Rollout(x.reshape(-1, 77), acts.reshape(-1), logp.reshape(-1), adv.reshape(-1), ret.reshape(-1),
+                        vals.reshape(-1))
+        self.episodes_per_env[:active] += 1
+        finished = {"env_return": env_r.sum(0).tolist(), "align_return": align_r.sum(0).tolist(),
+                    "length": [len(t.actions) for t in trajs], "compliant": [t.compliant for t in trajs],
+                    "violations": [t.violations for t in trajs], "neutral": [t.neutral for t in trajs]}
+        return batch, finished
+
     def _plan(self) -> tuple[int, int] | None:
         """(steps, active envs) of the next update under the episode budget, or None when it is spent."""
         c = self.cfg
         left = c.budget - self.total_episodes
         if left <= 0:
             return None
+        if self.pool is not None:
+            return c.episode_length, min(c.n_envs, left)
         steps, length = c.update_every_steps, c.episode_length
         phase = self.global_step % length   # envs are synchronised: they all start together, fixed length
         ends_per_env = (phase + steps) // length
@@ -333,11 +381,19 @@ class Trainer:
             if self._tb is not None:
                 self._tb.close()
         self.save()
+        self.close()
         return self.summary()
+
+    def close(self) -> None:
+        """Stop worker processes (episode workers, or the cyborg engine's vector env)."""
+        if self.pool is not None:
+            self.pool.close()
+        if self.env is not None and self.cfg.engine == "cyborg":
+            self.env.close()
 
     def _one_update(self, steps: int, active: int) -> dict:
         t0 = time.perf_counter()
-        batch, fin = self._collect(steps, active)
+        batch, fin = self._collect_episodes(active) if self.pool is not None else self._collect(steps, active)
         t1 = time.perf_counter()
         stats = ppo_update(self.agent, self.opt, batch, self.cfg.ppo, self.gen)
         t2 = time.perf_counter()
@@ -398,7 +454,7 @@ class Trainer:
                          "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
                          "stop_reason": self.stop_reason, "last_compliance": self.last_compliance},
             "rng": {"generator": self.gen.get_state(), "torch": torch.get_rng_state()},
-            "env_state": self.stepper.get_state(),
+            "env_state": self.stepper.get_state() if self.stepper is not None else None,
             "obs": self.obs, "access": self.access, "tracker": self.tracker.state_dict(),
             "episode_running": {"env": self.ep_env_ret, "align": self.ep_align_ret, "len": self.ep_len},
             "recent": list(self.recent),
@@ -425,8 +481,9 @@ class Trainer:
         self.last_compliance = c["last_compliance"]
         self.gen.set_state(ck["rng"]["generator"])
         torch.set_rng_state(ck["rng"]["torch"])
-        self.stepper.set_state(ck["env_state"])
-        self.obs, self.access = ck["obs"].to(self.device), ck["access"].to(self.device)
+        if self.stepper is not None:
+            self.stepper.set_state(ck["env_state"])
+            self.obs, self.access = ck["obs"].to(self.device), ck["access"].to(self.device)
         self.tracker.load_state_dict(ck["tracker"])
         er = ck["episode_running"]
         self.ep_env_ret.copy_(er["env"])
@@ -455,6 +512,11 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+def _seed(seed: int, index: int, stream: int) -> int:
+    """A 63-bit seed for episode ``index`` of a run (stream 0: the env, 1: action sampling)."""
+    return int(np.random.SeedSequence([seed, index, stream]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
 def _mean(x) -> float:
     return float(np.mean(x)) if len(x) else float("nan")
 

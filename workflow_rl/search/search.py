@@ -75,6 +75,7 @@ class SearchConfig:
     """exhaustive mode: train exactly these workflows (in order), no GP selection, no inheritance."""
     max_iterations: int | None = None
     vectorization: str = "sync"
+    n_workers: int | None = None
     parallel_start_method: str | None = None
     scenario: str | None = None
 
@@ -103,6 +104,7 @@ class SearchConfig:
                            compliance_threshold=self.compliance_threshold, min_fixes=self.min_fixes,
                            alignment_lambda=self.alignment_lambda, device=self.device, seed=self.seed,
                            vectorization=self.vectorization, parallel_start_method=self.parallel_start_method,
+                           n_workers=self.n_workers,
                            scenario=self.scenario, checkpoint_every=10,
                            ppo=PPOConfig(learning_rate=self.learning_rate))
 

@@ -1,0 +1,131 @@
+"""The real CybORG engine: conformance, mode equivalence, reference returns, episode workers, and worker faults."""
+import csv
+import os
+import pathlib
+import time
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from fault_envs import FaultyFn
+
+from workflow_rl import make_vector_env
+from workflow_rl.envs.cyborg_vector import EngineWorkerError, make_cyborg_vector_env
+from workflow_rl.parity import running_returns
+from workflow_rl.sim import tables as T
+
+pytestmark = pytest.mark.cyborg
+DATA = pathlib.Path(__file__).parent / "data" / "cyborg_returns.csv"
+
+
+def _rollout(env, steps, seed=0):
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset()
+    out, acc, rew = [obs], [info["red_access"]], []
+    for _ in range(steps):
+        obs, r, term, trunc, info = env.step(rng.integers(0, 145, env.num_envs))
+        out.append(obs)
+        acc.append(info["red_access"])
+        rew.append(r)
+    return np.stack(out), np.stack(acc), np.stack(rew)
+
+
+def test_conformance_and_true_access():
+    env = make_vector_env(2, "bline", engine="cyborg", seed=5)
+    obs, info = env.reset()
+    assert obs.shape == (2, 52) and obs.dtype == np.float32 and not obs.any()
+    assert (info["red_access"][:, T.USER0] == 2).all() and info["red_access"].sum() == 4
+    conf = np.array([0.1, 1, 1, 1, 0.1, 0.1, 0.1, 1, 0, 0.1, 0.1, 0.1, 0.1])
+    for t in range(25):
+        obs, r, term, trunc, info = env.step(np.zeros(2, np.int64))
+        assert r.dtype == np.float32 and not term.any()
+        gap = r - (-((info["red_access"] == 2) * conf).sum(1))
+        assert np.all((np.abs(gap) < 1e-4) | (np.abs(gap + 10) < 1e-4))
+    assert (info["red_access"][:, T.OPS0] == 2).all()     # B_line owns Op_Server0 by step 25
+    env.close()
+
+
+def test_sync_pipes_and_shared_memory_give_identical_trajectories():
+    results = [_rollout(make_vector_env(3, "meander", engine="cyborg", seed=11, vectorization=v), 40)
+               for v in ("sync", "pipes", "shared_memory")]
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a, b)
+    different = _rollout(make_vector_env(3, "meander", engine="cyborg", seed=12), 40)
+    assert not np.array_equal(results[0][2], different[2])
+
+
+def test_episode_length_truncates_and_resets():
+    env = make_vector_env(2, "bline", engine="cyborg", episode_length=10, seed=1)
+    env.reset()
+    for t in range(10):
+        obs, r, term, trunc, info = env.step(np.zeros(2, np.int64))
+    assert trunc.all() and "final_obs" in info and not obs.any()
+    env.close()
+
+
+def _reference():
+    cells = defaultdict(list)
+    with open(DATA) as f:
+        for r in csv.DictReader(f):
+            cells[(r["red"], r["policy"], int(r["length"]))].append(float(r["total_reward"]))
+    return {k: np.array(v) for k, v in cells.items()}
+
+
+@pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
+@pytest.mark.parametrize("policy", ["sleep", "restore_compromised"])
+def test_cyborg_engine_reproduces_reference_cells(red, policy):
+    """Same tolerance as the native fidelity test: max(2% of |mean|, 3 SE of the difference)."""
+    ref = _reference()
+    ours = running_returns("cyborg", red, policy, 120, seed=77, n_envs=2, vectorization="shared_memory")
+    for length, x in ours.items():
+        r = ref[(red, policy, length)]
+        tol = max(0.02 * abs(r.mean()), 3 * np.sqrt(x.var(ddof=1) / len(x) + r.var(ddof=1) / len(r)))
+        assert abs(x.mean() - r.mean()) <= tol, f"{red}/{policy}/{length}: {x.mean():.2f} vs {r.mean():.2f}"
+
+
+def test_episode_workers_train_and_do_not_depend_on_worker_count(tmp_path):
+    from workflow_rl.rl.train import Trainer, TrainConfig
+
+    def run(workers, path):
+        cfg = TrainConfig(workflow="critical_first", engine="cyborg", vectorization="episodes", n_envs=4,
+                          max_episodes=2, n_workers=workers, seed=2)
+        t = Trainer(cfg, path, progress=False)
+        s = t.run()
+        return s, [p.detach().clone() for p in t.agent.parameters()]
+
+    s1, p1 = run(1, tmp_path / "a")
+    s2, p2 = run(2, tmp_path / "b")
+    assert s1["episodes"] == s2["episodes"] == 8
+    assert all((a == b).all() for a, b in zip(p1, p2))
+    assert s1["mean100"] == s2["mean100"]
+
+
+def test_missing_scenario_data_names_the_fix(tmp_path):
+    from workflow_rl.envs.cyborg import CybORGUnavailable, install_scenario
+
+    with pytest.raises(CybORGUnavailable, match="Scenario2.yaml"):
+        install_scenario(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- worker faults
+def _shm_entries():
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.parametrize("fault", ["raise", "die", "hang"])
+@pytest.mark.parametrize("vectorization", ["pipes", "shared_memory"])
+def test_worker_faults_are_reported_and_release_everything(fault, vectorization):
+    before = _shm_entries()
+    env = make_cyborg_vector_env(2, "B_lineAgent", 100, 0, vectorization=vectorization, start_method="fork",
+                                 timeout=3.0, env_fn=FaultyFn(fault))
+    env.reset()
+    t0 = time.time()
+    with pytest.raises(EngineWorkerError) as e:
+        for _ in range(5):
+            env.step(np.zeros(2, np.int64))
+    assert time.time() - t0 < 30
+    assert {"raise": "RuntimeError: boom", "die": "died", "hang": "did not finish"}[fault] in str(e.value)
+    assert env.unwrapped.closed
+    assert not any(p.is_alive() for p in env.unwrapped.processes)
+    assert _shm_entries() <= before

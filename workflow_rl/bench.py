@@ -1,0 +1,143 @@
+"""Engine benchmark: transitions per second of every way to run CAGE2, over numbers of envs.
+
+Modes: ``cyborg-sequential`` (n CybORG envs stepped one after another in a plain loop), ``cyborg-sync``
+(gymnasium SyncVectorEnv), ``cyborg-pipes`` (AsyncVectorEnv, one process per env, pipes), ``cyborg-shm``
+(AsyncVectorEnv with shared-memory observations), ``cyborg-episodes`` (episode workers, one per core, playing
+whole episodes with an untrained policy — so they also pay for the policy), ``native-cpu`` (the numba kernel),
+``native-cuda`` (the tensor path, when a GPU is present). All per-step modes use uniformly random actions.
+Ratios against ``cyborg-sequential`` with one env, measured in the same run, are what to compare across machines.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from workflow_rl.sim import tables as T
+
+CYBORG_MODES = ("cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes")
+
+
+def time_native(red: str, n_envs: int, steps: int, seed: int = 0, device: str = "cpu") -> float:
+    from workflow_rl import make_vector_env
+
+    opts = {"copy": False} if device == "cpu" else {}
+    env = make_vector_env(n_envs, red, seed=seed, device=device, **opts)
+    env.reset()
+    pool = np.random.default_rng(seed).integers(0, T.N_ACTIONS, (16, n_envs))
+    env.step(pool[0])
+    t0 = time.perf_counter()
+    for k in range(steps):
+        env.step(pool[k & 15])
+    return n_envs * steps / (time.perf_counter() - t0)
+
+
+def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, seed: int = 0,
+                start_method: str | None = None) -> float:
+    from workflow_rl import make_vector_env
+    from workflow_rl.envs.cyborg import CybORGEnv
+
+    rng = np.random.default_rng(seed)
+    if mode == "cyborg-episodes":
+        from workflow_rl.envs.episode_workers import EpisodeWorkerPool
+        from workflow_rl.rl.ppo import Agent
+
+        episodes = max(n_envs, steps * n_envs // 100)
+        pool = EpisodeWorkerPool(min(n_envs, os.cpu_count() or 1), red, 100, "cyborg", scenario, start_method)
+        agent = Agent()
+        try:
+            jobs = [(seed + i, seed + i, i) for i in range(episodes)]
+            t0 = time.perf_counter()
+            pool.collect(agent.state_dict(), np.zeros(25, np.float32), None, 0.0, jobs)
+            return episodes * 100 / (time.perf_counter() - t0)
+        finally:
+            pool.close()
+    if mode == "cyborg-sequential":
+        envs = [CybORGEnv(red, 100, scenario, seed=seed + i) for i in range(n_envs)]
+        for e in envs:
+            e.reset()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            for e in envs:
+                _, _, _, trunc, _ = e.step(int(rng.integers(0, T.N_ACTIONS)))
+                if trunc:
+                    e.reset()
+        return n_envs * steps / (time.perf_counter() - t0)
+    vec = {"cyborg-sync": "sync", "cyborg-pipes": "pipes", "cyborg-shm": "shared_memory"}[mode]
+    env = make_vector_env(n_envs, red, engine="cyborg", seed=seed, vectorization=vec, start_method=start_method,
+                          scenario=scenario)
+    try:
+        env.reset()
+        env.step(rng.integers(0, T.N_ACTIONS, n_envs))
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            env.step(rng.integers(0, T.N_ACTIONS, n_envs))
+        return n_envs * steps / (time.perf_counter() - t0)
+    finally:
+        env.close()
+
+
+def run_bench(sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cyborg_steps: int = 300,
+              repeats: int = 3, scenario=None, out: str | Path = "benchmarks/results", start_method=None,
+              log=print) -> list[dict]:
+    import torch
+
+    modes = list(modes or (*CYBORG_MODES, "native-cpu", *(["native-cuda"] if torch.cuda.is_available() else [])))
+    rows = []
+    for mode in modes:
+        for n in sizes:
+            runs = []
+            for r in range(repeats if mode.startswith("native") else 1):
+                if mode.startswith("native"):
+                    dev = "cuda" if mode == "native-cuda" else "cpu"
+                    steps = max(50, 1_000_000 // n) if dev == "cpu" else max(50, 10_000_000 // n)
+                    runs.append(time_native(red, n, steps, seed=r, device=dev))
+                else:
+                    runs.append(time_cyborg(mode, red, n, max(20, cyborg_steps // n), scenario,
+                                            start_method=start_method))
+            rows.append({"mode": mode, "n_envs": n, "transitions_per_s": statistics.median(runs)})
+            log(f"{mode:18s} n_envs={n:3d} {rows[-1]['transitions_per_s']:14,.0f} transitions/s")
+    base = next((r["transitions_per_s"] for r in rows if r["mode"] == "cyborg-sequential" and r["n_envs"] == 1),
+                None)
+    for r in rows:
+        r["vs_cyborg_single"] = r["transitions_per_s"] / base if base else float("nan")
+    _write(rows, Path(out), red)
+    return rows
+
+
+def _write(rows: list[dict], out: Path, red: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "engines.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python " \
+              f"{platform.python_version()}"
+    lines = [f"Engine benchmark vs {red} ({machine})", "", "| mode | n_envs | transitions/s | x CybORG single |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| {r['mode']} | {r['n_envs']} | {r['transitions_per_s']:,.0f} | {r['vs_cyborg_single']:,.2f} |"
+              for r in rows]
+    (out / "engines.md").write_text("\n".join(lines) + "\n")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        pts = [(r["n_envs"], r["transitions_per_s"]) for r in rows if r["mode"] == mode]
+        ax.plot(*zip(*pts), marker="o", label=mode)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("n_envs")
+    ax.set_ylabel("transitions / s")
+    ax.set_title(f"CAGE2 engines vs {red}, {machine}", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "engines.png", dpi=110)
+    plt.close(fig)
