@@ -54,10 +54,13 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert _log(tmp_path / "full") == _log(tmp_path / "part")
 
 
-def test_budget_is_exact_and_never_exceeded(tmp_path):
-    t = Trainer(_cfg(update_every_steps=100, num_episodes=37), tmp_path, progress=False)
+@pytest.mark.parametrize("steps,expected", [(100, 37), (25, 37), (200, 36)])
+def test_budget_is_exact_and_never_exceeded(tmp_path, steps, expected):
+    """Exact when rollouts hold whole episodes or episodes span whole rollouts; with two episodes per env per
+    rollout an odd remainder cannot be trained, so it stops one short rather than exceed."""
+    t = Trainer(_cfg(update_every_steps=steps, num_episodes=37, max_episodes=10), tmp_path, progress=False)
     s = t.run()
-    assert s["episodes"] == 37 and s["stop_reason"] == "budget"
+    assert s["episodes"] == expected and s["stop_reason"] == "budget"
 
 
 def test_compliance_gate_stops_early(tmp_path):

@@ -203,6 +203,7 @@ class Trainer:
         self.ep_len = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.recent = deque(maxlen=100)
         self.stop_reason: str | None = None
+        self.round_active = cfg.n_envs
         self.last_compliance = float("nan")
         self.obs = self.access = None
         if self.stepper is not None:
@@ -315,20 +316,33 @@ class Trainer:
         return batch, finished
 
     def _plan(self) -> tuple[int, int] | None:
-        """(steps, active envs) of the next update under the episode budget, or None when it is spent."""
+        """(steps, active envs) of the next update under the episode budget, or None when it is spent.
+
+        Envs are synchronised (they start together and episodes have a fixed length), so the budget can be cut
+        exactly by training on the first ``active`` envs only: decided per rollout when a rollout holds whole
+        episodes (update_every_steps a multiple of episode_length), or once per episode round when an episode spans
+        several rollouts (episode_length a multiple of update_every_steps). Otherwise training stops at the last
+        update that fits.
+        """
         c = self.cfg
         left = c.budget - self.total_episodes
+        if self.pool is not None:
+            return (c.episode_length, min(c.n_envs, left)) if left > 0 else None
+        steps, length = c.update_every_steps, c.episode_length
+        phase = self.global_step % length
+        if length % steps == 0 and steps < length:
+            if phase == 0:
+                if left <= 0:
+                    return None
+                self.round_active = min(c.n_envs, left)
+            return steps, self.round_active
         if left <= 0:
             return None
-        if self.pool is not None:
-            return c.episode_length, min(c.n_envs, left)
-        steps, length = c.update_every_steps, c.episode_length
-        phase = self.global_step % length   # envs are synchronised: they all start together, fixed length
         ends_per_env = (phase + steps) // length
         if ends_per_env * c.n_envs <= left:
             return steps, c.n_envs
         if phase == 0 and steps % length == 0 and left // ends_per_env >= 1:
-            return steps, left // ends_per_env   # exact: train on the first envs only
+            return steps, left // ends_per_env
         return None
 
     # ------------------------------------------------------------------------------------------------------- run
@@ -452,7 +466,8 @@ class Trainer:
             "agent": self.agent.state_dict(), "optimizer": self.opt.state_dict(),
             "counters": {"update": self.update, "global_step": self.global_step,
                          "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
-                         "stop_reason": self.stop_reason, "last_compliance": self.last_compliance},
+                         "stop_reason": self.stop_reason, "last_compliance": self.last_compliance,
+                         "round_active": self.round_active},
             "rng": {"generator": self.gen.get_state(), "torch": torch.get_rng_state()},
             "env_state": self.stepper.get_state() if self.stepper is not None else None,
             "obs": self.obs, "access": self.access, "tracker": self.tracker.state_dict(),
@@ -479,6 +494,7 @@ class Trainer:
         self.total_episodes = c["total_episodes"]
         self.episodes_per_env = np.asarray(c["episodes_per_env"]).copy()
         self.last_compliance = c["last_compliance"]
+        self.round_active = c.get("round_active", self.cfg.n_envs)
         self.gen.set_state(ck["rng"]["generator"])
         torch.set_rng_state(ck["rng"]["torch"])
         if self.stepper is not None:
