@@ -84,13 +84,15 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
 
 def run_bench(sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cyborg_steps: int = 300,
               repeats: int = 3, scenario=None, out: str | Path = "benchmarks/results", start_method=None,
-              log=print) -> list[dict]:
+              log=print, native_sizes=(256, 4096, 65536)) -> list[dict]:
     import torch
 
     modes = list(modes or (*CYBORG_MODES, "native-cpu", *(["native-cuda"] if torch.cuda.is_available() else [])))
     rows = []
     for mode in modes:
-        for n in sizes:
+        # the native engine's best batch sizes are far beyond the process counts that suit CybORG
+        mode_sizes = list(sizes) + ([s for s in native_sizes if s > max(sizes)] if mode.startswith("native") else [])
+        for n in mode_sizes:
             runs = []
             for r in range(repeats if mode.startswith("native") else 1):
                 if mode.startswith("native"):

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError
+from workflow_rl.sim import tables as T
 
 
 @dataclass
@@ -59,12 +60,13 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
     truncated = False
     while not truncated:
         x = torch.cat([torch.as_tensor(obs, dtype=torch.float32), enc]).unsqueeze(0)
-        with torch.no_grad():
+        with torch.inference_mode():
             a, lp, v = agent.act(x, gen)
         obs, r, _term, truncated, info = env.step(int(a.item()))
         al = 0.0
-        if rank is not None:
-            al = float(tracker.step(a, access, rank, lam)[0].item())
+        ai = int(a.item())
+        if rank is not None and (T.A_REMOVE <= ai < T.A_REMOVE + T.N_HOSTS or ai >= T.A_RESTORE):
+            al = float(tracker.step(a, access, rank, lam)[0].item())   # counts only change on fixes
         access = torch.as_tensor(info["red_access"]).unsqueeze(0)
         xs.append(x[0].numpy())
         acts.append(int(a.item()))

@@ -113,8 +113,11 @@ class SearchConfig:
 class SearchState:
     config: dict
     iterations: list[dict] = field(default_factory=list)
+    """finished workflows, in order of completion."""
     episodes_used: int = 0
-    in_progress: dict | None = None
+    pending: list[dict] = field(default_factory=list)
+    """dispatched, not yet finished proposals (each holds its budget claim)."""
+    dispatched: int = 0
     finished: bool = False
 
 
@@ -135,6 +138,63 @@ def _json_default(x):
     if isinstance(x, (np.floating, np.integer)):
         return x.item()
     raise TypeError(type(x))
+
+
+def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: dict, progress: bool = False) -> dict:
+    """Train the proposed workflow (warm-started from its parent, resumed from its own checkpoint if one exists)
+    and evaluate it on the held-out seeds; returns its record. Runs in the driver or in a Ray worker."""
+    out = Path(out)
+    wf = Workflow.parse(p["workflow"])
+    run_dir = out / p["run_dir"]
+    tcfg = cfg.train_config(wf, p["budget"])
+    init = None
+    if p.get("parent_checkpoint"):
+        init = load_checkpoint(out / p["parent_checkpoint"], cfg.device)["agent"]
+    t0 = time.perf_counter()
+    trainer = Trainer(tcfg, run_dir, init_agent_state=init, progress=progress,
+                      log_prefix={"iteration": p["iteration"]})
+    ck = run_dir / "checkpoints" / "latest.pt"
+    if ck.is_file():
+        trainer.restore(load_checkpoint(ck, cfg.device))
+    summary = trainer.run()
+    if summary["stop_reason"] == "interrupted":
+        raise SearchInterrupted(str(ck))
+    ev = evaluate_policy(agent_act(trainer.agent, wf, greedy=True), cfg.red_agent, cfg.eval_length,
+                         cfg.eval_episodes, engine="native", seed=EVAL_SEED, workflow=wf, device=cfg.device)
+    status = {"compliant": "compliant", "budget": "budget_cut"}.get(summary["stop_reason"], "not_compliant")
+    if summary["stop_reason"] == "budget" and p["budget"] >= cfg.max_episodes * cfg.n_envs:
+        status = "not_compliant"   # its own cap, not the search budget, ended it
+    return {
+        "iteration": p["iteration"], "workflow": wf.codes, "reason": p["reason"], "ucb_score": p["ucb"],
+        "posterior_mean": p["mean"], "posterior_std": p["std"], "beta": p["beta"], "parent": p["parent"],
+        "observed_reward": ev.mean, "observed_ci95": ev.ci95, "compliance": summary["compliance"],
+        "eval_compliance": ev.compliance, "episodes_trained": summary["episodes"], "budget_left": None,
+        "status": status, "wall_time": time.perf_counter() - t0, "run_dir": p["run_dir"],
+        "checkpoint": str(Path(p["run_dir"]) / "checkpoints" / "latest.pt"),
+    }
+
+
+class SerialExecutor:
+    """Trains one workflow at a time, in this process (Ctrl-C saves and stops cleanly)."""
+
+    def __init__(self):
+        self.queue: list[tuple[dict, WorkflowSearch]] = []
+
+    def free(self) -> int:
+        return 1 - len(self.queue)
+
+    def running(self) -> int:
+        return len(self.queue)
+
+    def submit(self, prop: dict, search: "WorkflowSearch") -> None:
+        self.queue.append((prop, search))
+
+    def wait_one(self) -> tuple[dict, dict]:
+        prop, search = self.queue.pop(0)
+        return prop, train_and_evaluate(search.cfg, search.out, prop, search.progress)
+
+    def shutdown(self) -> None:
+        self.queue.clear()
 
 
 class WorkflowSearch:
@@ -164,8 +224,8 @@ class WorkflowSearch:
                 from None
         s = cls(cfg, out, progress)
         s.state = SearchState(config=dataclasses.asdict(cfg), iterations=d["iterations"],
-                              episodes_used=d["episodes_used"], in_progress=d["in_progress"],
-                              finished=d.get("finished", False))
+                              episodes_used=d["episodes_used"], pending=d["pending"],
+                              dispatched=d["dispatched"], finished=d.get("finished", False))
         return s
 
     def _save(self) -> None:
@@ -176,14 +236,25 @@ class WorkflowSearch:
     def budget_left(self) -> int:
         return self.cfg.total_episodes - self.state.episodes_used
 
+    @property
+    def budget_unclaimed(self) -> int:
+        """Budget neither used nor claimed by a running workflow."""
+        return self.budget_left - sum(p["budget"] for p in self.state.pending)
+
     def _trained(self) -> list[Workflow]:
         return [Workflow.parse(r["workflow"]) for r in self.state.iterations]
 
     # --------------------------------------------------------------------------------------------------- choose
     def propose(self) -> dict | None:
-        """The next workflow to train, with why; None when nothing is left to try."""
-        it = len(self.state.iterations)
-        tried = {w.index for w in self._trained()}
+        """The next workflow to train, with why; None when nothing is left to try.
+
+        Workflows still training (``pending``) are excluded, and with a GP they are *hallucinated*: added as
+        observations at their current posterior mean with the fitted hyperparameters held fixed (GP-BUCB's
+        variance update), so q parallel picks spread out instead of repeating the same argmax.
+        """
+        it = self.state.dispatched
+        busy = {Workflow.parse(p["workflow"]).index for p in self.state.pending}
+        tried = {w.index for w in self._trained()} | busy
         if self.cfg.workflows is not None:
             if it >= len(self.cfg.workflows):
                 return None
@@ -193,21 +264,31 @@ class WorkflowSearch:
         if len(tried) >= G.N_CANDIDATES:
             return None
         design = G.initial_design(self.cfg.n_init)
-        if it < len(design):
-            wf = design[it]
-            return {"workflow": wf.codes, "reason": f"initial design {it + 1}/{len(design)} (farthest point)",
-                    "ucb": None, "mean": None, "std": None, "beta": None}
-        mu, sd = self._posterior()
-        beta = self.cfg.gp_beta if self.cfg.gp_beta is not None else G.srinivas_beta(it + 1)
+        if it < len(design) or len(self.state.iterations) < 2:
+            wf = next((w for w in design if w.index not in tried), None)
+            n = len(design)
+            while wf is None:   # the design is in flight but fewer than 2 results are back: spread further
+                n += 1
+                cand = G.initial_design(n)[-1]
+                wf = cand if cand.index not in tried else None
+            return {"workflow": wf.codes, "reason": f"initial design {min(it, len(design) - 1) + 1}/{len(design)} "
+                    "(farthest point)", "ucb": None, "mean": None, "std": None, "beta": None}
+        mu, sd = self._posterior(busy)
+        beta = self.cfg.gp_beta if self.cfg.gp_beta is not None else G.srinivas_beta(len(self.state.iterations) + 1)
         k = G.ucb_select(mu, sd, beta, tried)
+        why = f"UCB argmax over {G.N_CANDIDATES - len(tried)} untried (beta {beta:.2f}"
+        why += f", {len(busy)} pending hallucinated)" if busy else ")"
         return {"workflow": all_workflows()[k].codes, "ucb": float(mu[k] + math.sqrt(beta) * sd[k]),
-                "mean": float(mu[k]), "std": float(sd[k]), "beta": beta,
-                "reason": f"UCB argmax over {G.N_CANDIDATES - len(tried)} untried (beta {beta:.2f})"}
+                "mean": float(mu[k]), "std": float(sd[k]), "beta": beta, "reason": why}
 
-    def _posterior(self):
+    def _posterior(self, busy: set[int] = frozenset()):
         ws = self._trained()
         y = np.array([r["observed_reward"] for r in self.state.iterations])
         gp = G.fit_gp(ws, y, seed=self.cfg.seed)
+        if busy:
+            extra = [all_workflows()[k] for k in sorted(busy)]
+            y_fake = gp.predict(G.features(extra))
+            gp = G.fit_gp(ws + extra, np.concatenate([y, y_fake]), kernel=gp.kernel_)
         self._gp = gp
         return G.posterior(gp)
 
@@ -220,72 +301,59 @@ class WorkflowSearch:
         return best
 
     # ------------------------------------------------------------------------------------------------------ run
-    def run(self) -> dict:
+    def run(self, executor=None) -> dict:
+        """Dispatch workflows while the executor has free slots and budget is unclaimed; record them as they
+        finish. The default executor trains one workflow at a time in this process."""
+        executor = executor or SerialExecutor()
         self.out.mkdir(parents=True, exist_ok=True)
         self._save()
         t_start = time.perf_counter()
-        while not self.state.finished:
-            if self.cfg.max_iterations is not None and len(self.state.iterations) >= self.cfg.max_iterations \
-                    and self.state.in_progress is None:
-                break
-            if self.state.in_progress is None:
-                if self.budget_left <= 0:
+        for p in self.state.pending:          # resumed: restart what was running (from its own checkpoint)
+            executor.submit(p, self)
+        try:
+            while not self.state.finished:
+                while executor.free() > 0 and self._may_dispatch():
+                    prop = self.propose()
+                    if prop is None:
+                        break
+                    self._dispatch(prop, executor)
+                if executor.running() == 0:
                     break
-                prop = self.propose()
-                if prop is None:
-                    break
-                it = len(self.state.iterations) + 1
-                wf = Workflow.parse(prop["workflow"])
-                parent = self._parent(wf)
-                prop.update(iteration=it, run_dir=f"workflows/{it:03d}_{wf.codes.replace(',', '-')}",
-                            parent=parent["workflow"] if parent else None,
-                            parent_checkpoint=parent["checkpoint"] if parent else None,
-                            budget=min(self.budget_left, self.cfg.max_episodes * self.cfg.n_envs))
-                self.state.in_progress = prop
-                self._save()
-            record = self._train_and_evaluate(self.state.in_progress)
-            self.state.iterations.append(record)
-            self.state.episodes_used += record["episodes_trained"]
-            self.state.in_progress = None
-            self._save()
-            self._append_logs(record)
-            self._print(record)
+                prop, record = executor.wait_one()
+                self._complete(prop, record)
+        finally:
+            executor.shutdown()
         self.state.finished = True
         self._save()
-        summary = self._finalize(time.perf_counter() - t_start)
-        return summary
+        return self._finalize(time.perf_counter() - t_start)
 
-    def _train_and_evaluate(self, p: dict) -> dict:
-        wf = Workflow.parse(p["workflow"])
-        run_dir = self.out / p["run_dir"]
-        cfg = self.cfg.train_config(wf, p["budget"])
-        init = None
-        if p.get("parent_checkpoint"):
-            init = load_checkpoint(self.out / p["parent_checkpoint"], self.cfg.device)["agent"]
-        t0 = time.perf_counter()
-        trainer = Trainer(cfg, run_dir, init_agent_state=init, progress=self.progress,
-                          log_prefix={"iteration": p["iteration"]})
-        ck = run_dir / "checkpoints" / "latest.pt"
-        if ck.is_file():
-            trainer.restore(load_checkpoint(ck, self.cfg.device))
-        summary = trainer.run()
-        if summary["stop_reason"] == "interrupted":
-            raise SearchInterrupted(str(ck))
-        ev = evaluate_policy(agent_act(trainer.agent, wf, greedy=True), self.cfg.red_agent, self.cfg.eval_length,
-                             self.cfg.eval_episodes, engine="native", seed=EVAL_SEED, workflow=wf,
-                             device=self.cfg.device)
-        status = {"compliant": "compliant", "budget": "budget_cut"}.get(summary["stop_reason"], "not_compliant")
-        if summary["stop_reason"] == "budget" and p["budget"] >= self.cfg.max_episodes * self.cfg.n_envs:
-            status = "not_compliant"   # its own cap, not the search budget, ended it
-        return {
-            "iteration": p["iteration"], "workflow": wf.codes, "reason": p["reason"], "ucb_score": p["ucb"],
-            "posterior_mean": p["mean"], "posterior_std": p["std"], "beta": p["beta"], "parent": p["parent"],
-            "observed_reward": ev.mean, "observed_ci95": ev.ci95, "compliance": summary["compliance"],
-            "eval_compliance": ev.compliance, "episodes_trained": summary["episodes"],
-            "budget_left": self.budget_left - summary["episodes"], "status": status,
-            "wall_time": time.perf_counter() - t0, "run_dir": p["run_dir"],
-            "checkpoint": str(Path(p["run_dir"]) / "checkpoints" / "latest.pt"),
-        }
+    def _may_dispatch(self) -> bool:
+        if self.budget_unclaimed <= 0:
+            return False
+        m = self.cfg.max_iterations
+        return m is None or self.state.dispatched < m
+
+    def _dispatch(self, prop: dict, executor) -> None:
+        it = self.state.dispatched + 1
+        wf = Workflow.parse(prop["workflow"])
+        parent = self._parent(wf)
+        prop.update(iteration=it, run_dir=f"workflows/{it:03d}_{wf.codes.replace(',', '-')}",
+                    parent=parent["workflow"] if parent else None,
+                    parent_checkpoint=parent["checkpoint"] if parent else None,
+                    budget=min(self.budget_unclaimed, self.cfg.max_episodes * self.cfg.n_envs))
+        self.state.pending.append(prop)
+        self.state.dispatched = it
+        self._save()
+        executor.submit(prop, self)
+
+    def _complete(self, prop: dict, record: dict) -> None:
+        self.state.pending = [p for p in self.state.pending if p["iteration"] != prop["iteration"]]
+        self.state.episodes_used += record["episodes_trained"]
+        record["budget_left"] = self.budget_left
+        self.state.iterations.append(record)
+        self._save()
+        self._append_logs(record)
+        self._print(record)
 
     # ------------------------------------------------------------------------------------------------- outputs
     def _append_logs(self, r: dict) -> None:
