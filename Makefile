@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev,cyborg]"
+	$(PY) -m pip install -q -e ".[dev,cyborg,ray,tb]"
 	@if [ -n "$(SCENARIO)" ]; then $(VENV)/bin/workflow-rl cyborg-setup --scenario "$(SCENARIO)"; fi
 	touch $@
 

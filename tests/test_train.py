@@ -160,3 +160,11 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
              "--out", str(out), "--no-progress", "--resume")
     assert r.returncode == 0, r.stderr
     assert "resumed" in r.stdout
+
+
+def test_tensorboard_scalars_on_request(tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install 'workflow-rl[tb]')")
+    t = Trainer(_cfg(max_episodes=2, tensorboard=True), tmp_path, progress=False)
+    t.run()
+    events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0

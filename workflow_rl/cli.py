@@ -268,12 +268,18 @@ def cmd_search(args) -> int:
         if search.state_path.exists():
             raise ValueError(f"{args.out} already holds a search: continue it with --resume {args.out}, or "
                              "choose another --out")
+    executor = None
+    if args.ray is not None:
+        from workflow_rl.search.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray, args.ray_workers, args.ray_cpus_per_task)
+        print(f"Ray: {args.ray_workers} workflows at a time ({args.ray})")
     c = search.cfg
     print(f"workflow search vs {c.red_agent} on {c.engine}: budget {c.total_episodes:,} training episodes, "
           f"{c.n_envs} envs, <= {c.max_episodes * c.n_envs:,} episodes per workflow -> {search.out}")
     try:
-        summary = search.run()
-    except SearchInterrupted:
+        summary = search.run(executor)
+    except (SearchInterrupted, KeyboardInterrupt):
         print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
         return 130
     print(f"best workflow: {summary['best_workflow_codes']} ({' > '.join(summary['best_workflow'] or [])}) "
@@ -409,6 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
     g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
     g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "
+                        "ADDRESS joins a cluster (e.g. ray://head:10001)")
+    g.add_argument("--ray-workers", type=_positive_int, default=2, help="workflows trained at once")
+    g.add_argument("--ray-cpus-per-task", type=float, default=1.0)
     g.set_defaults(func=cmd_search)
 
     q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")
@@ -453,6 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, CybORGUnavailable, FileNotFoundError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:   # a worker process or Ray task failed: its own traceback is in the message
+        from workflow_rl.envs.cyborg_vector import EngineWorkerError
+        from workflow_rl.search.ray_executor import SearchWorkerError
+
+        if isinstance(e, (EngineWorkerError, SearchWorkerError)):
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -150,7 +150,7 @@ def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: dict, progress: bo
     init = None
     if p.get("parent_checkpoint"):
         init = load_checkpoint(out / p["parent_checkpoint"], cfg.device)["agent"]
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     trainer = Trainer(tcfg, run_dir, init_agent_state=init, progress=progress,
                       log_prefix={"iteration": p["iteration"]})
     ck = run_dir / "checkpoints" / "latest.pt"
@@ -169,7 +169,8 @@ def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: dict, progress: bo
         "posterior_mean": p["mean"], "posterior_std": p["std"], "beta": p["beta"], "parent": p["parent"],
         "observed_reward": ev.mean, "observed_ci95": ev.ci95, "compliance": summary["compliance"],
         "eval_compliance": ev.compliance, "episodes_trained": summary["episodes"], "budget_left": None,
-        "status": status, "wall_time": time.perf_counter() - t0, "run_dir": p["run_dir"],
+        "status": status, "wall_time": time.perf_counter() - t0, "started_at": started, "finished_at": time.time(),
+        "run_dir": p["run_dir"],
         "checkpoint": str(Path(p["run_dir"]) / "checkpoints" / "latest.pt"),
     }
 

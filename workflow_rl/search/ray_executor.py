@@ -1,0 +1,96 @@
+"""Run the workflow search's trainings as Ray tasks: q workflows at once, on one machine or a cluster.
+
+The driver keeps the GP, the budget and the search state; each task trains and evaluates one workflow in a
+scratch folder on whatever node Ray places it and sends back its record and files (checkpoint, training log), which
+the driver writes into RUN_DIR. So no shared filesystem is needed, and inheritance ships the parent's weights with
+the task. Budget claims are made at dispatch, so the total is never exceeded however many tasks run. A search
+interrupted while tasks run restarts those workflows from their parents on ``--resume`` (the serial search resumes
+them mid-training instead).
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+
+class SearchWorkerError(RuntimeError):
+    """A Ray task failed; the message carries the remote traceback."""
+
+
+def _ray_train(cfg_dict: dict, prop: dict, parent_bytes: bytes | None, threads: int):
+    """Body of the remote task: train + evaluate in a scratch folder, return (record, {relative path: bytes})."""
+    import torch
+
+    from workflow_rl.search.search import SearchConfig, train_and_evaluate
+
+    torch.set_num_threads(max(1, threads))
+    cfg = SearchConfig(**cfg_dict)
+    with tempfile.TemporaryDirectory(prefix="workflow-rl-") as d:
+        p = dict(prop)
+        if parent_bytes is not None:
+            (Path(d) / "parent.pt").write_bytes(parent_bytes)
+            p["parent_checkpoint"] = "parent.pt"
+        record = train_and_evaluate(cfg, d, p)
+        run_dir = Path(d) / prop["run_dir"]
+        files = {str(Path(prop["run_dir"]) / f.relative_to(run_dir)): f.read_bytes()
+                 for f in sorted(run_dir.rglob("*")) if f.is_file()}
+    return record, files
+
+
+class RayExecutor:
+    """``workers`` concurrent trainings as Ray tasks (``address``: None/"local" starts Ray here)."""
+
+    def __init__(self, address: str | None = None, workers: int = 2, cpus_per_task: float = 1.0,
+                 num_cpus: int | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise ValueError("--ray needs Ray: pip install 'workflow-rl[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            if address in (None, "", "local"):
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            else:
+                try:
+                    ray.init(address=address, log_to_driver=False, configure_logging=False)
+                except ConnectionError as e:
+                    raise ValueError(f"cannot reach the Ray cluster at {address!r} ({e}): start it with "
+                                     "`ray start --head` or pass its address (ray://host:10001 or host:6379)") \
+                        from None
+        self.slots = int(workers)
+        self.threads = max(1, int(cpus_per_task))
+        self.task = ray.remote(num_cpus=cpus_per_task, max_retries=0)(_ray_train)
+        self.refs: dict = {}
+
+    def free(self) -> int:
+        return self.slots - len(self.refs)
+
+    def running(self) -> int:
+        return len(self.refs)
+
+    def submit(self, prop: dict, search) -> None:
+        parent = None
+        if prop.get("parent_checkpoint"):
+            parent = (search.out / prop["parent_checkpoint"]).read_bytes()
+        ref = self.task.remote(dataclasses.asdict(search.cfg), prop, parent, self.threads)
+        self.refs[ref] = (prop, search)
+
+    def wait_one(self):
+        ready, _ = self.ray.wait(list(self.refs), num_returns=1)
+        prop, search = self.refs.pop(ready[0])
+        try:
+            record, files = self.ray.get(ready[0])
+        except self.ray.exceptions.RayError as e:
+            raise SearchWorkerError(f"training {prop['workflow']} failed on a Ray worker:\n{e}") from None
+        for rel, data in files.items():
+            dst = search.out / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+        return prop, record
+
+    def shutdown(self) -> None:
+        for ref in list(self.refs):
+            self.ray.cancel(ref, force=True)
+        self.refs.clear()
