@@ -1,4 +1,8 @@
-"""Shared helpers for the tests: run scripted policies on the native engine."""
+"""Shared helpers for the tests: the real-CybORG reference returns, and scripted policies on the native engine."""
+import csv
+import pathlib
+from collections import defaultdict
+
 import numpy as np
 
 from workflow_rl.sim import native as N
@@ -20,3 +24,21 @@ def run_policy(policy, red_kind, n_envs, seed=7, length=100, checkpoints=(30, 50
         if t + 1 in checkpoints:
             out[t + 1] = total.copy()
     return out
+
+
+REFERENCE_CSV = pathlib.Path(__file__).parent / "data" / "cyborg_returns.csv"
+
+
+def load_reference() -> dict:
+    """{(red, policy, length): returns of the 400 real-CybORG episodes}."""
+    cells = defaultdict(list)
+    with open(REFERENCE_CSV) as f:
+        for r in csv.DictReader(f):
+            cells[(r["red"], r["policy"], int(r["length"]))].append(float(r["total_reward"]))
+    return {k: np.array(v) for k, v in cells.items()}
+
+
+def within_reference(ours: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
+    """The fidelity tolerance: |mean difference| <= max(2% of |reference mean|, 3 SE of the difference)."""
+    tol = max(0.02 * abs(ref.mean()), 3 * np.sqrt(ours.var(ddof=1) / len(ours) + ref.var(ddof=1) / len(ref)))
+    return abs(ours.mean() - ref.mean()) <= tol, tol

@@ -1,13 +1,11 @@
 """The real CybORG engine: conformance, mode equivalence, reference returns, episode workers, and worker faults."""
-import csv
 import os
-import pathlib
 import time
-from collections import defaultdict
 
 import numpy as np
 import pytest
 from fault_envs import FaultyFn
+from helpers import load_reference, within_reference
 
 from workflow_rl import make_vector_env
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, make_cyborg_vector_env
@@ -15,7 +13,6 @@ from workflow_rl.parity import running_returns
 from workflow_rl.sim import tables as T
 
 pytestmark = pytest.mark.cyborg
-DATA = pathlib.Path(__file__).parent / "data" / "cyborg_returns.csv"
 
 
 def _rollout(env, steps, seed=0):
@@ -64,24 +61,15 @@ def test_episode_length_truncates_and_resets():
     env.close()
 
 
-def _reference():
-    cells = defaultdict(list)
-    with open(DATA) as f:
-        for r in csv.DictReader(f):
-            cells[(r["red"], r["policy"], int(r["length"]))].append(float(r["total_reward"]))
-    return {k: np.array(v) for k, v in cells.items()}
-
-
 @pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
 @pytest.mark.parametrize("policy", ["sleep", "restore_compromised"])
 def test_cyborg_engine_reproduces_reference_cells(red, policy):
     """Same tolerance as the native fidelity test: max(2% of |mean|, 3 SE of the difference)."""
-    ref = _reference()
+    ref = load_reference()
     ours = running_returns("cyborg", red, policy, 120, seed=77, n_envs=2, vectorization="shared_memory")
     for length, x in ours.items():
         r = ref[(red, policy, length)]
-        tol = max(0.02 * abs(r.mean()), 3 * np.sqrt(x.var(ddof=1) / len(x) + r.var(ddof=1) / len(r)))
-        assert abs(x.mean() - r.mean()) <= tol, f"{red}/{policy}/{length}: {x.mean():.2f} vs {r.mean():.2f}"
+        assert within_reference(x, r)[0], f"{red}/{policy}/{length}: {x.mean():.2f} vs {r.mean():.2f}"
 
 
 def test_episode_workers_train_and_do_not_depend_on_worker_count(tmp_path):

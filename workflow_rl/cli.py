@@ -13,14 +13,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
+def _number(cast, ok, requirement: str):
+    """An argparse type: ``cast`` the text and check ``ok``, with one readable message for each failure."""
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") \
+                from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {v}")
+        return v
+
+    return parse
+
+
+_positive_int = _number(int, lambda v: v >= 1, ">= 1")
+_unit_interval = _number(float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+_nonneg_float = _number(float, lambda v: v >= 0, ">= 0")
 
 
 # ----------------------------------------------------------------------------------------------------------- demo
@@ -66,26 +76,6 @@ def cmd_demo(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------------- train
-def _unit_interval(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
 def _add_engine_flags(p, n_envs_default: int) -> None:
     p.add_argument("--red-agent", default="B_lineAgent", help="B_lineAgent, RedMeanderAgent, SleepAgent or an alias")
     p.add_argument("--engine", default="native", choices=["native", "cyborg"])

@@ -158,6 +158,14 @@ def _bline_choose(s, on, tb):
     return tb.bl_kind[a], target
 
 
+def _fire(rule: torch.Tensor, kind_value: int, choice: torch.Tensor, kind, target, marks):
+    """Where ``rule`` fires: take action ``kind_value`` on ``choice`` and set its bit in ``marks``."""
+    kind = torch.where(rule, kind_value, kind)
+    target = torch.where(rule, choice, target)
+    marks = torch.where(rule, marks | (1 << choice.clamp(min=0)), marks)
+    return kind, target, marks
+
+
 def _meander_choose(s, on, tb):
     ok = s.last_success != 0
     li = s.m_last_ip.to(_I64)
@@ -195,38 +203,30 @@ def _meander_choose(s, on, tb):
     last_host = torch.where(r1, T.OPS0, last_host)
     done = r1
 
+    # rules 2-5: the first that has candidates fires; each marks its choice in its own memory
     sub = s.m_known_subnets.to(_I64) & ~scanned_sub
-    sub_first = torch.where((sub & 1) != 0, 0, torch.where((sub & 2) != 0, 1, 2))
-    r2 = ~done & (sub != 0)
-    kind = torch.where(r2, T.R_DRS, kind)
-    target = torch.where(r2, sub_first, target)
-    scanned_sub = torch.where(r2, scanned_sub | (1 << sub_first), scanned_sub)
-    done = done | r2
+    r = ~done & (sub != 0)
+    first_sub = torch.where((sub & 1) != 0, 0, torch.where((sub & 2) != 0, 1, 2))
+    kind, target, scanned_sub = _fire(r, T.R_DRS, first_sub, kind, target, scanned_sub)
+    done = done | r
 
     cand = s.m_known_ips.to(_I64) & ~scanned_ips
-    r3 = ~done & (cand != 0)
-    h3 = _uniform_bit(cand, u, tb)
-    kind = torch.where(r3, T.R_DNS, kind)
-    target = torch.where(r3, h3, target)
-    scanned_ips = torch.where(r3, scanned_ips | (1 << h3.clamp(min=0)), scanned_ips)
-    done = done | r3
+    r = ~done & (cand != 0)
+    kind, target, scanned_ips = _fire(r, T.R_DNS, _uniform_bit(cand, u, tb), kind, target, scanned_ips)
+    done = done | r
 
     cand = (mapped | (1 << T.USER0)) & ~escalated & ~(mapped & ~exploited)
-    r4 = ~done & (cand != 0)
-    h4 = _uniform_bit(cand, u, tb)
-    kind = torch.where(r4, T.R_ESCALATE, kind)
-    target = torch.where(r4, h4, target)
-    escalated = torch.where(r4, escalated | (1 << h4.clamp(min=0)), escalated)
-    last_host = torch.where(r4, h4, last_host)
-    done = done | r4
+    r = ~done & (cand != 0)
+    h = _uniform_bit(cand, u, tb)
+    kind, target, escalated = _fire(r, T.R_ESCALATE, h, kind, target, escalated)
+    last_host = torch.where(r, h, last_host)
+    done = done | r
 
     cand = s.m_known_ips.to(_I64) & ~exploited
-    r5 = ~done & (cand != 0)
-    h5 = _uniform_bit(cand, u, tb)
-    kind = torch.where(r5, T.R_EXPLOIT, kind)
-    target = torch.where(r5, h5, target)
-    exploited = torch.where(r5, exploited | (1 << h5.clamp(min=0)), exploited)
-    last_ip = torch.where(r5, h5, last_ip)
+    r = ~done & (cand != 0)
+    h = _uniform_bit(cand, u, tb)
+    kind, target, exploited = _fire(r, T.R_EXPLOIT, h, kind, target, exploited)
+    last_ip = torch.where(r, h, last_ip)
 
     for field, value in ((s.m_mapped, mapped), (s.m_exploited, exploited), (s.m_escalated, escalated),
                          (s.m_last_ip, last_ip), (s.m_last_host, last_host), (s.m_scanned_subnets, scanned_sub),
