@@ -65,6 +65,8 @@ class TrainConfig:
     parallel_start_method: str | None = None
     scenario: str | None = None
     official_bugs: bool = True
+    native_backend: str | None = None
+    """native engine: "numba" (CPU kernel) or "torch" (tensor path); None = numba on CPU, torch elsewhere."""
     checkpoint_every: int = 10
     """updates between checkpoints (one is always written at the end)."""
     tensorboard: bool = False
@@ -217,8 +219,7 @@ class Trainer:
         opts = {}
         if c.engine == "native":
             opts["official_bugs"] = c.official_bugs
-            if self.device.type != "cpu":
-                opts["backend"] = "torch"
+            opts["backend"] = c.native_backend or ("numba" if self.device.type == "cpu" else "torch")
         else:
             opts.update(vectorization=c.vectorization, start_method=c.parallel_start_method, scenario=c.scenario)
         return make_vector_env(c.n_envs, c.red_agent, engine=c.engine, episode_length=c.episode_length,
@@ -256,11 +257,14 @@ class Trainer:
             self.ep_len += 1
             trunc = out.truncated.to(dev)
             x_next = self.x(out.obs)
-            if trunc.any():   # bootstrap a time-limit end with the value of the episode's last observation
+            # envs start together and episodes have a fixed length, so whether this step ends episodes is known on
+            # the host without reading the device (no per-step synchronisation on a GPU)
+            ends_now = (self.global_step + t + 1) % self.cfg.episode_length == 0
+            if ends_now:   # bootstrap a time-limit end with the value of the episode's last observation
                 with torch.no_grad():
                     final_v[t] = self.agent.value(self.x(out.final_obs.to(dev)))
             ends[t] = trunc.float()
-            if trunc.any():
+            if ends_now:
                 idx = trunc.nonzero().squeeze(1)
                 keep = idx[idx < active]
                 counts = self.tracker.finish(trunc)

@@ -1,0 +1,115 @@
+"""One prepared GPU run: check the CUDA engine against the CPU kernel, then time engine, training and a search.
+
+Usage (on a machine with a CUDA GPU, from the repository root, after `make setup` or an equivalent install):
+
+    python benchmarks/gpu_check.py --out "${OUT:-benchmarks/results/gpu}" [--max-log2 22] [--search-episodes 100000]
+
+Stages, each written to OUT/gpu.json as soon as it finishes (so a time-out still leaves the finished ones):
+1. equality: 150 steps of 4,096 envs, CPU numba kernel vs CUDA tensor path, every output compared;
+2. engine-only env-steps/s over batch sizes 2^12 .. 2^max_log2, eager and torch.compile'd;
+3. end-to-end training transitions/s (`workflow-rl train --device cuda`, native engine) at a large batch;
+4. wall-clock of a full workflow search on the GPU.
+The card's name goes with every number. Nothing here is a test: CI has no GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def _save(out: Path, results: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu.json").write_text(json.dumps(results, indent=2))
+
+
+def check_equal(results: dict) -> None:
+    from workflow_rl import make_vector_env
+
+    a = make_vector_env(4096, "meander", seed=4)
+    b = make_vector_env(4096, "meander", seed=4, device="cuda")
+    a.reset(), b.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        act = rng.integers(0, 145, 4096)
+        oa, ra, _, ta, ia = a.step(act)
+        ob, rb, _, tb, ib = b.step(act)
+        if not (np.array_equal(oa, ob) and np.array_equal(ra, rb) and np.array_equal(ia["red_access"],
+                                                                                      ib["red_access"])):
+            raise SystemExit("CUDA tensor path differs from the CPU kernel: do not trust the timings")
+    results["equality"] = "CUDA tensor path == CPU kernel on 150 steps x 4096 envs"
+
+
+def time_engine(n: int, compiled: bool, steps: int = 50) -> float:
+    from workflow_rl.sim import native as N
+    from workflow_rl.sim import tables as T
+    from workflow_rl.sim import tensor as TT
+
+    s = N.allocate_state(n)
+    N.seed_state(s, 0, T.RED_BLINE)
+    N.reset_envs(s, N.allocate_buffers(n))
+    ts = TT.to_tensors(s, "cuda")
+    fn = torch.compile(TT.step, dynamic=False) if compiled else TT.step
+    pool = torch.randint(0, 145, (8, n), device="cuda")
+    for k in range(3):
+        fn(ts, pool[k], 100)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for k in range(steps):
+        fn(ts, pool[k & 7], 100)
+    torch.cuda.synchronize()
+    return n * steps / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default="benchmarks/results/gpu")
+    p.add_argument("--max-log2", type=int, default=22)
+    p.add_argument("--train-envs", type=int, default=65536)
+    p.add_argument("--search-episodes", type=int, default=100_000)
+    p.add_argument("--skip-compile", action="store_true")
+    args = p.parse_args()
+    out = Path(args.out)
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU visible to torch")
+    results = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    _save(out, results)
+    check_equal(results)
+    _save(out, results)
+    results["engine"] = []
+    for log2 in range(12, args.max_log2 + 1, 2):
+        n = 1 << log2
+        row = {"n_envs": n, "eager": statistics.median(time_engine(n, False) for _ in range(3))}
+        if not args.skip_compile:
+            row["compiled"] = statistics.median(time_engine(n, True) for _ in range(3))
+        results["engine"].append(row)
+        print(row, flush=True)
+        _save(out, results)
+    t0 = time.perf_counter()
+    run = out / "train"
+    subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--device", "cuda", "--n-envs",
+                    str(args.train_envs), "--max-episodes", "3", "--eval-episodes", "1000", "--out", str(run),
+                    "--no-progress"], check=True)
+    with open(run / "training_log.csv") as f:
+        import csv
+
+        sps = [float(r["sps"]) for r in csv.DictReader(f)]
+    results["training"] = {"n_envs": args.train_envs, "sps_per_update": sps, "wall_s": time.perf_counter() - t0}
+    _save(out, results)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--device", "cuda", "--total-episodes",
+                    str(args.search_episodes), "--out", str(out / "search"), "--no-progress"], check=True)
+    results["search"] = {"total_episodes": args.search_episodes, "wall_s": time.perf_counter() - t0}
+    _save(out, results)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
