@@ -252,7 +252,7 @@ def cmd_search(args) -> int:
                            n_init=args.n_init, eval_episodes=args.eval_episodes, eval_length=args.eval_length,
                            seed=args.seed, device=args.device, workflows=workflows,
                            max_iterations=args.max_iterations, vectorization=args.vectorization,
-                           n_workers=args.n_workers,
+                           n_workers=args.n_workers, init_checkpoint=args.init_checkpoint,
                            parallel_start_method=args.parallel_start_method, scenario=args.scenario)
         search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
         if search.state_path.exists():
@@ -401,6 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--exhaustive", action="store_true", help="train all 120 workflows (ground truth)")
     g.add_argument("--workflows", nargs="+", default=None,
                    help="train exactly these workflows (';'-separated or several arguments; 'named' = the six)")
+    g.add_argument("--init-checkpoint", default=None,
+                   help="start every workflow without a parent (all, with --exhaustive) from this checkpoint")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
     g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")

@@ -74,6 +74,9 @@ class SearchConfig:
     workflows: list[str] | None = None
     """exhaustive mode: train exactly these workflows (in order), no GP selection, no inheritance."""
     max_iterations: int | None = None
+    init_checkpoint: str | None = None
+    """a trained checkpoint every workflow without a parent starts from (all of them in exhaustive mode), so an
+    exhaustive ground truth and a search can share one starting point."""
     vectorization: str = "sync"
     n_workers: int | None = None
     parallel_start_method: str | None = None
@@ -150,6 +153,8 @@ def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: dict, progress: bo
     init = None
     if p.get("parent_checkpoint"):
         init = load_checkpoint(out / p["parent_checkpoint"], cfg.device)["agent"]
+    elif cfg.init_checkpoint:
+        init = load_checkpoint(Path(cfg.init_checkpoint), cfg.device)["agent"]
     t0, started = time.perf_counter(), time.time()
     trainer = Trainer(tcfg, run_dir, init_agent_state=init, progress=progress,
                       log_prefix={"iteration": p["iteration"]})
