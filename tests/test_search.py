@@ -144,3 +144,19 @@ def test_cli_search_bad_input_one_line():
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and r.stderr.startswith("error:") and match in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_init_checkpoint_is_the_shared_starting_point(tmp_path):
+    from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, load_checkpoint
+
+    base = Trainer(TrainConfig(workflow=None, n_envs=8, max_episodes=1), tmp_path / "base", progress=False)
+    base.run()
+    ck = tmp_path / "base" / "checkpoints" / "latest.pt"
+    s = WorkflowSearch(_tiny(workflows=["D,E,OS,OH,U", "U,OH,OS,E,D"], init_checkpoint=str(ck), total_episodes=16,
+                             max_episodes=1), tmp_path / "exh", progress=False)
+    s.run()
+    assert [r["parent"] for r in s.state.iterations] == [None, None]    # exhaustive: no inheritance
+    assert all(r["episodes_trained"] == 8 for r in s.state.iterations)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        WorkflowSearch(_tiny(init_checkpoint=str(tmp_path / "nope.pt")), tmp_path / "x")
+    assert load_checkpoint(ck)["workflow"] is None

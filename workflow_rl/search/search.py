@@ -94,6 +94,8 @@ class SearchConfig:
             raise ValueError("n-init must be >= 1")
         if self.eval_episodes < 1:
             raise ValueError("eval-episodes must be >= 1 (the search objective is the evaluated return)")
+        if self.init_checkpoint is not None:
+            load_checkpoint(Path(self.init_checkpoint))   # fail now, with the fix, not after the first workflow
         if self.workflows is not None:
             ws = [Workflow.parse(w) for w in self.workflows]
             if len(set(ws)) != len(ws):
