@@ -3,6 +3,7 @@ mean and 95% confidence interval of the blue (environment-only) return, and work
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -37,6 +38,8 @@ def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int
                     batch: int = 4096, **engine_options) -> EvalResult:
     """Run ``episodes`` fresh episodes of ``length`` steps (in batches of up to ``batch`` envs)."""
     red = parse_red_agent(red_agent)
+    if engine == "cyborg":   # one process per env: as many as there are cores, not one per episode
+        batch = min(batch, max(1, os.cpu_count() or 1))
     returns, comp, viol = [], 0.0, 0.0
     done_eps = 0
     round_ = 0
