@@ -117,3 +117,11 @@ def test_worker_faults_are_reported_and_release_everything(fault, vectorization)
     assert env.unwrapped.closed
     assert not any(p.is_alive() for p in env.unwrapped.processes)
     assert _shm_entries() <= before
+
+
+def test_evaluation_on_cyborg_uses_few_processes_and_counts_every_episode():
+    from workflow_rl.rl.evaluate import evaluate_policy, scripted_act
+
+    r = evaluate_policy(scripted_act("sleep"), "bline", length=20, episodes=5, engine="cyborg",
+                        vectorization="shared_memory")
+    assert r.episodes == 5 and r.mean < 0 and r.ci95 >= 0
