@@ -11,6 +11,18 @@ from workflow_rl.sim import tables as T  # noqa: E402
 from workflow_rl.sim import tensor as TT  # noqa: E402
 
 
+def _assert_same_run(a, b, steps: int) -> None:
+    """Two vector envs given the same random actions return identical observations, rewards, ends and access."""
+    a.reset(), b.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        act = rng.integers(0, 145, a.num_envs)
+        oa, ra, _, ta, ia = a.step(act)
+        ob, rb, _, tb, ib = b.step(act)
+        assert np.array_equal(oa, ob) and np.array_equal(ra, rb) and np.array_equal(ta, tb)
+        assert np.array_equal(ia["red_access"], ib["red_access"])
+
+
 @pytest.mark.parametrize("official_bugs", [True, False])
 def test_tensor_step_equals_kernel_on_mixed_policies(official_bugs):
     """Every state field, observation, reward and access agree after each of 230 steps (two episodes and a
@@ -50,16 +62,8 @@ def test_uniform_draws_match():
 
 
 def test_torch_backend_vector_env_matches_numba_backend():
-    a = make_vector_env(64, "meander", seed=2)
-    b = make_vector_env(64, "meander", seed=2, backend="torch")
-    a.reset(), b.reset()
-    rng = np.random.default_rng(0)
-    for _ in range(120):
-        act = rng.integers(0, 145, 64)
-        oa, ra, _, ta, ia = a.step(act)
-        ob, rb, _, tb, ib = b.step(act)
-        assert np.array_equal(oa, ob) and np.array_equal(ra, rb) and np.array_equal(ta, tb)
-        assert np.array_equal(ia["red_access"], ib["red_access"])
+    _assert_same_run(make_vector_env(64, "meander", seed=2), make_vector_env(64, "meander", seed=2, backend="torch"),
+                     steps=120)
 
 
 def test_unavailable_gpu_is_a_clear_error():
@@ -71,12 +75,5 @@ def test_unavailable_gpu_is_a_clear_error():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 def test_cuda_tensor_path_equals_cpu_kernel():
-    a = make_vector_env(4096, "bline", seed=4)
-    b = make_vector_env(4096, "bline", seed=4, device="cuda")
-    a.reset(), b.reset()
-    rng = np.random.default_rng(0)
-    for _ in range(150):
-        act = rng.integers(0, 145, 4096)
-        oa, ra, *_ = a.step(act)
-        ob, rb, *_ = b.step(act)
-        assert np.array_equal(oa, ob) and np.array_equal(ra, rb)
+    _assert_same_run(make_vector_env(4096, "bline", seed=4), make_vector_env(4096, "bline", seed=4, device="cuda"),
+                     steps=150)

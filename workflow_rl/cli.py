@@ -81,13 +81,20 @@ def _add_engine_flags(p, n_envs_default: int) -> None:
     p.add_argument("--engine", default="native", choices=["native", "cyborg"])
     p.add_argument("--n-envs", type=_positive_int, default=n_envs_default)
     p.add_argument("--device", default="cpu", help="cpu, cuda or mps")
-    p.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"],
-                   help="cyborg engine worker start method")
-    p.add_argument("--vectorization", default="sync", choices=["sync", "pipes", "shared_memory", "episodes"],
-                   help="cyborg engine: in-process, one process per env over pipes, or shared memory; 'episodes': "
-                        "episode workers that play whole episodes with a CPU copy of the policy (either engine)")
+    _add_cyborg_flags(p, "sync", episodes=True)
     p.add_argument("--n-workers", type=_positive_int, default=None,
                    help="episode workers (default: CPU cores, at most --n-envs)")
+
+
+def _add_cyborg_flags(p, vectorization: str, episodes: bool = False) -> None:
+    """How the real CybORG engine runs (ignored by the native engine)."""
+    choices = ["sync", "pipes", "shared_memory"] + (["episodes"] if episodes else [])
+    p.add_argument("--vectorization", default=vectorization, choices=choices,
+                   help="cyborg engine: in-process, one process per env over pipes, or shared memory" + (
+                       "; 'episodes': episode workers that play whole episodes with a CPU copy of the policy "
+                       "(either engine)" if episodes else ""))
+    p.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"],
+                   help="cyborg engine worker start method")
     p.add_argument("--scenario", default=None, help="cyborg engine: folder with Scenario2.yaml and images/")
 
 
@@ -374,9 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--mode", default="both", choices=["greedy", "sampled", "both"])
     e.add_argument("--device", default="cpu")
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--vectorization", default="sync", choices=["sync", "pipes", "shared_memory"])
-    e.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
-    e.add_argument("--scenario", default=None)
+    _add_cyborg_flags(e, "shared_memory")
     e.add_argument("--out", default=None, help="folder for evaluation.json and evaluation.md")
     e.set_defaults(func=cmd_evaluate)
 
@@ -420,9 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--episodes", type=_positive_int, default=200, help="CybORG episodes per cell")
     q.add_argument("--native-episodes", type=_positive_int, default=20_000)
     q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--vectorization", default="shared_memory", choices=["sync", "pipes", "shared_memory"])
-    q.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
-    q.add_argument("--scenario", default=None)
+    _add_cyborg_flags(q, "shared_memory")
     q.add_argument("--out", default=None, help="also write the Markdown table here")
     q.set_defaults(func=cmd_parity)
 
