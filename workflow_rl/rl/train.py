@@ -383,9 +383,10 @@ class Trainer:
                 writer.writerow({**self.log_prefix, **row})
                 log_f.flush()
                 bar.update(row["episodes"])
-                bar.set_postfix_str(self._line(row), refresh=False)
-                if not self.progress:
-                    print(self._line(row), flush=True)
+                if row["episodes"]:   # updates that finish no episode (several per episode) have nothing to show
+                    bar.set_postfix_str(self._line(row), refresh=False)
+                    if not self.progress:
+                        print(self._line(row), flush=True)
                 self._check_stop(row)
                 if self._interrupted and self.stop_reason is None:
                     self.stop_reason = "interrupted"
