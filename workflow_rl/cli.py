@@ -86,6 +86,17 @@ def _add_engine_flags(p, n_envs_default: int) -> None:
                    help="episode workers (default: CPU cores, at most --n-envs)")
 
 
+def _add_training_flags(p, update_every_steps: int) -> None:
+    """How one workflow is trained (shared by `train` and `search`, which differ only in the update default)."""
+    p.add_argument("--max-episodes", type=_positive_int, default=50, help="per env (and workflow, in a search)")
+    p.add_argument("--min-episodes", type=int, default=5, help="per env, before the compliance gate applies")
+    p.add_argument("--compliance-threshold", type=_unit_interval, default=0.95)
+    p.add_argument("--min-fixes", type=int, default=50)
+    p.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
+    p.add_argument("--update-every-steps", type=_positive_int, default=update_every_steps)
+    p.add_argument("--learning-rate", type=float, default=5e-4)
+
+
 def _add_cyborg_flags(p, vectorization: str, episodes: bool = False) -> None:
     """How the real CybORG engine runs (ignored by the native engine)."""
     choices = ["sync", "pipes", "shared_memory"] + (["episodes"] if episodes else [])
@@ -349,14 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_flags(t, 200)
     t.add_argument("--num-episodes", type=_positive_int, default=None,
                    help="total training episodes over all envs (never exceeded)")
-    t.add_argument("--max-episodes", type=_positive_int, default=50, help="per env")
-    t.add_argument("--min-episodes", type=int, default=5, help="per env, before the compliance gate applies")
-    t.add_argument("--compliance-threshold", type=_unit_interval, default=0.95)
-    t.add_argument("--min-fixes", type=int, default=50)
-    t.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
-    t.add_argument("--update-every-steps", type=_positive_int, default=100)
+    _add_training_flags(t, update_every_steps=100)
     t.add_argument("--episode-length", type=_positive_int, default=100)
-    t.add_argument("--learning-rate", type=float, default=5e-4)
     t.add_argument("--update-epochs", type=_positive_int, default=4)
     t.add_argument("--num-minibatches", type=_positive_int, default=8)
     t.add_argument("--seed", type=int, default=0)
@@ -389,13 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_flags(g, 200)
     g.add_argument("--total-episodes", type=_positive_int, default=100_000,
                    help="training episodes for the whole search (evaluation not counted); never exceeded")
-    g.add_argument("--max-episodes", type=_positive_int, default=50, help="per env and workflow")
-    g.add_argument("--min-episodes", type=int, default=5, help="per env, before the compliance gate applies")
-    g.add_argument("--compliance-threshold", type=_unit_interval, default=0.95)
-    g.add_argument("--min-fixes", type=int, default=50)
-    g.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
-    g.add_argument("--update-every-steps", type=_positive_int, default=25)
-    g.add_argument("--learning-rate", type=float, default=5e-4)
+    _add_training_flags(g, update_every_steps=25)
     g.add_argument("--inherit", default="nearest", choices=["nearest", "previous", "none"])
     g.add_argument("--gp-beta", type=float, default=None,
                    help="fixed UCB beta (default: Srinivas et al.'s finite-set schedule, delta 0.1)")
