@@ -23,6 +23,7 @@ import torch
 from workflow_rl.sim import tables as T
 
 _HOST_TYPE = torch.as_tensor(T.HOST_UNIT_TYPE, dtype=torch.int64)
+_TYPE_ONEHOT = torch.nn.functional.one_hot(_HOST_TYPE, 5).to(torch.float32)   # (13, 5) host -> unit type
 
 
 def fix_hosts(actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,9 +44,7 @@ def classify_fixes(actions: torch.Tensor, access_before: torch.Tensor, type_rank
     compromised = access_before.to(device) > 0
     compromised[:, T.USER0] = False
     n = actions.shape[0]
-    type_comp = torch.zeros((n, 5), dtype=torch.bool, device=device)
-    for t in range(5):
-        type_comp[:, t] = compromised[:, host_type == t].any(1)
+    type_comp = (compromised.to(torch.float32) @ _TYPE_ONEHOT.to(device)) > 0   # (N, 5): a host of that type
     rank = type_rank.to(device).expand(n, 5)
     target = torch.where(type_comp, rank, torch.full_like(rank, 99)).argmin(1)
     any_comp = type_comp.any(1)
