@@ -726,9 +726,5 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
                      buffers)
 
 
-def copy_state(state: SimState) -> SimState:
-    return SimState(*(a.copy() for a in state))
-
-
 __all__ = ["SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "reset_envs", "step",
-           "env_keys", "copy_state", "state_bytes_per_env", "numba"]
+           "env_keys", "state_bytes_per_env"]

@@ -27,7 +27,6 @@ HOST_UNIT_TYPE = np.array([0, 1, 1, 1, 3, 3, 3, 2, 4, 4, 4, 4, 4], dtype=np.int8
 SUBNET_ENTERPRISE, SUBNET_OPERATIONAL, SUBNET_USER = 0, 1, 2
 HOST_SUBNET = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2], dtype=np.int8)
 IS_OPERATIONAL = HOST_SUBNET == SUBNET_OPERATIONAL
-IS_ENTERPRISE_SESSION_HOST = np.array([h in (ENT0, ENT1, ENT2) for h in range(N_HOSTS)])  # names holding "Enterprise"
 WINDOWS = np.array([h in (ENT1, ENT2, USER0, USER1, USER2) for h in range(N_HOSTS)])
 
 # Confidentiality value in tenths of a reward point (Low 0.1, Medium 1, None 0); integer so rounding is exact.
