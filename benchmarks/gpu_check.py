@@ -4,11 +4,14 @@ Usage (on a machine with a CUDA GPU, from the repository root, after `make setup
 
     python benchmarks/gpu_check.py --out "${OUT:-benchmarks/results/gpu}" [--max-log2 22] [--search-episodes 100000]
 
+``--device cpu --max-log2 12 --train-envs 256 --search-episodes 2000 --skip-compile`` dry-runs every stage here.
+
 Stages, each written to OUT/gpu.json as soon as it finishes (so a time-out still leaves the finished ones):
 1. equality: 150 steps of 4,096 envs, CPU numba kernel vs CUDA tensor path, every output compared;
 2. engine-only env-steps/s over batch sizes 2^12 .. 2^max_log2, eager and torch.compile'd;
 3. end-to-end training transitions/s (`workflow-rl train --device cuda`, native engine) at a large batch;
-4. wall-clock of a full workflow search on the GPU.
+4. wall-clock of a full workflow search on the GPU: batched (``--batch-workflows 16``: 16 workflows per engine
+   call and per update) and one workflow at a time, each within ``--search-timeout``.
 The card's name goes with every number. Nothing here is a test: CI has no GPU.
 """
 from __future__ import annotations
@@ -30,6 +33,11 @@ def _save(out: Path, results: dict) -> None:
     (out / "gpu.json").write_text(json.dumps(results, indent=2))
 
 
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def check_equal(results: dict) -> None:
     from workflow_rl import make_vector_env
 
@@ -47,7 +55,7 @@ def check_equal(results: dict) -> None:
     results["equality"] = "CUDA tensor path == CPU kernel on 150 steps x 4096 envs"
 
 
-def time_engine(n: int, compiled: bool, steps: int = 50) -> float:
+def time_engine(n: int, compiled: bool, device: str = "cuda", steps: int = 50) -> float:
     from workflow_rl.sim import native as N
     from workflow_rl.sim import tables as T
     from workflow_rl.sim import tensor as TT
@@ -55,46 +63,62 @@ def time_engine(n: int, compiled: bool, steps: int = 50) -> float:
     s = N.allocate_state(n)
     N.seed_state(s, 0, T.RED_BLINE)
     N.reset_envs(s, N.allocate_buffers(n))
-    ts = TT.to_tensors(s, "cuda")
+    ts = TT.to_tensors(s, device)
     fn = torch.compile(TT.step, dynamic=False) if compiled else TT.step
-    pool = torch.randint(0, 145, (8, n), device="cuda")
+    pool = torch.randint(0, 145, (8, n), device=device)
     for k in range(3):
         fn(ts, pool[k], 100)
-    torch.cuda.synchronize()
+    _sync(device)
     t0 = time.perf_counter()
     for k in range(steps):
         fn(ts, pool[k & 7], 100)
-    torch.cuda.synchronize()
+    _sync(device)
     return n * steps / (time.perf_counter() - t0)
+
+
+def _timed(cmd: list[str], timeout: float) -> dict:
+    """Wall-clock of a CLI run; a run past ``timeout`` is recorded as such instead of stopping the script."""
+    t0 = time.perf_counter()
+    try:
+        subprocess.run([sys.executable, "-m", "workflow_rl.cli", *cmd], check=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"timed_out_after_s": timeout}
+    return {"wall_s": time.perf_counter() - t0}
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="benchmarks/results/gpu")
+    p.add_argument("--device", default="cuda", help="cpu: a dry run of every stage at small sizes (no equality)")
     p.add_argument("--max-log2", type=int, default=22)
     p.add_argument("--train-envs", type=int, default=65536)
     p.add_argument("--search-episodes", type=int, default=100_000)
+    p.add_argument("--search-batches", type=int, nargs="+", default=[16, 1],
+                   help="--batch-workflows values to time the search with, in this order")
+    p.add_argument("--search-timeout", type=float, default=240.0)
     p.add_argument("--skip-compile", action="store_true")
     args = p.parse_args()
-    out = Path(args.out)
-    if not torch.cuda.is_available():
+    out, dev = Path(args.out), args.device
+    if dev == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU visible to torch")
-    results = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    results = {"gpu": torch.cuda.get_device_name(0) if dev == "cuda" else "none (cpu dry run)",
+               "torch": torch.__version__}
     _save(out, results)
-    check_equal(results)
-    _save(out, results)
+    if dev == "cuda":
+        check_equal(results)
+        _save(out, results)
     results["engine"] = []
     for log2 in range(12, args.max_log2 + 1, 2):
         n = 1 << log2
-        row = {"n_envs": n, "eager": statistics.median(time_engine(n, False) for _ in range(3))}
+        row = {"n_envs": n, "eager": statistics.median(time_engine(n, False, dev) for _ in range(3))}
         if not args.skip_compile:
-            row["compiled"] = statistics.median(time_engine(n, True) for _ in range(3))
+            row["compiled"] = statistics.median(time_engine(n, True, dev) for _ in range(3))
         results["engine"].append(row)
         print(row, flush=True)
         _save(out, results)
     t0 = time.perf_counter()
     run = out / "train"
-    subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--device", "cuda", "--n-envs",
+    subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--device", dev, "--n-envs",
                     str(args.train_envs), "--max-episodes", "3", "--eval-episodes", "1000", "--out", str(run),
                     "--no-progress"], check=True)
     with open(run / "training_log.csv") as f:
@@ -103,11 +127,15 @@ def main() -> None:
         sps = [float(r["sps"]) for r in csv.DictReader(f)]
     results["training"] = {"n_envs": args.train_envs, "sps_per_update": sps, "wall_s": time.perf_counter() - t0}
     _save(out, results)
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--device", "cuda", "--total-episodes",
-                    str(args.search_episodes), "--out", str(out / "search"), "--no-progress"], check=True)
-    results["search"] = {"total_episodes": args.search_episodes, "wall_s": time.perf_counter() - t0}
-    _save(out, results)
+    results["search"] = []
+    for q in args.search_batches:
+        row = {"total_episodes": args.search_episodes, "batch_workflows": q,
+               **_timed(["search", "--device", dev, "--total-episodes", str(args.search_episodes),
+                         "--batch-workflows", str(q), "--out", str(out / f"search_b{q}"), "--no-progress"],
+                        args.search_timeout)}
+        results["search"].append(row)
+        print(row, flush=True)
+        _save(out, results)
     print(json.dumps(results, indent=2))
 
 

@@ -271,6 +271,7 @@ def cmd_search(args) -> int:
                            seed=args.seed, device=args.device, workflows=workflows,
                            max_iterations=args.max_iterations, vectorization=args.vectorization,
                            n_workers=args.n_workers, init_checkpoint=args.init_checkpoint,
+                           batch_workflows=args.batch_workflows,
                            parallel_start_method=args.parallel_start_method, scenario=args.scenario)
         search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
         if search.state_path.exists():
@@ -278,6 +279,8 @@ def cmd_search(args) -> int:
                              "choose another --out")
     executor = None
     if args.ray is not None:
+        if search.cfg.batch_workflows > 1:
+            raise ValueError("--ray and --batch-workflows are two ways to train several workflows at once: use one")
         from workflow_rl.search.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray, args.ray_workers, args.ray_cpus_per_task)
@@ -416,6 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "ADDRESS joins a cluster (e.g. ray://head:10001)")
     g.add_argument("--ray-workers", type=_positive_int, default=2, help="workflows trained at once")
     g.add_argument("--ray-cpus-per-task", type=float, default=1.0)
+    g.add_argument("--batch-workflows", type=_positive_int, default=1, metavar="Q",
+                   help="train Q workflows at once in this process, in one batch (one engine call and one PPO "
+                        "update serve all Q; the way to fill a GPU); 1 = one at a time")
     g.set_defaults(func=cmd_search)
 
     q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")

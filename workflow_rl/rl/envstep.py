@@ -64,6 +64,11 @@ class TorchStepper:
     def _t(self, x, dtype) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x), device=self.device).to(dtype)
 
+    @property
+    def snapshots(self) -> bool:
+        """Whether the engine's state can be saved and restored (the native engines; not real CybORG)."""
+        return self._kind != "gym"
+
     def get_state(self):
         """Engine state for a checkpoint (native engines only; None for engines that cannot be snapshotted)."""
         if self._kind == "native":

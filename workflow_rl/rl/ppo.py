@@ -84,20 +84,29 @@ class Agent(nn.Module):
 
     def act(self, x: torch.Tensor, generator: torch.Generator | None = None, greedy: bool = False):
         """(action, log_prob, value) for a batch of policy inputs, sampling with ``generator``."""
-        logits = self.actor(x)
-        logp_all = torch.log_softmax(logits, -1)
-        if greedy:
-            action = logits.argmax(-1)
-        else:
-            u = torch.rand(logits.shape, generator=generator, device=logits.device).clamp_(1e-20, 1.0)
-            action = (logits - torch.log(-torch.log(u))).argmax(-1)   # Gumbel-max: a seeded categorical sample
-        return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self.value(x)
+        return (*sample_actions(self.actor(x), generator, greedy), self.value(x))
 
     def evaluate(self, x: torch.Tensor, action: torch.Tensor):
         """(log_prob, entropy, value) of given actions."""
-        logp_all = torch.log_softmax(self.actor(x), -1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), entropy, self.value(x)
+        return (*logp_entropy(self.actor(x), action), self.value(x))
+
+
+def sample_actions(logits: torch.Tensor, generator: torch.Generator | None, greedy: bool = False):
+    """(action, log_prob) from logits of any batch shape; sampling is Gumbel-max with ``generator`` (seeded)."""
+    logp_all = torch.log_softmax(logits, -1)
+    if greedy:
+        action = logits.argmax(-1)
+    else:
+        u = torch.rand(logits.shape, generator=generator, device=logits.device).clamp_(1e-20, 1.0)
+        action = (logits - torch.log(-torch.log(u))).argmax(-1)
+    return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+def logp_entropy(logits: torch.Tensor, action: torch.Tensor):
+    """(log_prob of ``action``, entropy) under categorical ``logits``."""
+    logp_all = torch.log_softmax(logits, -1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), entropy
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor,

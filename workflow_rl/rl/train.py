@@ -190,6 +190,7 @@ class Trainer:
         else:
             self.env = self._make_env()
             self.stepper = TorchStepper(self.env, self.device)
+        self._snapshots = self.stepper is None or self.stepper.snapshots
         n = cfg.n_envs
         enc = self.workflow.encode() if self.workflow else np.zeros(25, np.float32)
         self.wf_enc = torch.as_tensor(enc, device=self.device).expand(n, 25)
@@ -320,34 +321,16 @@ class Trainer:
         return batch, finished
 
     def _plan(self) -> tuple[int, int] | None:
-        """(steps, active envs) of the next update under the episode budget, or None when it is spent.
-
-        Envs are synchronised (they start together and episodes have a fixed length), so the budget can be cut
-        exactly by training on the first ``active`` envs only: decided per rollout when a rollout holds whole
-        episodes (update_every_steps a multiple of episode_length), or once per episode round when an episode spans
-        several rollouts (episode_length a multiple of update_every_steps). Otherwise training stops at the last
-        update that fits.
-        """
+        """(steps, active envs) of the next update under the episode budget, or None when it is spent."""
         c = self.cfg
         left = c.budget - self.total_episodes
         if self.pool is not None:
             return (c.episode_length, min(c.n_envs, left)) if left > 0 else None
-        steps, length = c.update_every_steps, c.episode_length
-        phase = self.global_step % length
-        if length % steps == 0 and steps < length:
-            if phase == 0:
-                if left <= 0:
-                    return None
-                self.round_active = min(c.n_envs, left)
-            return steps, self.round_active
-        if left <= 0:
+        plan = plan_update(c, self.global_step, left, self.round_active)
+        if plan is None:
             return None
-        ends_per_env = (phase + steps) // length
-        if ends_per_env * c.n_envs <= left:
-            return steps, c.n_envs
-        if phase == 0 and steps % length == 0 and left // ends_per_env >= 1:
-            return steps, left // ends_per_env
-        return None
+        self.round_active = plan[2]
+        return plan[0], plan[1]
 
     # ------------------------------------------------------------------------------------------------------- run
     def run(self) -> dict:
@@ -388,9 +371,12 @@ class Trainer:
                     if not self.progress:
                         print(self._line(row), flush=True)
                 self._check_stop(row)
-                if self._interrupted and self.stop_reason is None:
+                # an engine without snapshots (real CybORG) is checkpointed only between episodes: resuming starts
+                # fresh episodes, so a checkpoint taken mid-episode could not continue that episode
+                resumable = self._snapshots or self.global_step % self.cfg.episode_length == 0
+                if self._interrupted and self.stop_reason is None and resumable:
                     self.stop_reason = "interrupted"
-                if self.stop_reason is not None or self.update % self.cfg.checkpoint_every == 0:
+                if self.stop_reason is not None or (resumable and self.update % self.cfg.checkpoint_every == 0):
                     self.save()
         finally:
             if threading_is_main():
@@ -418,22 +404,14 @@ class Trainer:
         t2 = time.perf_counter()
         self.update += 1
         self.global_step += steps
-        n_eps = len(fin["env_return"])
-        self.total_episodes += n_eps
+        ep = episode_stats(fin)
+        self.total_episodes += ep["episodes"]
         self.recent.extend(fin["env_return"])
-        comp, viol = float(np.sum(fin["compliant"])), float(np.sum(fin["violations"]))
-        counted = comp + viol
-        per_env = [c / (c + v) for c, v in zip(fin["compliant"], fin["violations"]) if c + v > 0]
-        self.last_compliance = comp / counted if counted > 0 else float("nan")
-        self._last_counted = counted
+        self.last_compliance, self._last_counted = ep["compliance"], ep.pop("counted")
         row = {
             "workflow_id": self.workflow.index if self.workflow else -1,
             "workflow": str(self.workflow) if self.workflow else "none",
-            "update": self.update, "episodes": n_eps, "total_episodes": self.total_episodes,
-            "env_reward": _mean(fin["env_return"]), "alignment_bonus": _mean(fin["align_return"]),
-            "total_reward": _mean([a + b for a, b in zip(fin["env_return"], fin["align_return"])]),
-            "compliance": self.last_compliance, "compliance_env_mean": _mean(per_env),
-            "avg_fixes": _mean([c + v + nt for c, v, nt in zip(fin["compliant"], fin["violations"], fin["neutral"])]),
+            "update": self.update, "total_episodes": self.total_episodes, **ep,
             "collection_time": t1 - t0, "update_time": t2 - t1, "sps": steps * active / (t2 - t0),
             "global_step": self.global_step, "mean100": _mean(list(self.recent)),
             "length": _mean(fin["length"]), **stats,
@@ -454,14 +432,8 @@ class Trainer:
                 f"{row['episodes']} | n_envs: {self.cfg.n_envs} | SPS: {row['sps']:,.0f}")
 
     def _check_stop(self, row: dict) -> None:
-        c = self.cfg
-        if (self.workflow is not None and self.episodes_per_env.min() >= c.min_episodes
-                and self._last_counted >= max(1, c.min_fixes) and self.last_compliance >= c.compliance_threshold):
-            self.stop_reason = "compliant"
-        elif self.episodes_per_env.min() >= c.max_episodes:
-            self.stop_reason = "max_episodes"
-        elif self.total_episodes >= c.budget:
-            self.stop_reason = "budget"
+        self.stop_reason = stop_rule(self.cfg, self.workflow is not None, int(self.episodes_per_env.min()),
+                                     self._last_counted, self.last_compliance, self.total_episodes)
 
     # --------------------------------------------------------------------------------------------- checkpoints
     def checkpoint(self) -> dict:
@@ -500,26 +472,22 @@ class Trainer:
         self.episodes_per_env = np.asarray(c["episodes_per_env"]).copy()
         self.last_compliance = c["last_compliance"]
         self.round_active = c.get("round_active", self.cfg.n_envs)
-        self.gen.set_state(ck["rng"]["generator"])
-        torch.set_rng_state(ck["rng"]["torch"])
-        if self.stepper is not None:
-            self.stepper.set_state(ck["env_state"])
-            self.obs, self.access = ck["obs"].to(self.device), ck["access"].to(self.device)
-        self.tracker.load_state_dict(ck["tracker"])
-        er = ck["episode_running"]
-        self.ep_env_ret.copy_(er["env"])
-        self.ep_align_ret.copy_(er["align"])
-        self.ep_len.copy_(er["len"])
+        if ck.get("rng") is not None:
+            self.gen.set_state(ck["rng"]["generator"])
+            torch.set_rng_state(ck["rng"]["torch"])
         self.recent = deque(ck["recent"], maxlen=100)
-        log_path = self.out / "training_log.csv"
-        if log_path.exists():   # drop rows written after this checkpoint, so the log continues exactly
-            with open(log_path) as f:
-                rows = list(csv.reader(f))
-            if rows:
-                col = rows[0].index("update")
-                keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= self.update]
-                with open(log_path, "w", newline="") as f:
-                    csv.writer(f).writerows(keep)
+        if self.stepper is not None and self.stepper.set_state(ck.get("env_state")):
+            self.obs, self.access = ck["obs"].to(self.device), ck["access"].to(self.device)
+            self.tracker.load_state_dict(ck["tracker"])
+            er = ck["episode_running"]
+            self.ep_env_ret.copy_(er["env"])
+            self.ep_align_ret.copy_(er["align"])
+            self.ep_len.copy_(er["len"])
+        elif self.global_step % self.cfg.episode_length != 0:
+            raise CheckpointError("checkpoint holds no engine state and was taken mid-episode: it cannot be "
+                                  "resumed; retrain")
+        # else: taken between episodes without engine state; training goes on with the fresh episodes of reset()
+        trim_log(self.out / "training_log.csv", self.update)
 
     def summary(self) -> dict:
         return {
@@ -533,6 +501,77 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+def plan_update(cfg: TrainConfig, global_step: int, left: int, round_active: int) -> tuple[int, int, int] | None:
+    """(steps, active envs, round_active) of the next update of a run at ``global_step`` with ``left`` episodes of
+    budget, or None when the budget is spent.
+
+    Envs are synchronised (they start together and episodes have a fixed length), so the budget can be cut
+    exactly by training on the first ``active`` envs only: decided per rollout when a rollout holds whole
+    episodes (update_every_steps a multiple of episode_length), or once per episode round (``round_active``) when an
+    episode spans several rollouts (episode_length a multiple of update_every_steps). Otherwise training stops at
+    the last update that fits.
+    """
+    steps, length = cfg.update_every_steps, cfg.episode_length
+    phase = global_step % length
+    if length % steps == 0 and steps < length:
+        if phase == 0:
+            if left <= 0:
+                return None
+            round_active = min(cfg.n_envs, left)
+        return steps, round_active, round_active
+    if left <= 0:
+        return None
+    ends_per_env = (phase + steps) // length
+    if ends_per_env * cfg.n_envs <= left:
+        return steps, cfg.n_envs, round_active
+    if phase == 0 and steps % length == 0 and left // ends_per_env >= 1:
+        return steps, left // ends_per_env, round_active
+    return None
+
+
+def stop_rule(cfg: TrainConfig, conditioned: bool, min_episodes_done: int, counted: float, compliance: float,
+              total_episodes: int) -> str | None:
+    """Why training stops after an update (None: go on). The compliance gate needs a workflow, every env past
+    ``min_episodes`` and at least ``min_fixes`` counted fixes in the update's finished episodes."""
+    if (conditioned and min_episodes_done >= cfg.min_episodes and counted >= max(1, cfg.min_fixes)
+            and compliance >= cfg.compliance_threshold):
+        return "compliant"
+    if min_episodes_done >= cfg.max_episodes:
+        return "max_episodes"
+    if total_episodes >= cfg.budget:
+        return "budget"
+    return None
+
+
+def episode_stats(fin: dict) -> dict:
+    """Log columns of an update's finished episodes (``fin``: lists per finished episode), plus ``counted``: the
+    compliant + violating fixes the batch compliance pools."""
+    comp, viol = float(np.sum(fin["compliant"])), float(np.sum(fin["violations"]))
+    counted = comp + viol
+    per_env = [c / (c + v) for c, v in zip(fin["compliant"], fin["violations"]) if c + v > 0]
+    return {
+        "episodes": len(fin["env_return"]),
+        "env_reward": _mean(fin["env_return"]), "alignment_bonus": _mean(fin["align_return"]),
+        "total_reward": _mean([a + b for a, b in zip(fin["env_return"], fin["align_return"])]),
+        "compliance": comp / counted if counted > 0 else float("nan"), "compliance_env_mean": _mean(per_env),
+        "avg_fixes": _mean([c + v + nt for c, v, nt in zip(fin["compliant"], fin["violations"], fin["neutral"])]),
+        "counted": counted,
+    }
+
+
+def trim_log(path: Path, update: int) -> None:
+    """Drop training-log rows written after ``update`` (a resumed run continues the log exactly)."""
+    if not path.exists():
+        return
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    if rows:
+        col = rows[0].index("update")
+        keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
+        with open(path, "w", newline="") as f:
+            csv.writer(f).writerows(keep)
+
+
 def _seed(seed: int, index: int, stream: int) -> int:
     """A 63-bit seed for episode ``index`` of a run (stream 0: the env, 1: action sampling)."""
     return int(np.random.SeedSequence([seed, index, stream]).generate_state(1, np.uint64)[0] >> np.uint64(1))

@@ -78,6 +78,9 @@ class SearchConfig:
     """a trained checkpoint every workflow without a parent starts from (all of them in exhaustive mode), so an
     exhaustive ground truth and a search can share one starting point."""
     vectorization: str = "sync"
+    batch_workflows: int = 1
+    """workflows trained at once in this process, in one batch (one env of batch_workflows x n_envs envs, stacked
+    policies, one update for all); 1 trains one at a time."""
     n_workers: int | None = None
     parallel_start_method: str | None = None
     scenario: str | None = None
@@ -100,7 +103,14 @@ class SearchConfig:
             ws = [Workflow.parse(w) for w in self.workflows]
             if len(set(ws)) != len(ws):
                 raise ValueError("the workflow list repeats a workflow")
-        self.train_config(Workflow.parse("critical_first"), self.total_episodes).validate()
+        tcfg = self.train_config(Workflow.parse("critical_first"), self.total_episodes)
+        tcfg.validate()
+        if not isinstance(self.batch_workflows, int) or self.batch_workflows < 1:
+            raise ValueError(f"batch-workflows must be an integer >= 1, got {self.batch_workflows!r}")
+        if self.batch_workflows > 1:
+            from workflow_rl.rl.batched import check_batchable
+
+            check_batchable(tcfg)
 
     def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
         return TrainConfig(workflow=wf.codes, red_agent=self.red_agent, engine=self.engine, n_envs=self.n_envs,
@@ -145,28 +155,38 @@ def _json_default(x):
     raise TypeError(type(x))
 
 
+def initial_weights(cfg: SearchConfig, out: Path, p: dict) -> dict | None:
+    """The weights a proposed workflow starts from: its parent's, else the search's init checkpoint, else None."""
+    if p.get("parent_checkpoint"):
+        return load_checkpoint(out / p["parent_checkpoint"], cfg.device)["agent"]
+    if cfg.init_checkpoint:
+        return load_checkpoint(Path(cfg.init_checkpoint), cfg.device)["agent"]
+    return None
+
+
 def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: dict, progress: bool = False) -> dict:
     """Train the proposed workflow (warm-started from its parent, resumed from its own checkpoint if one exists)
     and evaluate it on the held-out seeds; returns its record. Runs in the driver or in a Ray worker."""
     out = Path(out)
     wf = Workflow.parse(p["workflow"])
     run_dir = out / p["run_dir"]
-    tcfg = cfg.train_config(wf, p["budget"])
-    init = None
-    if p.get("parent_checkpoint"):
-        init = load_checkpoint(out / p["parent_checkpoint"], cfg.device)["agent"]
-    elif cfg.init_checkpoint:
-        init = load_checkpoint(Path(cfg.init_checkpoint), cfg.device)["agent"]
     t0, started = time.perf_counter(), time.time()
-    trainer = Trainer(tcfg, run_dir, init_agent_state=init, progress=progress,
-                      log_prefix={"iteration": p["iteration"]})
+    trainer = Trainer(cfg.train_config(wf, p["budget"]), run_dir, init_agent_state=initial_weights(cfg, out, p),
+                      progress=progress, log_prefix={"iteration": p["iteration"]})
     ck = run_dir / "checkpoints" / "latest.pt"
     if ck.is_file():
         trainer.restore(load_checkpoint(ck, cfg.device))
     summary = trainer.run()
     if summary["stop_reason"] == "interrupted":
         raise SearchInterrupted(str(ck))
-    ev = evaluate_policy(agent_act(trainer.agent, wf, greedy=True), cfg.red_agent, cfg.eval_length,
+    return evaluate_record(cfg, p, trainer.agent, summary, t0, started)
+
+
+def evaluate_record(cfg: SearchConfig, p: dict, agent, summary: dict, t0: float, started: float) -> dict:
+    """Evaluate a trained workflow's policy on the held-out seeds and build its search record (``t0``: the
+    ``perf_counter`` at which its training started; ``started``: the same moment as a timestamp)."""
+    wf = Workflow.parse(p["workflow"])
+    ev = evaluate_policy(agent_act(agent, wf, greedy=True), cfg.red_agent, cfg.eval_length,
                          cfg.eval_episodes, engine="native", seed=EVAL_SEED, workflow=wf, device=cfg.device)
     status = {"compliant": "compliant", "budget": "budget_cut"}.get(summary["stop_reason"], "not_compliant")
     if summary["stop_reason"] == "budget" and p["budget"] >= cfg.max_episodes * cfg.n_envs:
@@ -312,6 +332,10 @@ class WorkflowSearch:
     def run(self, executor=None) -> dict:
         """Dispatch workflows while the executor has free slots and budget is unclaimed; record them as they
         finish. The default executor trains one workflow at a time in this process."""
+        if executor is None and self.cfg.batch_workflows > 1:
+            from workflow_rl.search.batched_executor import BatchedExecutor
+
+            executor = BatchedExecutor(self.cfg.batch_workflows)
         executor = executor or SerialExecutor()
         self.out.mkdir(parents=True, exist_ok=True)
         self._save()

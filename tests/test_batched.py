@@ -1,0 +1,255 @@
+"""Batched multi-workflow training: the stacked network and update against per-member ones, a one-slot batch
+against the single-workflow trainer, checkpoints, and the batched search (budget, resume, bad input)."""
+import copy
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from workflow_rl.rl.batched import AgentStack, BatchedTrainer, stacked_ppo_update
+from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, ppo_update
+from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, agent_from_checkpoint, load_checkpoint
+from workflow_rl.search.batched_executor import BatchedExecutor
+from workflow_rl.search.search import SearchConfig, WorkflowSearch
+
+DROP = {"collection_time", "update_time", "sps"}
+
+
+def _stack(q, seed=0):
+    torch.manual_seed(seed)
+    return AgentStack(q)
+
+
+def test_agent_stack_computes_each_member():
+    stack = _stack(3)
+    x = torch.randn(3, 10, 77)
+    a = torch.randint(0, 145, (3, 10))
+    logp, ent, v = stack.evaluate(x, a)
+    for k, m in enumerate(stack.members):
+        lp_k, ent_k, v_k = m.evaluate(x[k], a[k])
+        assert torch.allclose(logp[k], lp_k, atol=1e-5)
+        assert torch.allclose(ent[k], ent_k, atol=1e-5)
+        assert torch.allclose(v[k], v_k, atol=1e-5)
+    sub = stack.evaluate(x[[2, 0]], a[[2, 0]], members=[2, 0])
+    assert torch.allclose(sub[0], logp[[2, 0]], atol=1e-6)
+    # sampling: the same generator stream gives the same actions as one member alone
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    act, _, _ = _stack(1).act(x[:1], g1)
+    ref, _, _ = _stack(1).members[0].act(x[0], g2)
+    assert torch.equal(act[0], ref)
+
+
+def _rollout(q, n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return Rollout(torch.randn(q, n, 77, generator=g), torch.randint(0, 145, (q, n), generator=g),
+                   -5 + torch.rand(q, n, generator=g), torch.randn(q, n, generator=g),
+                   torch.randn(q, n, generator=g), torch.randn(q, n, generator=g))
+
+
+def test_stacked_update_equals_separate_updates():
+    """One batched update of three members = three independent PPO updates (own rows, own Adam, own clipping)."""
+    q, n = 3, 64
+    cfg = PPOConfig(num_minibatches=1, update_epochs=3, max_grad_norm=0.1)
+    stack = _stack(q)
+    for k, m in enumerate(stack.members):        # distinct weights per member
+        for p in m.parameters():
+            p.data += 0.05 * k
+    singles = [copy.deepcopy(m) for m in stack.members]
+    batch = _rollout(q, n)
+    mask = torch.ones(q, n, dtype=torch.bool)
+    mask[1, 40:] = False                         # member 1 trains on its first 40 rows only
+    opt = torch.optim.Adam(stack.parameters(), lr=1e-3, eps=1e-5)
+    stats = stacked_ppo_update(stack, opt, batch, mask, cfg, torch.Generator().manual_seed(0))
+    for k, single in enumerate(singles):
+        rows = mask[k]
+        sub = Rollout(*(getattr(batch, f)[k][rows] for f in ("x", "actions", "logprobs", "advantages", "returns",
+                                                               "values")))
+        ref = ppo_update(single, torch.optim.Adam(single.parameters(), lr=1e-3, eps=1e-5), sub, cfg,
+                         torch.Generator().manual_seed(0))
+        for p, r in zip(stack.members[k].parameters(), single.parameters()):
+            assert torch.allclose(p, r, atol=2e-5), k
+        assert stats[k]["policy_loss"] == pytest.approx(ref["policy_loss"], abs=1e-4)
+
+
+def test_members_without_rows_are_not_stepped():
+    stack = _stack(2)
+    before = [p.detach().clone() for p in stack.members[1].parameters()]
+    opt = torch.optim.Adam(stack.parameters(), lr=1e-3)
+    mask = torch.zeros(2, 32, dtype=torch.bool)
+    mask[0] = True
+    stats = stacked_ppo_update(stack, opt, _rollout(2, 32), mask, PPOConfig(), torch.Generator().manual_seed(0))
+    assert stats[1] is None and stats[0] is not None
+    assert all(torch.equal(a, b) for a, b in zip(before, stack.members[1].parameters()))
+    assert not any(p in opt.state for p in stack.members[1].parameters())
+
+
+def _cfg(**kw):
+    base = dict(workflow="critical_first", n_envs=16, max_episodes=3, min_episodes=1, update_every_steps=50,
+                checkpoint_every=1, seed=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _log(path):
+    with open(path / "training_log.csv") as f:
+        return [{k: v for k, v in r.items() if k not in DROP} for r in csv.DictReader(f)]
+
+
+def _run_slots(bt):
+    while any(s is not None and s.stop_reason is None for s in bt.slots):
+        bt.run_round()
+
+
+def test_one_slot_batch_trains_like_the_trainer(tmp_path):
+    """Same seed, same env keys, same sampling stream: a one-slot batch reproduces the single-workflow run (up to
+    float rounding of batched matmuls)."""
+    cfg = _cfg()
+    single = Trainer(cfg, tmp_path / "single", progress=False)
+    single.run()
+    bt = BatchedTrainer(cfg, 1)
+    bt.start(0, cfg, tmp_path / "batched")
+    _run_slots(bt)
+    a, b = _log(tmp_path / "single"), _log(tmp_path / "batched")
+    assert len(a) == len(b) == single.update
+    for ra, rb in zip(a, b):
+        for key in ("update", "episodes", "total_episodes", "global_step"):
+            assert ra[key] == rb[key]
+        for key in ("env_reward", "compliance", "avg_fixes", "policy_loss"):
+            assert float(ra[key]) == pytest.approx(float(rb[key]), rel=1e-3, abs=1e-4, nan_ok=True), key
+    for p, r in zip(bt.member(0).parameters(), single.agent.parameters()):
+        assert torch.allclose(p, r, atol=1e-4)
+
+
+def test_slots_keep_their_own_budget_workflow_and_checkpoint(tmp_path):
+    cfg = _cfg(num_episodes=40)
+    bt = BatchedTrainer(cfg, 2)
+    bt.start(0, cfg, tmp_path / "a")
+    bt.start(1, _cfg(workflow="U,OH,OS,E,D", num_episodes=25), tmp_path / "b")
+    _run_slots(bt)
+    assert bt.slots[0].total_episodes == 40 and bt.slots[1].total_episodes == 25   # exact, each its own
+    ck = load_checkpoint(tmp_path / "b" / "checkpoints" / "latest.pt")
+    assert ck["workflow"] == ["user", "op_host", "op_server", "enterprise", "defender"]
+    agent = agent_from_checkpoint(ck)
+    assert all(torch.equal(p, r) for p, r in zip(agent.parameters(), bt.member(1).parameters()))
+    assert {int(r["workflow_id"]) for r in _log(tmp_path / "b")} == {bt.slots[1].workflow.index}
+    # a new workflow in a released slot starts with fresh Adam state; the other member keeps its own
+    kept = {id(p): opt_state["exp_avg"].clone() for p in bt.member(0).parameters()
+            for opt_state in [bt.opt.state[p]]}
+    bt.release(1)
+    bt.start(1, _cfg(workflow="D,E,OS,OH,U"), tmp_path / "c")
+    assert not any(p in bt.opt.state for p in bt.member(1).parameters())
+    assert all(torch.equal(bt.opt.state[p]["exp_avg"], kept[id(p)]) for p in bt.member(0).parameters())
+
+
+def test_trainer_resumes_a_checkpoint_without_engine_state(tmp_path):
+    """A batched slot's checkpoint (taken between episodes, no engine state) continues in the single trainer with
+    fresh episodes; the budget stays exact."""
+    cfg = _cfg(num_episodes=48, max_episodes=10)
+    bt = BatchedTrainer(cfg, 1)
+    bt.start(0, _cfg(num_episodes=16, max_episodes=10), tmp_path)
+    _run_slots(bt)
+    bt.close()
+    t = Trainer(cfg, tmp_path, progress=False)
+    t.restore(load_checkpoint(tmp_path / "checkpoints" / "latest.pt"))
+    assert t.total_episodes == 16
+    assert t.run()["episodes"] == 48
+    rows = _log(tmp_path)
+    assert [int(r["update"]) for r in rows] == list(range(1, len(rows) + 1))
+
+
+def test_mid_episode_checkpoint_without_engine_state_is_refused(tmp_path):
+    t = Trainer(_cfg(), tmp_path, progress=False)
+    ck = t.checkpoint()
+    ck["env_state"] = None
+    ck["counters"]["global_step"] = 50
+    with pytest.raises(CheckpointError, match="mid-episode"):
+        Trainer(_cfg(), tmp_path / "x", progress=False).restore(ck)
+
+
+def _tiny(**kw):
+    base = dict(n_envs=8, max_episodes=2, total_episodes=60, eval_episodes=16, seed=1, n_init=2, batch_workflows=2)
+    base.update(kw)
+    return SearchConfig(**base)
+
+
+@pytest.mark.parametrize("total", [60, 37, 5])
+def test_batched_search_spends_the_budget_exactly(tmp_path, total):
+    s = WorkflowSearch(_tiny(total_episodes=total), tmp_path, progress=False)
+    summary = s.run()
+    assert sum(r["episodes_trained"] for r in s.state.iterations) == summary["episodes_used"] == total
+    assert len({r["workflow"] for r in s.state.iterations}) == len(s.state.iterations)
+    assert (tmp_path / "best_policy.pt").exists() and (tmp_path / "report.md").exists()
+    # the slots overlapped: the second workflow started before the first finished
+    its = sorted(s.state.iterations, key=lambda r: r["iteration"])
+    if len(its) >= 2:
+        assert its[1]["started_at"] < its[0]["finished_at"]
+
+
+class _InterruptAfter(BatchedExecutor):
+    """Simulates Ctrl-C after ``rounds`` episode rounds."""
+
+    def __init__(self, slots, rounds):
+        super().__init__(slots)
+        self.rounds = rounds
+
+    def wait_one(self):
+        orig = self.trainer.run_round
+
+        def counted():
+            self.rounds -= 1
+            if self.rounds <= 0:
+                self._interrupted = True
+            return orig()
+
+        self.trainer.run_round = counted
+        return super().wait_one()
+
+
+def test_batched_search_interrupt_and_resume(tmp_path):
+    from workflow_rl.search.search import SearchInterrupted
+
+    cfg = _tiny(total_episodes=120, max_episodes=6)
+    s = WorkflowSearch(cfg, tmp_path, progress=False)
+    with pytest.raises(SearchInterrupted):
+        s.run(_InterruptAfter(2, rounds=2))
+    assert len(s.state.pending) == 2
+    for p in s.state.pending:   # both running workflows saved their progress
+        ck = load_checkpoint(tmp_path / p["run_dir"] / "checkpoints" / "latest.pt")
+        assert ck["counters"]["total_episodes"] == 16
+    resumed = WorkflowSearch.resume(tmp_path, progress=False)
+    summary = resumed.run()
+    assert summary["episodes_used"] == 120 == sum(r["episodes_trained"] for r in resumed.state.iterations)
+    first = next(r for r in resumed.state.iterations if r["iteration"] == 1)
+    updates = [int(r["update"]) for r in _log(tmp_path / first["run_dir"])]
+    assert updates == list(range(1, len(updates) + 1))   # continued, not restarted
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(update_every_steps=30), "divide"),
+    (dict(batch_workflows=0), "batch-workflows"),
+    (dict(vectorization="episodes", update_every_steps=100), "one vector env"),
+])
+def test_bad_batched_config(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        WorkflowSearch(_tiny(**kw), tmp_path)
+
+
+def test_cli_ray_and_batch_is_one_line_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--batch-workflows", "2", "--ray",
+                        "--out", str(tmp_path / "s")], capture_output=True, text=True)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln]
+    assert len(lines) == 1 and "use one" in lines[0], r.stderr
+
+
+def test_batched_search_cli(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--batch-workflows", "3", "--n-envs", "8",
+                        "--max-episodes", "2", "--total-episodes", "40", "--eval-episodes", "8", "--n-init", "2",
+                        "--out", str(tmp_path / "s"), "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "40 / 40 episodes" in r.stdout
+    assert np.isfinite(float(open(tmp_path / "s" / "best_workflow.json").read().split('"observed_reward": ')[1]
+                             .split(",")[0]))

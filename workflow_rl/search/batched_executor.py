@@ -1,0 +1,99 @@
+"""Run the workflow search's trainings q at a time in this process, in one batch (``search --batch-workflows Q``).
+
+The search is unchanged: it proposes q workflows (GP-BUCB hallucinates the pending ones), claims their budgets at
+dispatch and records each as it finishes. This executor puts them into the slots of one
+:class:`~workflow_rl.rl.batched.BatchedTrainer`, whose every step and update serves all of them at once, which is
+what keeps a GPU busy: a single workflow's few hundred envs are far too small a batch. A finished workflow is
+evaluated and its slot refilled at the next episode boundary. Ctrl-C finishes the current episode round, writes every
+running workflow's checkpoint and stops; ``--resume`` continues each from it.
+"""
+from __future__ import annotations
+
+import signal
+import time
+
+from workflow_rl.rl.batched import BatchedTrainer
+from workflow_rl.rl.train import load_checkpoint, threading_is_main
+from workflow_rl.workflow import Workflow
+
+
+class BatchedExecutor:
+    """``slots`` workflows trained together in one batch, in this process."""
+
+    def __init__(self, slots: int):
+        self.q = int(slots)
+        self.trainer: BatchedTrainer | None = None
+        self.props: dict[int, dict] = {}              # slot -> proposal being trained there
+        self.starts: dict[int, tuple[float, float]] = {}
+        self.done: list[tuple[dict, dict]] = []       # finished and evaluated, not yet handed to the search
+        self.search = None
+        self._interrupted = False
+
+    def free(self) -> int:
+        # while results wait to be handed back, dispatch nothing: the GP should see them first
+        return 0 if self.done else self.q - len(self.props)
+
+    def running(self) -> int:
+        return len(self.props) + len(self.done)
+
+    def submit(self, prop: dict, search) -> None:
+        from workflow_rl.search.search import initial_weights
+
+        self.search = search
+        cfg = search.cfg
+        tcfg = cfg.train_config(Workflow.parse(prop["workflow"]), prop["budget"])
+        if self.trainer is None:
+            self.trainer = BatchedTrainer(tcfg, self.q)
+        k = self.trainer.free_slots()[0]
+        run_dir = search.out / prop["run_dir"]
+        ck_path = run_dir / "checkpoints" / "latest.pt"
+        ck = load_checkpoint(ck_path, cfg.device) if ck_path.is_file() else None
+        init = None if ck is not None else initial_weights(cfg, search.out, prop)
+        slot = self.trainer.start(k, tcfg, run_dir, init_agent_state=init, checkpoint=ck,
+                                  log_prefix={"iteration": prop["iteration"]})
+        self.props[k] = prop
+        self.starts[k] = (time.perf_counter(), time.time())
+        if ck is not None and ck["counters"].get("stop_reason") not in (None, "interrupted"):
+            slot.stop_reason = ck["counters"]["stop_reason"]   # trained before the interruption, not yet evaluated
+            self._finish(k)
+
+    def wait_one(self) -> tuple[dict, dict]:
+        from workflow_rl.search.search import SearchInterrupted
+
+        old = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum, frame):
+            if self._interrupted:
+                raise KeyboardInterrupt
+            self._interrupted = True
+            print("\ninterrupt: finishing this episode round, then saving (Ctrl-C again to abort without saving)")
+
+        if threading_is_main():
+            signal.signal(signal.SIGINT, on_sigint)
+        try:
+            while not self.done:
+                if self._interrupted:   # between rounds: every running workflow is at an episode boundary
+                    for k in self.props:
+                        self.trainer.save(k)
+                    raise SearchInterrupted("batched search")
+                for k in self.trainer.run_round():
+                    self._finish(k)
+        finally:
+            if threading_is_main():
+                signal.signal(signal.SIGINT, old)
+        return self.done.pop(0)
+
+    def _finish(self, k: int) -> None:
+        from workflow_rl.search.search import evaluate_record
+
+        prop = self.props.pop(k)
+        t0, started = self.starts.pop(k)
+        summary = self.trainer.slots[k].summary()
+        record = evaluate_record(self.search.cfg, prop, self.trainer.member(k), summary, t0, started)
+        self.trainer.release(k)
+        self.done.append((prop, record))
+
+    def shutdown(self) -> None:
+        if self.trainer is not None:
+            self.trainer.close()
+        self.props.clear()
