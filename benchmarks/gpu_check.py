@@ -6,12 +6,16 @@ Usage (on a machine with a CUDA GPU, from the repository root, after `make setup
 
 ``--device cpu --max-log2 12 --train-envs 256 --search-episodes 2000 --skip-compile`` dry-runs every stage here.
 
-Stages, each written to OUT/gpu.json as soon as it finishes (so a time-out still leaves the finished ones):
+Stages, most important first, each written to OUT/gpu.json as soon as it finishes (so a time-out still leaves the
+finished ones):
 1. equality: 150 steps of 4,096 envs, CPU numba kernel vs CUDA tensor path, every output compared;
-2. engine-only env-steps/s over batch sizes 2^12 .. 2^max_log2, eager and torch.compile'd;
-3. end-to-end training transitions/s (`workflow-rl train --device cuda`, native engine) at a large batch;
+2. engine-only env-steps/s over batch sizes 2^12 .. 2^max_log2 (eager);
+3. batched multi-workflow training transitions/s (``benchmarks/bench_batched.py``: 1, 16, 64 workflows per batch
+   against one workflow at a time);
 4. wall-clock of a full workflow search on the GPU: batched (``--batch-workflows 16``: 16 workflows per engine
-   call and per update) and one workflow at a time, each within ``--search-timeout``.
+   call and per update) and one workflow at a time, each within ``--search-timeout``;
+5. end-to-end single-workflow training transitions/s (`workflow-rl train --device cuda`) at a large batch;
+6. the engine torch.compile'd at the two largest batch sizes.
 The card's name goes with every number. Nothing here is a test: CI has no GPU.
 """
 from __future__ import annotations
@@ -76,14 +80,18 @@ def time_engine(n: int, compiled: bool, device: str = "cuda", steps: int = 50) -
     return n * steps / (time.perf_counter() - t0)
 
 
-def _timed(cmd: list[str], timeout: float) -> dict:
-    """Wall-clock of a CLI run; a run past ``timeout`` is recorded as such instead of stopping the script."""
+def _timed_script(cmd: list[str], timeout: float) -> dict:
+    """Wall-clock of a command; a run past ``timeout`` is recorded as such instead of stopping the script."""
     t0 = time.perf_counter()
     try:
-        subprocess.run([sys.executable, "-m", "workflow_rl.cli", *cmd], check=True, timeout=timeout)
+        subprocess.run(cmd, check=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"timed_out_after_s": timeout}
     return {"wall_s": time.perf_counter() - t0}
+
+
+def _timed(cmd: list[str], timeout: float) -> dict:
+    return _timed_script([sys.executable, "-m", "workflow_rl.cli", *cmd], timeout)
 
 
 def main() -> None:
@@ -96,6 +104,8 @@ def main() -> None:
     p.add_argument("--search-batches", type=int, nargs="+", default=[16, 1],
                    help="--batch-workflows values to time the search with, in this order")
     p.add_argument("--search-timeout", type=float, default=240.0)
+    p.add_argument("--batch-slots", type=int, nargs="+", default=[1, 16, 64],
+                   help="workflows per batch for the batched-training throughput stage")
     p.add_argument("--skip-compile", action="store_true")
     args = p.parse_args()
     out, dev = Path(args.out), args.device
@@ -107,13 +117,28 @@ def main() -> None:
     if dev == "cuda":
         check_equal(results)
         _save(out, results)
+    # most important first: a time-out still leaves the finished stages in gpu.json
     results["engine"] = []
     for log2 in range(12, args.max_log2 + 1, 2):
         n = 1 << log2
         row = {"n_envs": n, "eager": statistics.median(time_engine(n, False, dev) for _ in range(3))}
-        if not args.skip_compile:
-            row["compiled"] = statistics.median(time_engine(n, True, dev) for _ in range(3))
         results["engine"].append(row)
+        print(row, flush=True)
+        _save(out, results)
+    bench = [sys.executable, str(Path(__file__).with_name("bench_batched.py")), "--device", dev, "--slots",
+             *map(str, args.batch_slots), "--repeats", "1", "--out", str(out)]
+    results["batched_training"] = _timed_script(bench, args.search_timeout)
+    tag = "cuda" if dev == "cuda" else "cpu"
+    if (out / f"batched_{tag}.md").exists():
+        results["batched_training"]["table"] = (out / f"batched_{tag}.md").read_text()
+    _save(out, results)
+    results["search"] = []
+    for q in args.search_batches:
+        row = {"total_episodes": args.search_episodes, "batch_workflows": q,
+               **_timed(["search", "--device", dev, "--total-episodes", str(args.search_episodes),
+                         "--batch-workflows", str(q), "--out", str(out / f"search_b{q}"), "--no-progress"],
+                        args.search_timeout)}
+        results["search"].append(row)
         print(row, flush=True)
         _save(out, results)
     t0 = time.perf_counter()
@@ -127,15 +152,11 @@ def main() -> None:
         sps = [float(r["sps"]) for r in csv.DictReader(f)]
     results["training"] = {"n_envs": args.train_envs, "sps_per_update": sps, "wall_s": time.perf_counter() - t0}
     _save(out, results)
-    results["search"] = []
-    for q in args.search_batches:
-        row = {"total_episodes": args.search_episodes, "batch_workflows": q,
-               **_timed(["search", "--device", dev, "--total-episodes", str(args.search_episodes),
-                         "--batch-workflows", str(q), "--out", str(out / f"search_b{q}"), "--no-progress"],
-                        args.search_timeout)}
-        results["search"].append(row)
-        print(row, flush=True)
-        _save(out, results)
+    if not args.skip_compile:   # compiling costs about a minute per shape: only the two largest
+        for row in results["engine"][-2:]:
+            row["compiled"] = statistics.median(time_engine(row["n_envs"], True, dev) for _ in range(3))
+            print(row, flush=True)
+            _save(out, results)
     print(json.dumps(results, indent=2))
 
 

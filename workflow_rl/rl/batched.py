@@ -214,7 +214,7 @@ class BatchedTrainer:
         self.device = torch.device(cfg.device)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.agents = AgentStack(self.q, cfg.ppo.hidden).to(self.device)
-        self.opt = torch.optim.Adam(self.agents.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
+        self.opt = torch.optim.Adam(self.agents.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5, foreach=True)
         opts = {}
         if cfg.engine == "native":
             opts["official_bugs"] = cfg.official_bugs

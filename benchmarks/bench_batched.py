@@ -1,0 +1,110 @@
+"""Training throughput of Q workflows in one batch (``BatchedTrainer``) against one workflow at a time (``Trainer``),
+measured in the same process, alternating, median of ``--repeats``.
+
+    python benchmarks/bench_batched.py [--device cpu|cuda] [--slots 1 4 8] [--n-envs 200] [--rounds 3]
+
+Each measurement trains ``--rounds`` episode rounds (100 steps of every env, 4 PPO updates at the search's 25 steps
+per update) after one warm-up round, and reports transitions per second end to end (rollout + update). Writes a
+Markdown table (and CSV) to ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from workflow_rl.rl.batched import BatchedTrainer
+from workflow_rl.rl.train import Trainer, TrainConfig
+
+WORKFLOWS = ["critical_first", "U,OH,OS,E,D", "D,E,OS,OH,U", "OS,OH,E,D,U", "E,U,D,OH,OS", "OH,OS,E,U,D",
+             "U,E,D,OS,OH", "D,OH,U,E,OS"]
+
+
+def _cfg(args, wf: str) -> TrainConfig:
+    return TrainConfig(workflow=wf, n_envs=args.n_envs, update_every_steps=25, max_episodes=10**6,
+                       device=args.device, seed=0, checkpoint_every=10**6)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_single(args, tmp: Path) -> float:
+    t = Trainer(_cfg(args, WORKFLOWS[0]), tmp / "single", progress=False)
+    per_round = 100 // 25
+
+    def rounds(k):
+        for _ in range(k * per_round):
+            t._one_update(*t._plan())
+
+    rounds(1)
+    _sync(args.device)
+    t0 = time.perf_counter()
+    rounds(args.rounds)
+    _sync(args.device)
+    return args.rounds * 100 * args.n_envs / (time.perf_counter() - t0)
+
+
+def time_batched(args, q: int, tmp: Path) -> float:
+    base = _cfg(args, WORKFLOWS[0])
+    bt = BatchedTrainer(base, q)
+    for k in range(q):
+        bt.start(k, _cfg(args, WORKFLOWS[k % len(WORKFLOWS)]), tmp / f"slot{k}")
+    bt.run_round()
+    _sync(args.device)
+    t0 = time.perf_counter()
+    for _ in range(args.rounds):
+        bt.run_round()
+    _sync(args.device)
+    rate = args.rounds * 100 * args.n_envs * q / (time.perf_counter() - t0)
+    bt.close()
+    return rate
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--slots", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--n-envs", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default="benchmarks/results")
+    args = p.parse_args()
+    samples: dict[str, list[float]] = {"single": []}
+    for q in args.slots:
+        samples[f"batch{q}"] = []
+    with tempfile.TemporaryDirectory() as d:
+        for r in range(args.repeats):
+            samples["single"].append(time_single(args, Path(d) / f"r{r}"))
+            for q in args.slots:
+                samples[f"batch{q}"].append(time_batched(args, q, Path(d) / f"r{r}q{q}"))
+    base = statistics.median(samples["single"])
+    rows = [{"mode": "one workflow (Trainer)", "slots": 1, "transitions_per_s": base, "ratio": 1.0}]
+    for q in args.slots:
+        med = statistics.median(samples[f"batch{q}"])
+        rows.append({"mode": "batched (BatchedTrainer)", "slots": q, "transitions_per_s": med, "ratio": med / base})
+    dev = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"cpu ({torch.get_num_threads()} threads)"
+    lines = [f"Training throughput, {args.n_envs} envs per workflow, 25 steps per update, device {dev}, median of "
+             f"{args.repeats} (`python benchmarks/bench_batched.py --device {args.device} --slots "
+             f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}`)", "",
+             "| mode | workflows at once | transitions/s | vs one workflow |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['mode']} | {r['slots']} | {r['transitions_per_s']:,.0f} | {r['ratio']:.2f}x |" for r in rows]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = "cuda" if args.device.startswith("cuda") else "cpu"
+    (out / f"batched_{tag}.md").write_text("\n".join(lines) + "\n")
+    with open(out / f"batched_{tag}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
