@@ -95,6 +95,8 @@ def _add_training_flags(p, update_every_steps: int) -> None:
     p.add_argument("--alignment-lambda", type=_nonneg_float, default=30.0)
     p.add_argument("--update-every-steps", type=_positive_int, default=update_every_steps)
     p.add_argument("--learning-rate", type=float, default=5e-4)
+    p.add_argument("--compile", action="store_true",
+                   help="with --device cuda: torch.compile the engine step (fuses its many small GPU kernels)")
 
 
 def _add_cyborg_flags(p, vectorization: str, episodes: bool = False) -> None:
@@ -150,7 +152,8 @@ def cmd_train(args) -> int:
                       compliance_threshold=args.compliance_threshold, min_fixes=args.min_fixes,
                       alignment_lambda=args.alignment_lambda, device=args.device, seed=args.seed,
                       vectorization=args.vectorization, parallel_start_method=args.parallel_start_method,
-                      scenario=args.scenario, tensorboard=args.tensorboard, ppo=ppo, n_workers=args.n_workers)
+                      scenario=args.scenario, tensorboard=args.tensorboard, ppo=ppo, n_workers=args.n_workers,
+                      compile=args.compile)
     cfg.validate()
     ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
     trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
@@ -272,7 +275,8 @@ def cmd_search(args) -> int:
                            max_iterations=args.max_iterations, vectorization=args.vectorization,
                            n_workers=args.n_workers, init_checkpoint=args.init_checkpoint,
                            batch_workflows=args.batch_workflows,
-                           parallel_start_method=args.parallel_start_method, scenario=args.scenario)
+                           parallel_start_method=args.parallel_start_method, scenario=args.scenario,
+                           compile=args.compile)
         search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
         if search.state_path.exists():
             raise ValueError(f"{args.out} already holds a search: continue it with --resume {args.out}, or "

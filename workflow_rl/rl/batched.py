@@ -37,7 +37,7 @@ from workflow_rl.rl.train import (CHECKPOINT_VERSION, LOG_COLUMNS, TrainConfig, 
 from workflow_rl.workflow import Workflow
 
 _SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "alignment_lambda", "device",
-           "seed", "official_bugs", "native_backend", "scenario", "vectorization", "parallel_start_method", "ppo")
+           "seed", "official_bugs", "native_backend", "compile", "scenario", "vectorization", "parallel_start_method", "ppo")
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
 
 
@@ -215,15 +215,9 @@ class BatchedTrainer:
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.agents = AgentStack(self.q, cfg.ppo.hidden).to(self.device)
         self.opt = torch.optim.Adam(self.agents.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5, foreach=True)
-        opts = {}
-        if cfg.engine == "native":
-            opts["official_bugs"] = cfg.official_bugs
-            opts["backend"] = cfg.native_backend or ("numba" if self.device.type == "cpu" else "torch")
-        else:
-            opts.update(vectorization=cfg.vectorization, start_method=cfg.parallel_start_method,
-                        scenario=cfg.scenario)
         self.env = make_vector_env(self.q * self.n, cfg.red_agent, engine=cfg.engine,
-                                   episode_length=cfg.episode_length, seed=cfg.seed, device=cfg.device, **opts)
+                                   episode_length=cfg.episode_length, seed=cfg.seed, device=cfg.device,
+                                   **cfg.engine_options())
         self.stepper = TorchStepper(self.env, self.device)
         self.obs, self.access = self.stepper.reset(seed=cfg.seed)
         total = self.q * self.n

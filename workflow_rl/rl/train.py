@@ -67,6 +67,8 @@ class TrainConfig:
     official_bugs: bool = True
     native_backend: str | None = None
     """native engine: "numba" (CPU kernel) or "torch" (tensor path); None = numba on CPU, torch elsewhere."""
+    compile: bool = False
+    """native torch tensor path (a GPU): wrap the engine step in torch.compile, which fuses its many small kernels."""
     checkpoint_every: int = 10
     """updates between checkpoints (one is always written at the end)."""
     tensorboard: bool = False
@@ -93,8 +95,25 @@ class TrainConfig:
             raise ValueError(f"compliance-threshold must be in (0, 1], got {self.compliance_threshold}")
         if self.alignment_lambda < 0:
             raise ValueError(f"alignment-lambda must be >= 0, got {self.alignment_lambda}")
+        if self.compile and (self.engine != "native" or self.backend == "numba"):
+            raise ValueError("--compile applies to the native engine's torch tensor path: use it with --device cuda")
         if self.ppo.learning_rate <= 0:
             raise ValueError(f"learning-rate must be > 0, got {self.ppo.learning_rate}")
+
+    @property
+    def backend(self) -> str | None:
+        """The native engine's backend this run uses (None for the cyborg engine)."""
+        if self.engine != "native":
+            return None
+        return self.native_backend or ("numba" if self.device == "cpu" else "torch")
+
+    def engine_options(self) -> dict:
+        """``make_vector_env`` options of this run's engine."""
+        if self.engine == "native":
+            return {"official_bugs": self.official_bugs, "backend": self.backend,
+                    **({"compile": True} if self.compile else {})}
+        return {"vectorization": self.vectorization, "start_method": self.parallel_start_method,
+                "scenario": self.scenario}
 
     @property
     def budget(self) -> int:
@@ -217,14 +236,8 @@ class Trainer:
     # ----------------------------------------------------------------------------------------------------- setup
     def _make_env(self):
         c = self.cfg
-        opts = {}
-        if c.engine == "native":
-            opts["official_bugs"] = c.official_bugs
-            opts["backend"] = c.native_backend or ("numba" if self.device.type == "cpu" else "torch")
-        else:
-            opts.update(vectorization=c.vectorization, start_method=c.parallel_start_method, scenario=c.scenario)
         return make_vector_env(c.n_envs, c.red_agent, engine=c.engine, episode_length=c.episode_length,
-                               seed=c.seed, device=c.device, **opts)
+                               seed=c.seed, device=c.device, **c.engine_options())
 
     def x(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.cat([obs, self.wf_enc[: obs.shape[0]]], 1)

@@ -28,6 +28,7 @@ class BatchedExecutor:
         self.done: list[tuple[dict, dict]] = []       # finished and evaluated, not yet handed to the search
         self.search = None
         self._interrupted = False
+        self._bar = None
 
     def free(self) -> int:
         # while results wait to be handed back, dispatch nothing: the GP should see them first
@@ -78,10 +79,30 @@ class BatchedExecutor:
                     raise SearchInterrupted("batched search")
                 for k in self.trainer.run_round():
                     self._finish(k)
+                self._show_progress()
         finally:
             if threading_is_main():
                 signal.signal(signal.SIGINT, old)
+            if self._bar is not None:   # the search prints its line for the finished workflow next
+                self._bar.close()
+                self._bar = None
         return self.done.pop(0)
+
+    def _show_progress(self) -> None:
+        """One bar over the search budget: episodes of finished workflows plus those of the running ones."""
+        if not self.search.progress:
+            return
+        if self._bar is None:
+            from workflow_rl.rl.train import _progress
+
+            self._bar = _progress(self.search.cfg.total_episodes, 0, True)
+        running = [s for s in self.trainer.slots if s is not None]
+        self._bar.n = self.search.state.episodes_used + sum(s.total_episodes for s in running) + sum(
+            r["episodes_trained"] for _, r in self.done)
+        comp = " ".join(f"{s.workflow.codes}:{s.last_compliance:.2f}" for s in running
+                        if s.last_compliance == s.last_compliance)
+        self._bar.set_postfix_str(f"{len(running)} training | compliance {comp}", refresh=False)
+        self._bar.refresh()
 
     def _finish(self, k: int) -> None:
         from workflow_rl.search.search import evaluate_record

@@ -78,6 +78,8 @@ class SearchConfig:
     """a trained checkpoint every workflow without a parent starts from (all of them in exhaustive mode), so an
     exhaustive ground truth and a search can share one starting point."""
     vectorization: str = "sync"
+    compile: bool = False
+    """native torch tensor path (a GPU): torch.compile the engine step."""
     batch_workflows: int = 1
     """workflows trained at once in this process, in one batch (one env of batch_workflows x n_envs envs, stacked
     policies, one update for all); 1 trains one at a time."""
@@ -120,7 +122,7 @@ class SearchConfig:
                            alignment_lambda=self.alignment_lambda, device=self.device, seed=self.seed,
                            vectorization=self.vectorization, parallel_start_method=self.parallel_start_method,
                            n_workers=self.n_workers,
-                           scenario=self.scenario, checkpoint_every=10,
+                           scenario=self.scenario, checkpoint_every=10, compile=self.compile,
                            ppo=PPOConfig(learning_rate=self.learning_rate))
 
 
