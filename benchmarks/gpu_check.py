@@ -11,7 +11,7 @@ finished ones):
 1. equality: 150 steps of 4,096 envs, CPU numba kernel vs CUDA tensor path, every output compared;
 2. engine-only env-steps/s over batch sizes 2^12 .. 2^max_log2 (eager);
 3. batched multi-workflow training transitions/s (``benchmarks/bench_batched.py``: 1, 16, 64 workflows per batch
-   against one workflow at a time);
+   against one workflow at a time), eager and with the engine step torch.compile'd;
 4. wall-clock of a full workflow search on the GPU: batched (``--batch-workflows 16``: 16 workflows per engine
    call and per update) and one workflow at a time, each within ``--search-timeout``;
 5. end-to-end single-workflow training transitions/s (`workflow-rl train --device cuda`) at a large batch;
@@ -81,12 +81,15 @@ def time_engine(n: int, compiled: bool, device: str = "cuda", steps: int = 50) -
 
 
 def _timed_script(cmd: list[str], timeout: float) -> dict:
-    """Wall-clock of a command; a run past ``timeout`` is recorded as such instead of stopping the script."""
+    """Wall-clock of a command; a run past ``timeout`` or a failing one is recorded as such, and the script goes on
+    to the next stage (one device session must not be lost to one stage)."""
     t0 = time.perf_counter()
     try:
         subprocess.run(cmd, check=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"timed_out_after_s": timeout}
+    except subprocess.CalledProcessError as e:
+        return {"failed_with_exit_code": e.returncode, "after_s": time.perf_counter() - t0}
     return {"wall_s": time.perf_counter() - t0}
 
 
@@ -127,11 +130,15 @@ def main() -> None:
         _save(out, results)
     bench = [sys.executable, str(Path(__file__).with_name("bench_batched.py")), "--device", dev, "--slots",
              *map(str, args.batch_slots), "--repeats", "1", "--out", str(out)]
-    results["batched_training"] = _timed_script(bench, args.search_timeout)
     tag = "cuda" if dev == "cuda" else "cpu"
-    if (out / f"batched_{tag}.md").exists():
-        results["batched_training"]["table"] = (out / f"batched_{tag}.md").read_text()
-    _save(out, results)
+    for key, extra in (("batched_training", []), ("batched_training_compiled", ["--compile"])):
+        if extra and args.skip_compile:
+            continue
+        results[key] = _timed_script(bench + extra, args.search_timeout)
+        table = out / f"batched_{tag}{'_compiled' if extra else ''}.md"
+        if table.exists():
+            results[key]["table"] = table.read_text()
+        _save(out, results)
     results["search"] = []
     for q in args.search_batches:
         row = {"total_episodes": args.search_episodes, "batch_workflows": q,
@@ -141,16 +148,15 @@ def main() -> None:
         results["search"].append(row)
         print(row, flush=True)
         _save(out, results)
-    t0 = time.perf_counter()
     run = out / "train"
-    subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--device", dev, "--n-envs",
-                    str(args.train_envs), "--max-episodes", "3", "--eval-episodes", "1000", "--out", str(run),
-                    "--no-progress"], check=True)
-    with open(run / "training_log.csv") as f:
+    results["training"] = {"n_envs": args.train_envs, **_timed(
+        ["train", "--device", dev, "--n-envs", str(args.train_envs), "--max-episodes", "3", "--eval-episodes", "1000",
+         "--out", str(run), "--no-progress"], args.search_timeout)}
+    if (run / "training_log.csv").exists():
         import csv
 
-        sps = [float(r["sps"]) for r in csv.DictReader(f)]
-    results["training"] = {"n_envs": args.train_envs, "sps_per_update": sps, "wall_s": time.perf_counter() - t0}
+        with open(run / "training_log.csv") as f:
+            results["training"]["sps_per_update"] = [float(r["sps"]) for r in csv.DictReader(f)]
     _save(out, results)
     if not args.skip_compile:   # compiling costs about a minute per shape: only the two largest
         for row in results["engine"][-2:]:
