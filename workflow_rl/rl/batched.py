@@ -104,6 +104,7 @@ def stacked_ppo_update(agents: AgentStack, optimizer: torch.optim.Optimizer, bat
     stays as it was). Returns each member's loss statistics of the last epoch (None for a member with no rows).
     """
     members = list(range(len(agents.members))) if members is None else list(members)
+    params = [list(agents.members[k].parameters()) for k in members]
     q, n = mask.shape
     mb = max(1, n // cfg.num_minibatches)
     m_all = mask.float()
@@ -137,13 +138,13 @@ def stacked_ppo_update(agents: AgentStack, optimizer: torch.optim.Optimizer, bat
             loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            for k, m_k in enumerate(members):
-                params = list(agents.members[m_k].parameters())
-                if live[k] and counts[j][k] > 0:
-                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                else:
-                    for p in params:
+            stepped = [k for k in range(q) if live[k] and counts[j][k] > 0]
+            for k in range(q):
+                if k not in stepped:
+                    for p in params[k]:
                         p.grad = None
+            if stepped:
+                clip_per_member([params[k] for k in stepped], cfg.max_grad_norm)
             optimizer.step()
             if epoch == cfg.update_epochs - 1:
                 with torch.no_grad():
@@ -154,6 +155,16 @@ def stacked_ppo_update(agents: AgentStack, optimizer: torch.optim.Optimizer, bat
     means = (sums / steps_last.clamp(min=1)).T.tolist()
     names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
     return [dict(zip(names, means[k])) if live[k] else None for k in range(q)]
+
+
+def clip_per_member(param_lists: list[list[torch.Tensor]], max_norm: float) -> None:
+    """``clip_grad_norm_`` applied to each member's parameters on their own, in a few fused calls for all members
+    (a loop of clip_grad_norm_ costs 2.5x more on the CPU and many more kernel launches on a GPU)."""
+    grads = [p.grad for ps in param_lists for p in ps]
+    norms = torch.stack(torch._foreach_norm(grads)).view(len(param_lists), -1).norm(dim=1)
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for ps, c in zip(param_lists, coef):
+        torch._foreach_mul_([p.grad for p in ps], c)
 
 
 def member_optimizer_state(optimizer: torch.optim.Optimizer, member: nn.Module) -> dict:
@@ -192,7 +203,6 @@ class Slot:
     last_counted: float = 0.0
     stop_reason: str | None = None
     recent: deque = field(default_factory=lambda: deque(maxlen=100))
-    started: float = field(default_factory=time.perf_counter)
 
     def summary(self) -> dict:
         return {"workflow": self.workflow.names, "red_agent": parse_red_agent(self.cfg.red_agent),
@@ -299,6 +309,8 @@ class BatchedTrainer:
         """Train every occupied slot up to the next episode boundary; returns the slots whose training stopped
         (each with its final checkpoint written)."""
         c = self.cfg
+        if all(s is None for s in self.slots):
+            raise RuntimeError("run_round with every slot empty: start a workflow first")
         updates = max(1, c.episode_length // c.update_every_steps)
         stopped = []
         for _ in range(updates):
