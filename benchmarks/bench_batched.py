@@ -91,10 +91,12 @@ def main() -> None:
     for q in args.slots:
         med = statistics.median(samples[f"batch{q}"])
         rows.append({"mode": "batched (BatchedTrainer)", "slots": q, "transitions_per_s": med, "ratio": med / base})
-    dev = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"cpu ({torch.get_num_threads()} threads)"
+    dev = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
+           else f"cpu ({torch.get_num_threads()} threads)")
+    cmd = (f"python benchmarks/bench_batched.py --device {args.device}{' --compile' * args.compile} --slots "
+           f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}")
     lines = [f"Training throughput, {args.n_envs} envs per workflow, 25 steps per update, device {dev}, median of "
-             f"{args.repeats} (`python benchmarks/bench_batched.py --device {args.device}{' --compile' * args.compile} --slots "
-             f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}`)", "",
+             f"{args.repeats} (`{cmd}`)", "",
              "| mode | workflows at once | transitions/s | vs one workflow |", "|---|---:|---:|---:|"]
     lines += [f"| {r['mode']} | {r['slots']} | {r['transitions_per_s']:,.0f} | {r['ratio']:.2f}x |" for r in rows]
     out = Path(args.out)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from workflow_rl.rl.batched import AgentStack, BatchedTrainer, stacked_ppo_update
-from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, ppo_update
+from workflow_rl.rl.ppo import PPOConfig, Rollout, ppo_update
 from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, agent_from_checkpoint, load_checkpoint
 from workflow_rl.search.batched_executor import BatchedExecutor
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
@@ -103,10 +103,11 @@ def _run_slots(bt):
         bt.run_round()
 
 
-def test_one_slot_batch_trains_like_the_trainer(tmp_path):
+@pytest.mark.parametrize("workflow", ["critical_first", None])
+def test_one_slot_batch_trains_like_the_trainer(tmp_path, workflow):
     """Same seed, same env keys, same sampling stream: a one-slot batch reproduces the single-workflow run (up to
-    float rounding of batched matmuls)."""
-    cfg = _cfg()
+    float rounding of batched matmuls), conditioned or not."""
+    cfg = _cfg(workflow=workflow)
     single = Trainer(cfg, tmp_path / "single", progress=False)
     single.run()
     bt = BatchedTrainer(cfg, 1)
@@ -201,7 +202,7 @@ class _InterruptAfter(BatchedExecutor):
         def counted():
             self.rounds -= 1
             if self.rounds <= 0:
-                self._interrupted = True
+                self.interrupt.requested = True
             return orig()
 
         self.trainer.run_round = counted
@@ -269,3 +270,78 @@ def test_batch_on_the_tensor_engine_trains_exactly_like_on_the_cpu_kernel(tmp_pa
         assert _log(tmp_path / "numba" / slot) == _log(tmp_path / "torch" / slot)
     for k in range(2):
         assert all(torch.equal(p, r) for p, r in zip(runs[0].member(k).parameters(), runs[1].member(k).parameters()))
+
+
+def test_seeds_are_independent_runs_with_their_own_dirs(tmp_path):
+    from workflow_rl.rl.batched import train_seeds
+
+    cfg = _cfg(max_episodes=2, workflow=None)          # unconditioned PPO: no alignment reward, no gate
+    summaries, agents, interrupted = train_seeds(cfg, 2, tmp_path, progress=False)
+    assert not interrupted
+    assert [s["episodes"] for s in summaries] == [cfg.budget, cfg.budget]
+    assert all(s["compliance"] is None and s["workflow"] is None for s in summaries)
+    p0, p1 = (torch.cat([p.flatten() for p in a.parameters()]) for a in agents)
+    assert not torch.allclose(p0, p1)                  # different initial weights (seed, seed + 1)
+    for i in range(2):
+        rows = _log(tmp_path / f"seed_{i}")
+        assert {float(r["alignment_bonus"]) for r in rows if r["episodes"] != "0"} == {0.0}
+        assert load_checkpoint(tmp_path / f"seed_{i}" / "checkpoints" / "latest.pt")["workflow"] is None
+    # seed 0 of a batch starts exactly where a single run with the same seed starts
+    single = Trainer(cfg, tmp_path / "single", progress=False)
+    fresh = BatchedTrainer(cfg, 2)
+    fresh.start(0, cfg, tmp_path / "x", init_seed=cfg.seed)
+    assert all(torch.equal(p, r) for p, r in zip(fresh.member(0).parameters(), single.agent.parameters()))
+
+
+def test_seeds_interrupt_and_resume(tmp_path):
+    from workflow_rl.rl import batched
+
+    cfg = _cfg(max_episodes=4)
+    calls = {"n": 0}
+    orig = batched.BatchedTrainer.run_round
+
+    def interrupt_after_one(self):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            import os
+            import signal
+            os.kill(os.getpid(), signal.SIGINT)         # a real Ctrl-C, handled after this round
+        return orig(self)
+
+    batched.BatchedTrainer.run_round = interrupt_after_one
+    try:
+        _, _, interrupted = batched.train_seeds(cfg, 2, tmp_path, progress=False)
+    finally:
+        batched.BatchedTrainer.run_round = orig
+    assert interrupted
+    saved = load_checkpoint(tmp_path / "seed_1" / "checkpoints" / "latest.pt")
+    assert saved["counters"]["total_episodes"] == 16 and saved["counters"]["stop_reason"] is None
+    summaries, _, interrupted = batched.train_seeds(cfg, 2, tmp_path, resume=True, progress=False)
+    assert not interrupted and [s["episodes"] for s in summaries] == [64, 64]
+    updates = [int(r["update"]) for r in _log(tmp_path / "seed_1")]
+    assert updates == list(range(1, len(updates) + 1))
+    with pytest.raises(CheckpointError, match="n_envs"):
+        batched.train_seeds(_cfg(max_episodes=4, n_envs=8), 2, tmp_path, resume=True, progress=False)
+
+
+def test_across_seeds_is_a_student_t_interval():
+    from workflow_rl.cli import across_seeds
+
+    a = across_seeds([1.0, 2.0, 3.0])
+    assert a["mean"] == 2.0 and a["std"] == 1.0
+    assert a["ci95"] == pytest.approx(4.302653 / 3 ** 0.5, rel=1e-5)
+
+
+def test_cli_seeds(tmp_path):
+    out = tmp_path / "s"
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--n-envs", "8",
+                        "--max-episodes", "2", "--eval-episodes", "16", "--out", str(out), "--no-progress"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    import json
+    s = json.loads((out / "summary.json").read_text())
+    assert s["across_seeds"]["n"] == 2 and [x["seed"] for x in s["seeds"]] == [0, 1]
+    assert (out / "seed_1" / "summary.json").exists()
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--tensorboard", "--out",
+                        str(tmp_path / "t")], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tensorboard" in r.stderr

@@ -155,6 +155,8 @@ def cmd_train(args) -> int:
                       scenario=args.scenario, tensorboard=args.tensorboard, ppo=ppo, n_workers=args.n_workers,
                       compile=args.compile)
     cfg.validate()
+    if args.seeds > 1:
+        return _train_seeds(cfg, workflow, red, out, args)
     ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
     trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
     if args.resume:
@@ -178,6 +180,54 @@ def cmd_train(args) -> int:
               f"{ev['mean']:.2f} ± {ev['ci95']:.2f}")
     print(f"wrote {out / 'summary.json'}")
     return 0
+
+
+def _train_seeds(cfg, workflow, red, out, args) -> int:
+    """`train --seeds N`: N independent runs in one batch, each evaluated, and the spread across them."""
+    import json
+
+    from workflow_rl.rl.batched import check_batchable, train_seeds
+
+    for flag, bad in (("--checkpoint-dir", args.checkpoint_dir), ("--tensorboard", args.tensorboard)):
+        if bad:
+            raise ValueError(f"{flag} applies to a single run: drop it, or drop --seeds (runs go to RUN_DIR/seed_i)")
+    check_batchable(cfg)
+    print(f"training {args.seeds} seeds of {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs "
+          f"{red} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
+    summaries, agents, interrupted = train_seeds(cfg, args.seeds, out, resume=args.resume,
+                                                 progress=not args.no_progress)
+    if interrupted:
+        print(f"interrupted: every run saved under {out}/seed_*; continue with the same command plus --resume")
+        return 130
+    for i, (summary, agent) in enumerate(zip(summaries, agents)):
+        summary["seed"] = cfg.seed + i
+        summary["eval"] = _eval_block(agent, workflow, red, args) if args.eval_episodes > 0 else None
+        summary["checkpoint"] = str(out / f"seed_{i}" / "checkpoints" / "latest.pt")
+        (out / f"seed_{i}" / "summary.json").write_text(json.dumps(summary, indent=2))
+        comp = "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+        ev = summary["eval"]
+        print(f"seed {summary['seed']}: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
+              f"{comp}" + (f", held-out {ev['mean']:.2f} ± {ev['ci95']:.2f}" if ev else ""))
+    result = {"seeds": summaries, "across_seeds": None}
+    if args.eval_episodes > 0:
+        result["across_seeds"] = across_seeds([s["eval"]["mean"] for s in summaries])
+        a = result["across_seeds"]
+        print(f"across {a['n']} seeds: held-out return {a['mean']:.2f} ± {a['ci95']:.2f} (95% t interval over "
+              f"seeds; std {a['std']:.2f})")
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+def across_seeds(values: list[float]) -> dict:
+    """Mean, sample std and 95% Student-t interval half-width of per-seed results (the seeds are the samples)."""
+    import numpy as np
+    from scipy import stats
+
+    v = np.asarray(values, float)
+    std = float(v.std(ddof=1)) if len(v) > 1 else 0.0
+    half = float(stats.t.ppf(0.975, len(v) - 1) * std / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+    return {"n": len(v), "mean": float(v.mean()), "std": std, "ci95": half, "values": v.tolist()}
 
 
 # -------------------------------------------------------------------------------------------------------- evaluate
@@ -372,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--update-epochs", type=_positive_int, default=4)
     t.add_argument("--num-minibatches", type=_positive_int, default=8)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seeds", type=_positive_int, default=1, metavar="N",
+                   help="train N independent seeds (--seed, --seed+1, ...) in one batch; runs go to RUN_DIR/seed_i "
+                        "and summary.json reports the spread across seeds")
     t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
     t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
     t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")

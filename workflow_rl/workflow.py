@@ -70,7 +70,8 @@ class Workflow:
             missing = [t for t in UNIT_TYPES if t not in names]
             detail = (f"repeated: {', '.join(dup)}; " if dup else "") + (
                 f"missing: {', '.join(missing)}" if missing else "")
-            raise ValueError(f"workflow {text!r} must list each of the 5 unit types exactly once ({detail.strip('; ')})")
+            raise ValueError(f"workflow {text!r} must list each of the 5 unit types exactly once "
+                             f"({detail.strip('; ')})")
         return cls(tuple(UNIT_TYPES.index(n) for n in names))
 
     @property

@@ -32,12 +32,13 @@ from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae, logp_entropy, sample_actions
-from workflow_rl.rl.train import (CHECKPOINT_VERSION, LOG_COLUMNS, TrainConfig, atomic_save, episode_stats,
-                                  plan_update, stop_rule, trim_log, _mean)
+from workflow_rl.rl.train import (CHECKPOINT_VERSION, LOG_COLUMNS, GracefulInterrupt, TrainConfig, _mean, _progress,
+                                  atomic_save, check_same_run, episode_stats, load_checkpoint, plan_update, stop_rule,
+                                  trim_log)
 from workflow_rl.workflow import Workflow
 
-_SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "alignment_lambda", "device",
-           "seed", "official_bugs", "native_backend", "compile", "scenario", "vectorization", "parallel_start_method", "ppo")
+_SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "device", "seed",
+           "official_bugs", "native_backend", "compile", "scenario", "vectorization", "parallel_start_method", "ppo")
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
 
 
@@ -191,7 +192,7 @@ class Slot:
     """One workflow's training inside the batch: its settings, counters and log."""
 
     cfg: TrainConfig
-    workflow: Workflow
+    workflow: Workflow | None
     out: Path
     log_prefix: dict
     episodes_per_env: np.ndarray
@@ -205,7 +206,8 @@ class Slot:
     recent: deque = field(default_factory=lambda: deque(maxlen=100))
 
     def summary(self) -> dict:
-        return {"workflow": self.workflow.names, "red_agent": parse_red_agent(self.cfg.red_agent),
+        return {"workflow": self.workflow.names if self.workflow else None,
+                "red_agent": parse_red_agent(self.cfg.red_agent),
                 "engine": self.cfg.engine,
                 "episodes": self.total_episodes, "updates": self.update,
                 "compliance": None if math.isnan(self.last_compliance) else self.last_compliance,
@@ -234,6 +236,7 @@ class BatchedTrainer:
         self.wf_enc = torch.zeros((self.q, self.n, 25), device=self.device)
         self.rank = torch.arange(5, device=self.device).repeat(total, 1)
         self.tracker = ComplianceTracker(total, self.device)
+        self.lam = torch.zeros(total, dtype=torch.float64, device=self.device)   # alignment lambda per env
         self.ep_env_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
         self.ep_align_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
         self.global_step = 0
@@ -245,9 +248,10 @@ class BatchedTrainer:
         return [k for k, s in enumerate(self.slots) if s is None]
 
     def start(self, k: int, cfg: TrainConfig, out_dir: str | Path, init_agent_state: dict | None = None,
-              checkpoint: dict | None = None, log_prefix: dict | None = None) -> Slot:
-        """Put a workflow into free slot ``k``: weights from ``checkpoint`` (continuing its counters and Adam
-        state), else ``init_agent_state``, else the fresh initialisation a single run with this seed gets."""
+              checkpoint: dict | None = None, log_prefix: dict | None = None, init_seed: int | None = None) -> Slot:
+        """Put a training run into free slot ``k``: weights from ``checkpoint`` (continuing its counters and Adam
+        state), else ``init_agent_state``, else the fresh initialisation a single run with seed ``init_seed``
+        (default: the config's) gets. ``cfg.workflow`` None trains unconditioned PPO in this slot."""
         if self.slots[k] is not None:
             raise RuntimeError(f"slot {k} is busy")
         if self.global_step % self.cfg.episode_length:
@@ -255,8 +259,9 @@ class BatchedTrainer:
         cfg.validate()
         for name in _SHARED:
             if getattr(cfg, name) != getattr(self.cfg, name):
-                raise ValueError(f"a batch shares {name}: {getattr(cfg, name)!r} differs from {getattr(self.cfg, name)!r}")
-        wf = Workflow.parse(cfg.workflow)
+                raise ValueError(f"a batch shares {name}: {getattr(cfg, name)!r} differs from "
+                                 f"{getattr(self.cfg, name)!r}")
+        wf = Workflow.parse(cfg.workflow) if cfg.workflow is not None else None
         member = self.agents.members[k]
         if checkpoint is not None:
             state = checkpoint["agent"]
@@ -264,7 +269,7 @@ class BatchedTrainer:
             state = init_agent_state
         else:
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(cfg.seed)
+                torch.manual_seed(cfg.seed if init_seed is None else init_seed)
                 state = Agent(cfg.ppo.hidden).state_dict()
         member.load_state_dict(state)
         load_member_optimizer_state(self.opt, member, checkpoint["optimizer"] if checkpoint else None)
@@ -277,8 +282,9 @@ class BatchedTrainer:
             slot.round_active = c.get("round_active", self.n)
             slot.recent.extend(checkpoint["recent"])
         rows = slice(k * self.n, (k + 1) * self.n)
-        self.wf_enc[k] = torch.as_tensor(wf.encode(), device=self.device)
-        self.rank[rows] = torch.as_tensor(wf.rank, device=self.device)
+        self.wf_enc[k] = torch.as_tensor(wf.encode() if wf else np.zeros(25, np.float32), device=self.device)
+        self.rank[rows] = torch.as_tensor(wf.rank if wf else np.arange(5), device=self.device)
+        self.lam[rows] = cfg.alignment_lambda if wf else 0.0
         slot.out.mkdir(parents=True, exist_ok=True)
         (slot.out / "config.json").write_text(_json(cfg.to_dict()))
         log_path = slot.out / "training_log.csv"
@@ -306,12 +312,13 @@ class BatchedTrainer:
 
     # -------------------------------------------------------------------------------------------------- train
     def run_round(self) -> list[int]:
-        """Train every occupied slot up to the next episode boundary; returns the slots whose training stopped
-        (each with its final checkpoint written)."""
+        """Train every occupied slot up to the next episode boundary; returns the slots whose training stopped in
+        this round (each with its final checkpoint written). Stopped slots stay idle until released."""
         c = self.cfg
         if all(s is None for s in self.slots):
             raise RuntimeError("run_round with every slot empty: start a workflow first")
         updates = max(1, c.episode_length // c.update_every_steps)
+        done_before = {k for k, s in enumerate(self.slots) if s is not None and s.stop_reason is not None}
         stopped = []
         for _ in range(updates):
             active = np.zeros(self.q, np.int64)
@@ -328,10 +335,10 @@ class BatchedTrainer:
                 break
             self._one_update(c.update_every_steps, active)
         for k, s in enumerate(self.slots):
-            if s is None or k in stopped:
+            if s is None or k in stopped or k in done_before:
                 continue
-            s.stop_reason = s.stop_reason or stop_rule(s.cfg, True, int(s.episodes_per_env.min()), s.last_counted,
-                                                       s.last_compliance, s.total_episodes)
+            s.stop_reason = stop_rule(s.cfg, s.workflow is not None, int(s.episodes_per_env.min()), s.last_counted,
+                                      s.last_compliance, s.total_episodes)
             if s.stop_reason is not None:
                 stopped.append(k)
             elif s.update // s.cfg.checkpoint_every > (s.update - updates) // s.cfg.checkpoint_every:
@@ -364,7 +371,8 @@ class BatchedTrainer:
             s.total_episodes += ep["episodes"]
             s.recent.extend(fin["env_return"])
             s.last_compliance, s.last_counted = ep["compliance"], ep.pop("counted")
-            row = {"workflow_id": s.workflow.index, "workflow": str(s.workflow), "update": s.update,
+            row = {"workflow_id": s.workflow.index if s.workflow else -1,
+                   "workflow": str(s.workflow) if s.workflow else "none", "update": s.update,
                    "total_episodes": s.total_episodes, **ep, "collection_time": t1 - t0, "update_time": t2 - t1,
                    "sps": sps, "global_step": s.global_step, "mean100": _mean(list(s.recent)), **stats[k]}
             f, writer = self._logs[k]
@@ -386,7 +394,7 @@ class BatchedTrainer:
                 a, logp, v = self.agents.act(x, self.gen, params)
             access_before = self.access
             out = self.stepper.step(a.reshape(total))
-            align, _ = self.tracker.step(a.reshape(total), access_before, self.rank, c.alignment_lambda)
+            align, _ = self.tracker.step(a.reshape(total), access_before, self.rank, self.lam)
             r_env = out.reward.to(dev)
             xs[t], acts[t], logps[t], vals[t] = x, a, logp, v
             rews[t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
@@ -428,9 +436,10 @@ class BatchedTrainer:
             fin["env_return"] += env_r[k, sel].tolist()
             fin["align_return"] += align_r[k, sel].tolist()
             fin["length"] += [self.cfg.episode_length] * len(sel)
-            fin["compliant"] += comp[k, sel].tolist()
-            fin["violations"] += viol[k, sel].tolist()
-            fin["neutral"] += neut[k, sel].tolist()
+            counted = self.slots[k].workflow is not None   # unconditioned runs have no workflow to comply with
+            fin["compliant"] += (comp[k, sel] * counted).tolist()
+            fin["violations"] += (viol[k, sel] * counted).tolist()
+            fin["neutral"] += (neut[k, sel] * counted).tolist()
             self.slots[k].episodes_per_env[sel] += 1
         self.ep_env_ret[trunc] = 0
         self.ep_align_ret[trunc] = 0
@@ -441,7 +450,7 @@ class BatchedTrainer:
         s, member = self.slots[k], self.agents.members[k]
         return {
             "format": "workflow-rl", "version": CHECKPOINT_VERSION, "config": s.cfg.to_dict(),
-            "workflow": s.workflow.names, "agent": member.state_dict(),
+            "workflow": s.workflow.names if s.workflow else None, "agent": member.state_dict(),
             "optimizer": member_optimizer_state(self.opt, member),
             "counters": {"update": s.update, "global_step": s.global_step, "total_episodes": s.total_episodes,
                          "episodes_per_env": s.episodes_per_env.copy(), "stop_reason": s.stop_reason,
@@ -462,6 +471,50 @@ class BatchedTrainer:
             self.env.close()
 
 
+def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = False, progress: bool = True
+                ) -> tuple[list[dict], list[Agent], bool]:
+    """``n_seeds`` independent runs of one configuration, trained together in one batch.
+
+    Run i starts from the weights seed ``cfg.seed + i`` initialises, plays its own block of the env streams, stops by
+    its own rules and writes ``out/seed_i`` (config, training log, checkpoint). Ctrl-C finishes the episode round and
+    saves every unfinished run; ``resume`` continues them. Returns (each run's summary, its agent, whether Ctrl-C
+    stopped training).
+    """
+    out = Path(out)
+    bt = BatchedTrainer(cfg, n_seeds)
+    try:
+        for i in range(n_seeds):
+            ck = None
+            if resume:
+                ck = load_checkpoint(out / f"seed_{i}" / "checkpoints" / "latest.pt", cfg.device)
+                check_same_run(ck, cfg)
+            slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_seed=cfg.seed + i)
+            if ck is not None:
+                slot.stop_reason = ck["counters"].get("stop_reason")
+        bar = _progress(cfg.budget * n_seeds, sum(s.total_episodes for s in bt.slots), progress)
+        interrupted = False
+        with GracefulInterrupt("this episode round") as stop:
+            while any(s.stop_reason is None for s in bt.slots):
+                if stop.requested:
+                    for k, s in enumerate(bt.slots):
+                        if s.stop_reason is None:
+                            bt.save(k)
+                    interrupted = True
+                    break
+                bt.run_round()
+                bar.n = sum(s.total_episodes for s in bt.slots)
+                line = " | ".join(f"seed {k}: {s.total_episodes} eps, mean100 {_mean(list(s.recent)):.2f}"
+                                  + ("" if math.isnan(s.last_compliance) else f", compliance {s.last_compliance:.3f}")
+                                  for k, s in enumerate(bt.slots))
+                bar.set_postfix_str(line, refresh=True)
+                if not progress:
+                    print(line, flush=True)
+        bar.close()
+    finally:
+        bt.close()
+    return [s.summary() for s in bt.slots], [bt.member(k) for k in range(n_seeds)], interrupted
+
+
 def check_batchable(cfg: TrainConfig) -> None:
     """Batched training needs every slot change on an episode boundary, and one env for all slots."""
     steps, length = cfg.update_every_steps, cfg.episode_length
@@ -470,8 +523,6 @@ def check_batchable(cfg: TrainConfig) -> None:
                          f"episode-length ({length})")
     if cfg.vectorization == "episodes":
         raise ValueError("batched training steps one vector env: use vectorization sync, pipes or shared_memory")
-    if cfg.workflow is None:
-        raise ValueError("batched training trains workflows: give each slot a workflow")
 
 
 def _json(d: dict) -> str:

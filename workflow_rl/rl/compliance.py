@@ -77,8 +77,9 @@ class ComplianceTracker:
         z = torch.zeros(num_envs, dtype=torch.float64, device=device)
         self.compliant, self.violations, self.neutral = z.clone(), z.clone(), z.clone()
 
-    def step(self, actions, access_before, type_rank, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """Count this step's fixes; returns (alignment reward (N,) float32, counted-fix mask (N,))."""
+    def step(self, actions, access_before, type_rank, lam: "float | torch.Tensor") -> tuple[torch.Tensor, torch.Tensor]:
+        """Count this step's fixes; returns (alignment reward (N,) float32, counted-fix mask (N,)). ``lam`` is one
+        lambda or one per env (float64, as in a batch of workflows and unconditioned runs)."""
         c, v, nt = classify_fixes(actions, access_before, type_rank)
         before = ratio(self.compliant, self.violations)
         self.compliant += c

@@ -164,6 +164,16 @@ def load_checkpoint(path: Path, device: str = "cpu") -> dict:
     return ck
 
 
+def check_same_run(ck: dict, cfg: TrainConfig) -> None:
+    """Refuse to continue a checkpoint under settings that would make it a different run (budget and stop limits
+    may differ)."""
+    saved = TrainConfig.from_dict(ck["config"])
+    for name in ("workflow", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed"):
+        if getattr(saved, name) != getattr(cfg, name):
+            raise CheckpointError(f"checkpoint was written with {name}={getattr(saved, name)!r}, this run has "
+                                  f"{getattr(cfg, name)!r}: resume with the original settings")
+
+
 def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
     hidden = tuple(ck["config"]["ppo"]["hidden"])
     agent = Agent(hidden).to(device)
@@ -230,7 +240,7 @@ class Trainer:
         self.obs = self.access = None
         if self.stepper is not None:
             self.obs, self.access = self.stepper.reset(seed=cfg.seed)
-        self._interrupted = False
+        self._interrupt = GracefulInterrupt("this update")
         self._tb = None
 
     # ----------------------------------------------------------------------------------------------------- setup
@@ -359,41 +369,30 @@ class Trainer:
         if self.cfg.tensorboard:
             self._tb = _tensorboard_writer(self.out / "tb")
         bar = _progress(self.cfg.budget, self.total_episodes, self.progress)
-        old_handler = signal.getsignal(signal.SIGINT)
-
-        def on_sigint(signum, frame):
-            if self._interrupted:
-                raise KeyboardInterrupt
-            self._interrupted = True
-            print("\ninterrupt: finishing this update, then saving (Ctrl-C again to abort without saving)")
-
-        if threading_is_main():
-            signal.signal(signal.SIGINT, on_sigint)
         try:
-            while self.stop_reason is None:
-                plan = self._plan()
-                if plan is None:
-                    self.stop_reason = "budget"
-                    break
-                row = self._one_update(*plan)
-                writer.writerow({**self.log_prefix, **row})
-                log_f.flush()
-                bar.update(row["episodes"])
-                if row["episodes"]:   # updates that finish no episode (several per episode) have nothing to show
-                    bar.set_postfix_str(self._line(row), refresh=False)
-                    if not self.progress:
-                        print(self._line(row), flush=True)
-                self._check_stop(row)
-                # an engine without snapshots (real CybORG) is checkpointed only between episodes: resuming starts
-                # fresh episodes, so a checkpoint taken mid-episode could not continue that episode
-                resumable = self._snapshots or self.global_step % self.cfg.episode_length == 0
-                if self._interrupted and self.stop_reason is None and resumable:
-                    self.stop_reason = "interrupted"
-                if self.stop_reason is not None or (resumable and self.update % self.cfg.checkpoint_every == 0):
-                    self.save()
+            with self._interrupt:
+                while self.stop_reason is None:
+                    plan = self._plan()
+                    if plan is None:
+                        self.stop_reason = "budget"
+                        break
+                    row = self._one_update(*plan)
+                    writer.writerow({**self.log_prefix, **row})
+                    log_f.flush()
+                    bar.update(row["episodes"])
+                    if row["episodes"]:   # updates that finish no episode (several per episode) have nothing to show
+                        bar.set_postfix_str(self._line(row), refresh=False)
+                        if not self.progress:
+                            print(self._line(row), flush=True)
+                    self._check_stop(row)
+                    # an engine without snapshots (real CybORG) is checkpointed only between episodes: resuming starts
+                    # fresh episodes, so a checkpoint taken mid-episode could not continue that episode
+                    resumable = self._snapshots or self.global_step % self.cfg.episode_length == 0
+                    if self._interrupt.requested and self.stop_reason is None and resumable:
+                        self.stop_reason = "interrupted"
+                    if self.stop_reason is not None or (resumable and self.update % self.cfg.checkpoint_every == 0):
+                        self.save()
         finally:
-            if threading_is_main():
-                signal.signal(signal.SIGINT, old_handler)
             bar.close()
             log_f.close()
             if self._tb is not None:
@@ -472,11 +471,7 @@ class Trainer:
 
     def restore(self, ck: dict) -> None:
         """Continue from a checkpoint of the same configuration (budget and stop limits may differ)."""
-        saved = TrainConfig.from_dict(ck["config"])
-        for name in ("workflow", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed"):
-            if getattr(saved, name) != getattr(self.cfg, name):
-                raise CheckpointError(f"checkpoint was written with {name}={getattr(saved, name)!r}, this run has "
-                                      f"{getattr(self.cfg, name)!r}: resume with the original settings")
+        check_same_run(ck, self.cfg)
         self.agent.load_state_dict(ck["agent"])
         self.opt.load_state_dict(ck["optimizer"])
         c = ck["counters"]
@@ -592,6 +587,35 @@ def _seed(seed: int, index: int, stream: int) -> int:
 
 def _mean(x) -> float:
     return float(np.mean(x)) if len(x) else float("nan")
+
+
+class GracefulInterrupt:
+    """Ctrl-C as a request to stop cleanly: the first one sets ``requested`` (the loop finishes its unit of work,
+    saves and stops); a second one raises KeyboardInterrupt (abort without saving). A context manager that installs
+    the handler only in the main thread (signals cannot be handled elsewhere)."""
+
+    def __init__(self, unit: str):
+        self.unit = unit
+        self.requested = False
+        self._old = None
+
+    def __enter__(self) -> "GracefulInterrupt":
+        if threading_is_main():
+            self._old = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(f"\ninterrupt: finishing {self.unit}, then saving (Ctrl-C again to abort without saving)")
+
+    def __exit__(self, *exc) -> bool:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+            self._old = None
+        return False
 
 
 def threading_is_main() -> bool:

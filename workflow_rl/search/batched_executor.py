@@ -9,11 +9,10 @@ running workflow's checkpoint and stops; ``--resume`` continues each from it.
 """
 from __future__ import annotations
 
-import signal
 import time
 
 from workflow_rl.rl.batched import BatchedTrainer
-from workflow_rl.rl.train import load_checkpoint, threading_is_main
+from workflow_rl.rl.train import GracefulInterrupt, load_checkpoint
 from workflow_rl.workflow import Workflow
 
 
@@ -27,7 +26,7 @@ class BatchedExecutor:
         self.starts: dict[int, tuple[float, float]] = {}
         self.done: list[tuple[dict, dict]] = []       # finished and evaluated, not yet handed to the search
         self.search = None
-        self._interrupted = False
+        self.interrupt = GracefulInterrupt("this episode round")
         self._bar = None
 
     def free(self) -> int:
@@ -61,28 +60,17 @@ class BatchedExecutor:
     def wait_one(self) -> tuple[dict, dict]:
         from workflow_rl.search.search import SearchInterrupted
 
-        old = signal.getsignal(signal.SIGINT)
-
-        def on_sigint(signum, frame):
-            if self._interrupted:
-                raise KeyboardInterrupt
-            self._interrupted = True
-            print("\ninterrupt: finishing this episode round, then saving (Ctrl-C again to abort without saving)")
-
-        if threading_is_main():
-            signal.signal(signal.SIGINT, on_sigint)
         try:
-            while not self.done:
-                if self._interrupted:   # between rounds: every running workflow is at an episode boundary
-                    for k in self.props:
-                        self.trainer.save(k)
-                    raise SearchInterrupted("batched search")
-                for k in self.trainer.run_round():
-                    self._finish(k)
-                self._show_progress()
+            with self.interrupt:
+                while not self.done:
+                    if self.interrupt.requested:   # between rounds: every running workflow is at an episode boundary
+                        for k in self.props:
+                            self.trainer.save(k)
+                        raise SearchInterrupted("batched search")
+                    for k in self.trainer.run_round():
+                        self._finish(k)
+                    self._show_progress()
         finally:
-            if threading_is_main():
-                signal.signal(signal.SIGINT, old)
             if self._bar is not None:   # the search prints its line for the finished workflow next
                 self._bar.close()
                 self._bar = None
