@@ -345,3 +345,30 @@ def test_cli_seeds(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--tensorboard", "--out",
                         str(tmp_path / "t")], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tensorboard" in r.stderr
+
+
+def test_batched_resume_evaluates_a_workflow_trained_before_the_crash(tmp_path, monkeypatch):
+    """Killed between a workflow's last checkpoint and its evaluation: --resume evaluates it without retraining."""
+    import workflow_rl.search.search as S
+
+    orig = S.evaluate_record
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    s = WorkflowSearch(_tiny(total_episodes=32), tmp_path, progress=False)
+    monkeypatch.setattr(S, "evaluate_record", crash)
+    with pytest.raises(KeyboardInterrupt):
+        s.run()
+    monkeypatch.setattr(S, "evaluate_record", orig)
+    first = next(p for p in json_state(tmp_path)["pending"] if p["iteration"] == 1)
+    rows_before = _log(tmp_path / first["run_dir"])
+    resumed = WorkflowSearch.resume(tmp_path, progress=False)
+    summary = resumed.run()
+    assert summary["episodes_used"] == 32 == sum(r["episodes_trained"] for r in resumed.state.iterations)
+    assert _log(tmp_path / first["run_dir"]) == rows_before   # not trained again
+
+
+def json_state(path):
+    import json
+    return json.loads((path / "search_state.json").read_text())
