@@ -115,14 +115,10 @@ class SearchConfig:
             check_batchable(tcfg)
 
     def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
-        return TrainConfig(workflow=wf.codes, red_agent=self.red_agent, engine=self.engine, n_envs=self.n_envs,
-                           update_every_steps=self.update_every_steps, max_episodes=self.max_episodes,
-                           min_episodes=self.min_episodes, num_episodes=budget,
-                           compliance_threshold=self.compliance_threshold, min_fixes=self.min_fixes,
-                           alignment_lambda=self.alignment_lambda, device=self.device, seed=self.seed,
-                           vectorization=self.vectorization, parallel_start_method=self.parallel_start_method,
-                           n_workers=self.n_workers,
-                           scenario=self.scenario, checkpoint_every=10, compile=self.compile,
+        """How one workflow is trained: every setting the two configs share by name, plus the workflow, its budget
+        claim and the learning rate."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(self, f.name)}
+        return TrainConfig(**shared, workflow=wf.codes, num_episodes=budget, checkpoint_every=10,
                            ppo=PPOConfig(learning_rate=self.learning_rate))
 
 
