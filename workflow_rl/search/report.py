@@ -107,7 +107,9 @@ def write_report(search) -> Path:
         "# Workflow search report", "",
         f"Red agent **{search.cfg.red_agent}**, engine {search.cfg.engine}, {search.cfg.n_envs} envs, "
         f"budget {search.state.episodes_used:,} / {search.cfg.total_episodes:,} training episodes, "
-        f"{len(its)} workflows trained, {sum(r['status'] == 'compliant' for r in its)} compliant.", "",
+        f"{len(its)} workflows trained, {sum(r['status'] == 'compliant' for r in its)} compliant"
+        + (f", {search.cfg.batch_workflows} at a time in one batch" if search.cfg.batch_workflows > 1 else "") + ".",
+        "",
     ]
     if best:
         lines += [f"**Best workflow: {best['workflow']}** ({' > '.join(Workflow.parse(best['workflow']).names)}), "

@@ -297,8 +297,9 @@ class WorkflowSearch:
                 n += 1
                 cand = G.initial_design(n)[-1]
                 wf = cand if cand.index not in tried else None
-            return {"workflow": wf.codes, "reason": f"initial design {min(it, len(design) - 1) + 1}/{len(design)} "
-                    "(farthest point)", "ucb": None, "mean": None, "std": None, "beta": None}
+            why = (f"initial design {it + 1}/{len(design)} (farthest point)" if it < len(design) else
+                   f"initial design extended to {it + 1} (farthest point; fewer than 2 results back yet)")
+            return {"workflow": wf.codes, "reason": why, "ucb": None, "mean": None, "std": None, "beta": None}
         mu, sd = self._posterior(busy)
         beta = self.cfg.gp_beta if self.cfg.gp_beta is not None else G.srinivas_beta(len(self.state.iterations) + 1)
         k = G.ucb_select(mu, sd, beta, tried)
@@ -428,6 +429,7 @@ class WorkflowSearch:
             "episodes_used": self.state.episodes_used, "total_episodes": self.cfg.total_episodes,
             "workflows_evaluated": len(self.state.iterations),
             "n_compliant": sum(r["status"] == "compliant" for r in self.state.iterations),
+            "batch_workflows": self.cfg.batch_workflows,
             "wall_time_s": wall,
         }
         if best:
