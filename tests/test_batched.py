@@ -325,7 +325,7 @@ def test_seeds_interrupt_and_resume(tmp_path):
 
 
 def test_across_seeds_is_a_student_t_interval():
-    from workflow_rl.cli import across_seeds
+    from workflow_rl.rl.evaluate import across_seeds
 
     a = across_seeds([1.0, 2.0, 3.0])
     assert a["mean"] == 2.0 and a["std"] == 1.0
@@ -372,3 +372,30 @@ def test_batched_resume_evaluates_a_workflow_trained_before_the_crash(tmp_path, 
 def json_state(path):
     import json
     return json.loads((path / "search_state.json").read_text())
+
+
+def test_seeds_per_workflow_average_and_keep_the_best_seed(tmp_path):
+    s = WorkflowSearch(_tiny(total_episodes=80, seeds_per_workflow=3, batch_workflows=1), tmp_path, progress=False)
+    summary = s.run()
+    assert summary["episodes_used"] == 80 == sum(r["episodes_trained"] for r in s.state.iterations)
+    for r in s.state.iterations:
+        assert r["episodes_trained"] <= 3 * 8 * 2                      # each seed capped at max_episodes x n_envs
+        if r["episodes_trained"] >= 3:                                  # every seed trained
+            assert len(r["seed_rewards"]) == 3
+            assert r["observed_reward"] == pytest.approx(np.mean(r["seed_rewards"]))
+            kept = int(r["checkpoint"].split("seed_")[1].split("/")[0])
+            pool = [i for i, x in enumerate(r["seed_status"]) if x == "compliant"] or range(3)
+            assert r["seed_rewards"][kept] == max(r["seed_rewards"][i] for i in pool)
+        assert (tmp_path / r["checkpoint"]).exists()
+    first = s.state.iterations[0]
+    logs = [_log(tmp_path / first["run_dir"] / f"seed_{i}") for i in range(3)]
+    assert all(len(rows) > 0 for rows in logs)
+    with open(tmp_path / "training_log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["seed"] for r in rows if r["iteration"] == "1"} == {"0", "1", "2"}
+
+
+def test_split_budget():
+    from workflow_rl.search.batched_executor import split_budget
+
+    assert split_budget(10, 3) == [4, 3, 3] and sum(split_budget(7, 4)) == 7 and split_budget(2, 3) == [1, 1, 0]

@@ -187,6 +187,7 @@ def _train_seeds(cfg, workflow, red, out, args) -> int:
     import json
 
     from workflow_rl.rl.batched import check_batchable, train_seeds
+    from workflow_rl.rl.evaluate import across_seeds
 
     for flag, bad in (("--checkpoint-dir", args.checkpoint_dir), ("--tensorboard", args.tensorboard)):
         if bad:
@@ -217,17 +218,6 @@ def _train_seeds(cfg, workflow, red, out, args) -> int:
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     print(f"wrote {out / 'summary.json'}")
     return 0
-
-
-def across_seeds(values: list[float]) -> dict:
-    """Mean, sample std and 95% Student-t interval half-width of per-seed results (the seeds are the samples)."""
-    import numpy as np
-    from scipy import stats
-
-    v = np.asarray(values, float)
-    std = float(v.std(ddof=1)) if len(v) > 1 else 0.0
-    half = float(stats.t.ppf(0.975, len(v) - 1) * std / np.sqrt(len(v))) if len(v) > 1 else float("nan")
-    return {"n": len(v), "mean": float(v.mean()), "std": std, "ci95": half, "values": v.tolist()}
 
 
 # -------------------------------------------------------------------------------------------------------- evaluate
@@ -324,7 +314,7 @@ def cmd_search(args) -> int:
                            seed=args.seed, device=args.device, workflows=workflows,
                            max_iterations=args.max_iterations, vectorization=args.vectorization,
                            n_workers=args.n_workers, init_checkpoint=args.init_checkpoint,
-                           batch_workflows=args.batch_workflows,
+                           batch_workflows=args.batch_workflows, seeds_per_workflow=args.seeds_per_workflow,
                            parallel_start_method=args.parallel_start_method, scenario=args.scenario,
                            compile=args.compile)
         search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
@@ -333,15 +323,17 @@ def cmd_search(args) -> int:
                              "choose another --out")
     executor = None
     if args.ray is not None:
-        if search.cfg.batch_workflows > 1:
-            raise ValueError("--ray and --batch-workflows are two ways to train several workflows at once: use one")
+        if search.cfg.batch_workflows > 1 or search.cfg.seeds_per_workflow > 1:
+            raise ValueError("--ray trains one run per task: drop --batch-workflows/--seeds-per-workflow, or --ray "
+                             "(use one)")
         from workflow_rl.search.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray, args.ray_workers, args.ray_cpus_per_task)
         print(f"Ray: {args.ray_workers} workflows at a time ({args.ray})")
     c = search.cfg
     print(f"workflow search vs {c.red_agent} on {c.engine}: budget {c.total_episodes:,} training episodes, "
-          f"{c.n_envs} envs, <= {c.max_episodes * c.n_envs:,} episodes per workflow -> {search.out}")
+          f"{c.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
+          + (f" ({c.seeds_per_workflow} seeds)" if c.seeds_per_workflow > 1 else "") + f" -> {search.out}")
     try:
         summary = search.run(executor)
     except (SearchInterrupted, KeyboardInterrupt):
@@ -479,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-workflows", type=_positive_int, default=1, metavar="Q",
                    help="train Q workflows at once in this process, in one batch (one engine call and one PPO "
                         "update serve all Q; the way to fill a GPU); 1 = one at a time")
+    g.add_argument("--seeds-per-workflow", type=_positive_int, default=1, metavar="K",
+                   help="train K independent seeds of each workflow (in the same batch) and observe their mean "
+                        "held-out return: averages out seed noise; each seed gets --max-episodes x --n-envs")
     g.set_defaults(func=cmd_search)
 
     q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")

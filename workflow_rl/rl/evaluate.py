@@ -118,5 +118,16 @@ def greedy_workflow_act(workflow: Workflow) -> ActFn:
     return act
 
 
+def across_seeds(values: list[float]) -> dict:
+    """Mean, sample std and 95% Student-t interval half-width of per-seed results (the seeds are the samples; the
+    half-width is NaN for one seed)."""
+    from scipy import stats
+
+    v = np.asarray(values, float)
+    std = float(v.std(ddof=1)) if len(v) > 1 else 0.0
+    half = float(stats.t.ppf(0.975, len(v) - 1) * std / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+    return {"n": len(v), "mean": float(v.mean()), "std": std, "ci95": half, "values": v.tolist()}
+
+
 def result_dict(r: EvalResult) -> dict:
     return asdict(r)

@@ -1,30 +1,43 @@
-"""Run the workflow search's trainings q at a time in this process, in one batch (``search --batch-workflows Q``).
+"""Run the workflow search's trainings in this process, in one batch (``search --batch-workflows Q
+--seeds-per-workflow K``).
 
-The search is unchanged: it proposes q workflows (GP-BUCB hallucinates the pending ones), claims their budgets at
-dispatch and records each as it finishes. This executor puts them into the slots of one
-:class:`~workflow_rl.rl.batched.BatchedTrainer`, whose every step and update serves all of them at once, which is
-what keeps a GPU busy: a single workflow's few hundred envs are far too small a batch. A finished workflow is
-evaluated and its slot refilled at the next episode boundary. Ctrl-C finishes the current episode round, writes every
-running workflow's checkpoint and stops; ``--resume`` continues each from it.
+The search is unchanged: it proposes Q workflows (GP-BUCB hallucinates the pending ones), claims their budgets at
+dispatch and records each as it finishes. This executor puts each workflow's K seeds into slots of one
+:class:`~workflow_rl.rl.batched.BatchedTrainer`, whose every step and update serves all Q x K runs at once, which is
+what keeps a GPU busy: a single run's few hundred envs are far too small a batch. A workflow whose seeds have all
+stopped is evaluated and its slots are refilled at the next episode boundary. Ctrl-C finishes the current episode
+round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it.
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from workflow_rl.rl.batched import BatchedTrainer
 from workflow_rl.rl.train import GracefulInterrupt, load_checkpoint
 from workflow_rl.workflow import Workflow
 
 
-class BatchedExecutor:
-    """``slots`` workflows trained together in one batch, in this process."""
+def split_budget(claim: int, seeds: int) -> list[int]:
+    """A workflow's episode claim shared out over its seeds as evenly as possible (earlier seeds get the rest)."""
+    return [claim // seeds + (1 if i < claim % seeds else 0) for i in range(seeds)]
 
-    def __init__(self, slots: int):
-        self.q = int(slots)
+
+def seed_dir(run_dir: str, seed: int, seeds: int) -> str:
+    """Where seed ``seed`` of a workflow writes: the workflow's own folder when it trains one seed."""
+    return run_dir if seeds == 1 else str(Path(run_dir) / f"seed_{seed}")
+
+
+class BatchedExecutor:
+    """``workflows`` workflows, ``seeds`` runs each, trained together in one batch in this process."""
+
+    def __init__(self, workflows: int, seeds: int = 1):
+        self.q, self.k = int(workflows), int(seeds)
         self.trainer: BatchedTrainer | None = None
-        self.props: dict[int, dict] = {}              # slot -> proposal being trained there
+        self.props: dict[int, dict] = {}                      # iteration -> proposal being trained
+        self.runs: dict[int, list[tuple[int, int]]] = {}      # iteration -> its (slot, seed) pairs
         self.starts: dict[int, tuple[float, float]] = {}
-        self.done: list[tuple[dict, dict]] = []       # finished and evaluated, not yet handed to the search
+        self.done: list[tuple[dict, dict]] = []               # evaluated, not yet handed to the search
         self.search = None
         self.interrupt = GracefulInterrupt("this episode round")
         self._bar = None
@@ -40,22 +53,32 @@ class BatchedExecutor:
         from workflow_rl.search.search import initial_weights
 
         self.search = search
-        cfg = search.cfg
-        tcfg = cfg.train_config(Workflow.parse(prop["workflow"]), prop["budget"])
+        cfg, it = search.cfg, prop["iteration"]
+        wf = Workflow.parse(prop["workflow"])
+        budgets = split_budget(prop["budget"], self.k)
         if self.trainer is None:
-            self.trainer = BatchedTrainer(tcfg, self.q)
-        k = self.trainer.free_slots()[0]
-        run_dir = search.out / prop["run_dir"]
-        ck_path = run_dir / "checkpoints" / "latest.pt"
-        ck = load_checkpoint(ck_path, cfg.device) if ck_path.is_file() else None
-        init = None if ck is not None else initial_weights(cfg, search.out, prop)
-        slot = self.trainer.start(k, tcfg, run_dir, init_agent_state=init, checkpoint=ck,
-                                  log_prefix={"iteration": prop["iteration"]})
-        self.props[k] = prop
-        self.starts[k] = (time.perf_counter(), time.time())
-        if ck is not None and ck["counters"].get("stop_reason") not in (None, "interrupted"):
-            slot.stop_reason = ck["counters"]["stop_reason"]   # trained before the interruption, not yet evaluated
-            self._finish(k)
+            self.trainer = BatchedTrainer(cfg.train_config(wf, max(budgets)), self.q * self.k)
+        free = self.trainer.free_slots()
+        init, runs = None, []
+        for seed, budget in enumerate(budgets):
+            if budget == 0:        # a claim smaller than the number of seeds
+                continue
+            run_dir = search.out / seed_dir(prop["run_dir"], seed, self.k)
+            ck_path = run_dir / "checkpoints" / "latest.pt"
+            ck = load_checkpoint(ck_path, cfg.device) if ck_path.is_file() else None
+            if ck is None and init is None:
+                init = initial_weights(cfg, search.out, prop)
+            prefix = {"iteration": it} if self.k == 1 else {"iteration": it, "seed": seed}
+            slot_id = free[len(runs)]
+            slot = self.trainer.start(slot_id, cfg.train_config(wf, budget), run_dir,
+                                      init_agent_state=None if ck is not None else init, checkpoint=ck,
+                                      log_prefix=prefix, init_seed=cfg.seed + seed)
+            if ck is not None and ck["counters"].get("stop_reason") not in (None, "interrupted"):
+                slot.stop_reason = ck["counters"]["stop_reason"]   # trained before a crash, not yet evaluated
+            runs.append((slot_id, seed))
+        self.props[it], self.runs[it] = prop, runs
+        self.starts[it] = (time.perf_counter(), time.time())
+        self._finish_ready()
 
     def wait_one(self) -> tuple[dict, dict]:
         from workflow_rl.search.search import SearchInterrupted
@@ -63,12 +86,13 @@ class BatchedExecutor:
         try:
             with self.interrupt:
                 while not self.done:
-                    if self.interrupt.requested:   # between rounds: every running workflow is at an episode boundary
-                        for k in self.props:
-                            self.trainer.save(k)
+                    if self.interrupt.requested:   # between rounds: every running seed is at an episode boundary
+                        for runs in self.runs.values():
+                            for slot_id, _ in runs:
+                                self.trainer.save(slot_id)
                         raise SearchInterrupted("batched search")
-                    for k in self.trainer.run_round():
-                        self._finish(k)
+                    self.trainer.run_round()
+                    self._finish_ready()
                     self._show_progress()
         finally:
             if self._bar is not None:   # the search prints its line for the finished workflow next
@@ -92,17 +116,28 @@ class BatchedExecutor:
         self._bar.set_postfix_str(f"{len(running)} training | compliance {comp}", refresh=False)
         self._bar.refresh()
 
-    def _finish(self, k: int) -> None:
+    def _finish_ready(self) -> None:
+        """Evaluate and hand back every workflow whose seeds have all stopped training."""
+        for it in [i for i, runs in self.runs.items()
+                   if all(self.trainer.slots[s].stop_reason is not None for s, _ in runs)]:
+            self._finish(it)
+
+    def _finish(self, it: int) -> None:
         from workflow_rl.search.search import evaluate_record
 
-        prop = self.props.pop(k)
-        t0, started = self.starts.pop(k)
-        summary = self.trainer.slots[k].summary()
-        record = evaluate_record(self.search.cfg, prop, self.trainer.member(k), summary, t0, started)
-        self.trainer.release(k)
+        prop, runs = self.props.pop(it), self.runs.pop(it)
+        t0, started = self.starts.pop(it)
+        summaries = [self.trainer.slots[s].summary() for s, _ in runs]
+        agents = [self.trainer.member(s) for s, _ in runs]
+        checkpoints = [str(Path(seed_dir(prop["run_dir"], seed, self.k)) / "checkpoints" / "latest.pt")
+                       for _, seed in runs]
+        record = evaluate_record(self.search.cfg, prop, agents, summaries, t0, started, checkpoints)
+        for s, _ in runs:
+            self.trainer.release(s)
         self.done.append((prop, record))
 
     def shutdown(self) -> None:
         if self.trainer is not None:
             self.trainer.close()
         self.props.clear()
+        self.runs.clear()

@@ -42,7 +42,8 @@ def write_report(search) -> Path:
     cum = np.cumsum([_f(r["episodes"]) for r in log]) if log else np.array([])
     groups: dict[str, list[int]] = {}
     for i, r in enumerate(log):
-        groups.setdefault(f"{r.get('iteration', '?')}: {r['workflow']}", []).append(i)
+        seed = f" seed {r['seed']}" if r.get("seed") not in (None, "") else ""
+        groups.setdefault(f"{r.get('iteration', '?')}: {r['workflow']}{seed}", []).append(i)
     for label, idx in groups.items():
         ax1.plot(cum[idx], [_f(log[i]["env_reward"]) for i in idx], lw=1.2, label=label)
         ax2.plot(cum[idx], [_f(log[i]["compliance"]) for i in idx], lw=1.2)
@@ -108,7 +109,10 @@ def write_report(search) -> Path:
         f"Red agent **{search.cfg.red_agent}**, engine {search.cfg.engine}, {search.cfg.n_envs} envs, "
         f"budget {search.state.episodes_used:,} / {search.cfg.total_episodes:,} training episodes, "
         f"{len(its)} workflows trained, {sum(r['status'] == 'compliant' for r in its)} compliant"
-        + (f", {search.cfg.batch_workflows} at a time in one batch" if search.cfg.batch_workflows > 1 else "") + ".",
+        + (f", {search.cfg.batch_workflows} at a time in one batch" if search.cfg.batch_workflows > 1 else "") + "."
+        + (f" Each workflow trained {search.cfg.seeds_per_workflow} seeds: its eval return is the mean over seeds "
+           "± a 95% Student-t interval across them, and its policy is its best compliant seed's."
+           if search.cfg.seeds_per_workflow > 1 else ""),
         "",
     ]
     if best:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.envs.factory import parse_red_agent
-from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_policy
+from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_policy
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.train import Trainer, TrainConfig, load_checkpoint
 from workflow_rl.search import gp as G
@@ -83,6 +83,10 @@ class SearchConfig:
     batch_workflows: int = 1
     """workflows trained at once in this process, in one batch (one env of batch_workflows x n_envs envs, stacked
     policies, one update for all); 1 trains one at a time."""
+    seeds_per_workflow: int = 1
+    """independent seeds trained per workflow (together, in the batch): the observation is their mean held-out
+    return, so seed noise averages out; the workflow's policy (for inheritance and best_policy.pt) is its best
+    seed's. Each seed gets max_episodes * n_envs episodes at most."""
     n_workers: int | None = None
     parallel_start_method: str | None = None
     scenario: str | None = None
@@ -107,12 +111,19 @@ class SearchConfig:
                 raise ValueError("the workflow list repeats a workflow")
         tcfg = self.train_config(Workflow.parse("critical_first"), self.total_episodes)
         tcfg.validate()
-        if not isinstance(self.batch_workflows, int) or self.batch_workflows < 1:
-            raise ValueError(f"batch-workflows must be an integer >= 1, got {self.batch_workflows!r}")
-        if self.batch_workflows > 1:
+        for name in ("batch_workflows", "seeds_per_workflow"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        if self.batch_workflows > 1 or self.seeds_per_workflow > 1:
             from workflow_rl.rl.batched import check_batchable
 
             check_batchable(tcfg)
+
+    @property
+    def workflow_cap(self) -> int:
+        """Training episodes one workflow may use (all its seeds together)."""
+        return self.max_episodes * self.n_envs * self.seeds_per_workflow
 
     def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
         """How one workflow is trained: every setting the two configs share by name, plus the workflow, its budget
@@ -177,26 +188,54 @@ def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: dict, progress: bo
     summary = trainer.run()
     if summary["stop_reason"] == "interrupted":
         raise SearchInterrupted(str(ck))
-    return evaluate_record(cfg, p, trainer.agent, summary, t0, started)
+    return evaluate_record(cfg, p, [trainer.agent], [summary], t0, started)
 
 
-def evaluate_record(cfg: SearchConfig, p: dict, agent, summary: dict, t0: float, started: float) -> dict:
-    """Evaluate a trained workflow's policy on the held-out seeds and build its search record (``t0``: the
-    ``perf_counter`` at which its training started; ``started``: the same moment as a timestamp)."""
+def _seed_status(cfg: SearchConfig, p: dict, stop_reason: str | None) -> str:
+    if stop_reason == "compliant":
+        return "compliant"
+    if stop_reason == "budget" and p["budget"] < cfg.workflow_cap:
+        return "budget_cut"   # the search budget, not the workflow's own cap, ended it
+    return "not_compliant"
+
+
+def _mean_or_none(values) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.mean(v)) if v else None
+
+
+def evaluate_record(cfg: SearchConfig, p: dict, agents: list, summaries: list[dict], t0: float, started: float,
+                    checkpoints: list[str] | None = None) -> dict:
+    """Evaluate a trained workflow's policies (one per seed) on the held-out seeds and build its search record
+    (``t0``: the ``perf_counter`` at which its training started; ``started``: the same moment as a timestamp).
+
+    One seed: its evaluation. Several: the observation is the mean over seeds with a Student-t interval across
+    them; the status is compliant only if every seed complied; the kept checkpoint is the best compliant seed's
+    (the best seed's if none complied)."""
     wf = Workflow.parse(p["workflow"])
-    ev = evaluate_policy(agent_act(agent, wf, greedy=True), cfg.red_agent, cfg.eval_length,
-                         cfg.eval_episodes, engine="native", seed=EVAL_SEED, workflow=wf, device=cfg.device)
-    status = {"compliant": "compliant", "budget": "budget_cut"}.get(summary["stop_reason"], "not_compliant")
-    if summary["stop_reason"] == "budget" and p["budget"] >= cfg.max_episodes * cfg.n_envs:
-        status = "not_compliant"   # its own cap, not the search budget, ended it
+    evs = [evaluate_policy(agent_act(a, wf, greedy=True), cfg.red_agent, cfg.eval_length, cfg.eval_episodes,
+                           engine="native", seed=EVAL_SEED, workflow=wf, device=cfg.device) for a in agents]
+    statuses = [_seed_status(cfg, p, s["stop_reason"]) for s in summaries]
+    status = ("compliant" if all(x == "compliant" for x in statuses) else
+              "budget_cut" if "budget_cut" in statuses else "not_compliant")
+    checkpoints = checkpoints or [str(Path(p["run_dir"]) / "checkpoints" / "latest.pt")]
+    pool = [i for i, x in enumerate(statuses) if x == "compliant"] or list(range(len(evs)))
+    keep = max(pool, key=lambda i: evs[i].mean)
+    if len(evs) == 1:
+        reward, ci = evs[0].mean, evs[0].ci95
+    else:
+        spread = across_seeds([e.mean for e in evs])
+        reward, ci = spread["mean"], spread["ci95"]
     return {
         "iteration": p["iteration"], "workflow": wf.codes, "reason": p["reason"], "ucb_score": p["ucb"],
         "posterior_mean": p["mean"], "posterior_std": p["std"], "beta": p["beta"], "parent": p["parent"],
-        "observed_reward": ev.mean, "observed_ci95": ev.ci95, "compliance": summary["compliance"],
-        "eval_compliance": ev.compliance, "episodes_trained": summary["episodes"], "budget_left": None,
+        "observed_reward": reward, "observed_ci95": ci,
+        "compliance": _mean_or_none(s["compliance"] for s in summaries),
+        "eval_compliance": _mean_or_none(e.compliance for e in evs),
+        "episodes_trained": sum(s["episodes"] for s in summaries), "budget_left": None,
         "status": status, "wall_time": time.perf_counter() - t0, "started_at": started, "finished_at": time.time(),
-        "run_dir": p["run_dir"],
-        "checkpoint": str(Path(p["run_dir"]) / "checkpoints" / "latest.pt"),
+        "run_dir": p["run_dir"], "checkpoint": checkpoints[keep],
+        "seed_rewards": [e.mean for e in evs], "seed_status": statuses,
     }
 
 
@@ -331,10 +370,10 @@ class WorkflowSearch:
     def run(self, executor=None) -> dict:
         """Dispatch workflows while the executor has free slots and budget is unclaimed; record them as they
         finish. The default executor trains one workflow at a time in this process."""
-        if executor is None and self.cfg.batch_workflows > 1:
+        if executor is None and (self.cfg.batch_workflows > 1 or self.cfg.seeds_per_workflow > 1):
             from workflow_rl.search.batched_executor import BatchedExecutor
 
-            executor = BatchedExecutor(self.cfg.batch_workflows)
+            executor = BatchedExecutor(self.cfg.batch_workflows, self.cfg.seeds_per_workflow)
         executor = executor or SerialExecutor()
         self.out.mkdir(parents=True, exist_ok=True)
         self._save()
@@ -371,7 +410,7 @@ class WorkflowSearch:
         prop.update(iteration=it, run_dir=f"workflows/{it:03d}_{wf.codes.replace(',', '-')}",
                     parent=parent["workflow"] if parent else None,
                     parent_checkpoint=parent["checkpoint"] if parent else None,
-                    budget=min(self.budget_unclaimed, self.cfg.max_episodes * self.cfg.n_envs))
+                    budget=min(self.budget_unclaimed, self.cfg.workflow_cap))
         self.state.pending.append(prop)
         self.state.dispatched = it
         self._save()
@@ -395,9 +434,11 @@ class WorkflowSearch:
             if new:
                 w.writeheader()
             w.writerow(r)
-        src = self.out / r["run_dir"] / "training_log.csv"
+        run = self.out / r["run_dir"]
         dst = self.out / "training_log.csv"
-        if src.exists():
+        sources = [run / "training_log.csv"] if (run / "training_log.csv").exists() else sorted(
+            run.glob("seed_*/training_log.csv"), key=lambda f: int(f.parent.name.split("_")[1]))
+        for src in sources:
             rows = src.read_text().splitlines()
             with open(dst, "a") as f:
                 f.write("\n".join(rows if not dst.exists() or dst.stat().st_size == 0 else rows[1:]) + "\n")
