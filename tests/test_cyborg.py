@@ -125,3 +125,26 @@ def test_evaluation_on_cyborg_uses_few_processes_and_counts_every_episode():
     r = evaluate_policy(scripted_act("sleep"), "bline", length=20, episodes=5, engine="cyborg",
                         vectorization="shared_memory")
     assert r.episodes == 5 and r.mean < 0 and r.ci95 >= 0
+
+
+def test_batched_training_on_real_cyborg(tmp_path):
+    """Two workflows in one batch on the real engine (sync vector env of 2 x 2 CybORG envs): the batch path works
+    on an engine without snapshots, each slot spends exactly its own budget and writes a usable checkpoint."""
+    from workflow_rl.rl.batched import BatchedTrainer
+    from workflow_rl.rl.train import TrainConfig, load_checkpoint
+
+    def cfg(wf, budget):
+        return TrainConfig(workflow=wf, engine="cyborg", n_envs=2, episode_length=20, update_every_steps=10,
+                           max_episodes=2, min_episodes=1, num_episodes=budget, seed=1)
+
+    bt = BatchedTrainer(cfg("critical_first", 4), 2)
+    bt.start(0, cfg("critical_first", 4), tmp_path / "a")
+    bt.start(1, cfg("U,OH,OS,E,D", 3), tmp_path / "b")
+    try:
+        while any(s.stop_reason is None for s in bt.slots):
+            bt.run_round()
+    finally:
+        bt.close()
+    assert [s.total_episodes for s in bt.slots] == [4, 3]
+    ck = load_checkpoint(tmp_path / "b" / "checkpoints" / "latest.pt")
+    assert ck["counters"]["total_episodes"] == 3 and ck["env_state"] is None
