@@ -399,3 +399,15 @@ def test_split_budget():
     from workflow_rl.search.batched_executor import split_budget
 
     assert split_budget(10, 3) == [4, 3, 3] and sum(split_budget(7, 4)) == 7 and split_budget(2, 3) == [1, 1, 0]
+
+
+def test_only_the_initial_design_trains_from_scratch_in_parallel(tmp_path):
+    """Four slots, two initial-design workflows: nothing else starts before a parent exists to inherit from."""
+    s = WorkflowSearch(_tiny(total_episodes=96, batch_workflows=4, n_init=2), tmp_path, progress=False)
+    s.run()
+    its = sorted(s.state.iterations, key=lambda r: r["iteration"])
+    assert len(its) >= 4
+    assert [r["parent"] is None for r in its[:2]] == [True, True]
+    assert all(r["parent"] is not None for r in its[2:])
+    first_done = min(r["finished_at"] for r in its[:2])
+    assert all(r["started_at"] >= first_done for r in its[2:])
