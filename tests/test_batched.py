@@ -402,12 +402,14 @@ def test_split_budget():
 
 
 def test_only_the_initial_design_trains_from_scratch_in_parallel(tmp_path):
-    """Four slots, two initial-design workflows: nothing else starts before a parent exists to inherit from."""
+    """Four slots, two initial-design workflows: nothing else starts before both are back (the GP needs two
+    results; anything earlier would be a far-off pick)."""
     s = WorkflowSearch(_tiny(total_episodes=96, batch_workflows=4, n_init=2), tmp_path, progress=False)
     s.run()
     its = sorted(s.state.iterations, key=lambda r: r["iteration"])
     assert len(its) >= 4
     assert [r["parent"] is None for r in its[:2]] == [True, True]
     assert all(r["parent"] is not None for r in its[2:])
-    first_done = min(r["finished_at"] for r in its[:2])
-    assert all(r["started_at"] >= first_done for r in its[2:])
+    design_done = max(r["finished_at"] for r in its[:2])
+    assert all(r["started_at"] >= design_done for r in its[2:])
+    assert all(r["reason"].startswith("UCB") for r in its[2:])

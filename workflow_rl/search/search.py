@@ -16,8 +16,8 @@ Rules (also in the README):
 * Inheritance: ``nearest`` starts from the trained workflow at the smallest Kendall distance (the most recent on
   ties), ``previous`` from the last trained one, ``none`` from scratch. Only the network weights are inherited;
   the Adam state starts fresh, because its moment estimates belong to the parent's objective. When several
-  workflows train at once (Ray, batches), only the ``n_init`` initial-design workflows start before a first one
-  has finished: any further from-scratch run would spend a full cap that inheriting would save.
+  workflows train at once (Ray, batches), only the ``n_init`` initial-design workflows run until two results are
+  back: any other pick then would be a far-off design point, spending a full cap that inheriting would save.
 * Every policy is kept on disk under ``RUN_DIR/workflows/``; the search state is saved atomically after every
   iteration, and ``resume`` continues exactly (an interrupted training resumes from its own checkpoint).
 """
@@ -405,10 +405,12 @@ class WorkflowSearch:
         m = self.cfg.max_iterations
         if m is not None and self.state.dispatched >= m:
             return False
-        # several at once (Ray, batches): until a first workflow has finished, nothing can inherit, so only the
-        # initial design trains from scratch; more from-scratch runs would spend full caps that inheritance saves
+        # several at once (Ray, batches): until two results are back the GP cannot be fitted and a new pick could
+        # only be a far-off design point, trained from scratch or from a distant parent, spending a full cap that
+        # inheriting from a near, finished workflow saves; so only the initial design runs until then
+        its, pending = self.state.iterations, self.state.pending
         inherits = self.cfg.inherit != "none" and self.cfg.workflows is None
-        return not (inherits and not self.state.iterations and len(self.state.pending) >= self.cfg.n_init)
+        return not (inherits and len(its) < 2 and pending and len(pending) + len(its) >= max(2, self.cfg.n_init))
 
     def _dispatch(self, prop: dict, executor) -> None:
         it = self.state.dispatched + 1
