@@ -413,3 +413,19 @@ def test_only_the_initial_design_trains_from_scratch_in_parallel(tmp_path):
     design_done = max(r["finished_at"] for r in its[:2])
     assert all(r["started_at"] >= design_done for r in its[2:])
     assert all(r["reason"].startswith("UCB") for r in its[2:])
+
+
+def test_parallel_claims_never_cut_a_workflow_short_before_the_end(tmp_path):
+    """Running workflows claim a full cap each (16 here); a new one waits rather than take a smaller claim, since
+    the running ones hand back what they do not use. Only with nothing running is the remainder dispatched."""
+    s = WorkflowSearch(_tiny(total_episodes=100, batch_workflows=3), tmp_path, progress=False)
+    done = [{"workflow": w, "episodes_trained": 16} for w in ("D,E,OS,OH,U", "U,OH,OS,E,D")]
+    s.state.iterations, s.state.episodes_used = done, 32
+    s.state.pending = [{"workflow": "E,D,OS,OH,U", "budget": 16}, {"workflow": "D,OS,E,OH,U", "budget": 16}]
+    assert s.budget_unclaimed == 36 and s._may_dispatch()          # a full cap is free
+    s.state.pending.append({"workflow": "OS,D,E,OH,U", "budget": 16})
+    s.state.pending.append({"workflow": "OH,D,E,OS,U", "budget": 16})
+    assert s.budget_unclaimed == 4 and not s._may_dispatch()       # 4 < 16 while others run: wait
+    s.state.pending = []
+    s.state.episodes_used = 96
+    assert s.budget_unclaimed == 4 and s._may_dispatch()           # nothing running: the last one gets the 4

@@ -7,7 +7,9 @@ episode cap, evaluate the policy's environment-only return on held-out seeds, re
 Rules (also in the README):
 
 * Budget: ``total_episodes`` counts every *training* episode (evaluation episodes are not counted) and is never
-  exceeded: the last workflow's training is cut to what is left.
+  exceeded: the last workflow's training is cut to what is left. Workflows running at once each claim a full cap
+  at dispatch; a new one waits while less than a cap is unclaimed and others still run (they hand back what they
+  do not use), so only the search's real last workflow is cut.
 * Every trained workflow is recorded with its observed value and status: ``compliant`` (reached the threshold),
   ``not_compliant`` (hit its episode cap) or ``budget_cut`` (the budget ran out first). All observations feed the
   GP (it models how well a workflow's trained policy defends); a workflow is trained once and then leaves the
@@ -409,6 +411,10 @@ class WorkflowSearch:
         # only be a far-off design point, trained from scratch or from a distant parent, spending a full cap that
         # inheriting from a near, finished workflow saves; so only the initial design runs until then
         its, pending = self.state.iterations, self.state.pending
+        if pending and self.budget_unclaimed < self.cfg.workflow_cap:
+            # a smaller claim would cut this workflow short although running ones will hand back what they do
+            # not use: wait for them; only the search's real last workflow gets what is left
+            return False
         inherits = self.cfg.inherit != "none" and self.cfg.workflows is None
         return not (inherits and len(its) < 2 and pending and len(pending) + len(its) >= max(2, self.cfg.n_init))
 
