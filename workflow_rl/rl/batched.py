@@ -16,7 +16,6 @@ uninterrupted run). A slot's checkpoint has the single-workflow format, so ``eva
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import time
@@ -28,13 +27,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from workflow_rl.envs.factory import make_vector_env, parse_red_agent
+from workflow_rl.envs.factory import make_vector_env
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae, logp_entropy, sample_actions
-from workflow_rl.rl.train import (CHECKPOINT_VERSION, LOG_COLUMNS, GracefulInterrupt, TrainConfig, _mean, _progress,
-                                  atomic_save, check_same_run, episode_stats, load_checkpoint, plan_update, stop_rule,
-                                  trim_log)
+from workflow_rl.rl.ppo import (Agent, PPOConfig, Rollout, bootstrapped_gae, clipped_losses, logp_entropy,
+                                sample_actions)
+from workflow_rl.rl.train import (CHECKPOINT_VERSION, GracefulInterrupt, TrainConfig, _mean, _progress, atomic_save,
+                                  check_same_run, episode_stats, load_checkpoint, open_run_files, plan_update,
+                                  run_summary, stop_rule, trim_log)
 from workflow_rl.workflow import Workflow
 
 _SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "device", "seed",
@@ -120,22 +120,14 @@ def stacked_ppo_update(agents: AgentStack, optimizer: torch.optim.Optimizer, bat
             m = m_all[:, idx]
             cnt = m.sum(1)
             newlogp, entropy, newv = agents.evaluate(batch.x[:, idx], batch.actions[:, idx], members)
-            logratio = newlogp - batch.logprobs[:, idx]
-            ratio = logratio.exp()
             adv = batch.advantages[:, idx]
             if cfg.norm_adv:
                 mean = _masked_mean(adv, m, cnt).unsqueeze(1)
                 var = (((adv - mean) ** 2) * m).sum(1) / (cnt - 1).clamp(min=1)
                 adv = (adv - mean) / (var.sqrt().unsqueeze(1) + 1e-8)
-            pg_loss = _masked_mean(torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)),
-                                   m, cnt)
-            ret, old_v = batch.returns[:, idx], batch.values[:, idx]
-            if cfg.clip_vloss:
-                v_clipped = old_v + (newv - old_v).clamp(-cfg.clip_coef, cfg.clip_coef)
-                v_loss = 0.5 * _masked_mean(torch.max((newv - ret) ** 2, (v_clipped - ret) ** 2), m, cnt)
-            else:
-                v_loss = 0.5 * _masked_mean((newv - ret) ** 2, m, cnt)
-            ent = _masked_mean(entropy, m, cnt)
+            pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
+                newlogp, entropy, newv, batch.logprobs[:, idx], adv, batch.returns[:, idx], batch.values[:, idx], cfg,
+                lambda x: _masked_mean(x, m, cnt))
             loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -206,13 +198,8 @@ class Slot:
     recent: deque = field(default_factory=lambda: deque(maxlen=100))
 
     def summary(self) -> dict:
-        return {"workflow": self.workflow.names if self.workflow else None,
-                "red_agent": parse_red_agent(self.cfg.red_agent),
-                "engine": self.cfg.engine,
-                "episodes": self.total_episodes, "updates": self.update,
-                "compliance": None if math.isnan(self.last_compliance) else self.last_compliance,
-                "compliant": self.stop_reason == "compliant", "stop_reason": self.stop_reason,
-                "mean100": _mean(list(self.recent))}
+        return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
+                           self.stop_reason, self.recent)
 
 
 class BatchedTrainer:
@@ -285,17 +272,10 @@ class BatchedTrainer:
         self.wf_enc[k] = torch.as_tensor(wf.encode() if wf else np.zeros(25, np.float32), device=self.device)
         self.rank[rows] = torch.as_tensor(wf.rank if wf else np.arange(5), device=self.device)
         self.lam[rows] = cfg.alignment_lambda if wf else 0.0
-        slot.out.mkdir(parents=True, exist_ok=True)
-        (slot.out / "config.json").write_text(_json(cfg.to_dict()))
-        log_path = slot.out / "training_log.csv"
         if checkpoint is not None:
-            trim_log(log_path, slot.update)
-        new_log = checkpoint is None or not log_path.exists()
-        f = open(log_path, "w" if new_log else "a", newline="")
-        writer = csv.DictWriter(f, fieldnames=list(slot.log_prefix) + LOG_COLUMNS)
-        if new_log:
-            writer.writeheader()
-        self._logs[k] = (f, writer)
+            trim_log(slot.out / "training_log.csv", slot.update)
+        self._logs[k] = open_run_files(slot.out, cfg, slot.log_prefix,
+                                       fresh=checkpoint is None or not (slot.out / "training_log.csv").exists())
         self.slots[k] = slot
         return slot
 
@@ -410,8 +390,7 @@ class BatchedTrainer:
             self.obs, self.access = out.obs.clone(), out.access.clone()
         with torch.no_grad():
             last_v = self.agents.value(x, params)
-        next_vals = torch.where(ends > 0, final_v, torch.cat([vals[1:], last_v.unsqueeze(0)], 0))
-        adv, ret = gae(rews, vals, next_vals, torch.zeros_like(ends), ends, c.ppo.gamma, c.ppo.gae_lambda)
+        adv, ret = bootstrapped_gae(rews, vals, last_v, final_v, ends, c.ppo)
 
         def per_member(z: torch.Tensor) -> torch.Tensor:   # (T, q, n, ...) -> (q, T*n, ...)
             return z.transpose(0, 1).reshape(q, steps * n, *z.shape[3:])
@@ -523,9 +502,3 @@ def check_batchable(cfg: TrainConfig) -> None:
                          f"episode-length ({length})")
     if cfg.vectorization == "episodes":
         raise ValueError("batched training steps one vector env: use vectorization sync, pipes or shared_memory")
-
-
-def _json(d: dict) -> str:
-    import json
-
-    return json.dumps(d, indent=2, default=str)

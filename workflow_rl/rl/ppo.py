@@ -127,6 +127,29 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, 
     return adv, adv + values
 
 
+def bootstrapped_gae(rewards: torch.Tensor, values: torch.Tensor, last_value: torch.Tensor, final_values: torch.Tensor,
+                     ends: torch.Tensor, cfg: "PPOConfig") -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gae` of a (T, ...) rollout whose episodes end only by truncation: V(s_{t+1}) is the value the next step
+    computed anyway (``last_value`` after the last step), and a truncated step (``ends``) bootstraps with
+    ``final_values``, V of the episode's last observation."""
+    next_values = torch.where(ends > 0, final_values, torch.cat([values[1:], last_value.unsqueeze(0)], 0))
+    return gae(rewards, values, next_values, torch.zeros_like(ends), ends, cfg.gamma, cfg.gae_lambda)
+
+
+def clipped_losses(newlogp, entropy, newv, old_logp, adv, ret, old_v, cfg: "PPOConfig", reduce):
+    """PPO's clipped surrogate, (optionally clipped) value loss and entropy, each reduced by ``reduce`` (a mean over
+    the minibatch, or over each member's own rows); also returns (logratio, ratio) for the statistics."""
+    logratio = newlogp - old_logp
+    ratio = logratio.exp()
+    pg_loss = reduce(torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)))
+    if cfg.clip_vloss:
+        v_clipped = old_v + (newv - old_v).clamp(-cfg.clip_coef, cfg.clip_coef)
+        v_loss = 0.5 * reduce(torch.max((newv - ret) ** 2, (v_clipped - ret) ** 2))
+    else:
+        v_loss = 0.5 * reduce((newv - ret) ** 2)
+    return pg_loss, v_loss, reduce(entropy), logratio, ratio
+
+
 @dataclass
 class Rollout:
     """Flattened rollout tensors for one update."""
@@ -151,19 +174,12 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, batch: Rollout, c
         for start in range(0, n, mb):
             idx = perm[start:start + mb]
             newlogp, entropy, newv = agent.evaluate(batch.x[idx], batch.actions[idx])
-            logratio = newlogp - batch.logprobs[idx]
-            ratio = logratio.exp()
             adv = batch.advantages[idx]
             if cfg.norm_adv and adv.numel() > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-            ret = batch.returns[idx]
-            if cfg.clip_vloss:
-                v_clipped = batch.values[idx] + (newv - batch.values[idx]).clamp(-cfg.clip_coef, cfg.clip_coef)
-                v_loss = 0.5 * torch.max((newv - ret) ** 2, (v_clipped - ret) ** 2).mean()
-            else:
-                v_loss = 0.5 * ((newv - ret) ** 2).mean()
-            ent = entropy.mean()
+            pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
+                newlogp, entropy, newv, batch.logprobs[idx], adv, batch.returns[idx], batch.values[idx], cfg,
+                torch.mean)
             loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

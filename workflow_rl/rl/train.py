@@ -25,7 +25,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae, ppo_update
+from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, bootstrapped_gae, gae, ppo_update
 from workflow_rl.workflow import Workflow
 
 CHECKPOINT_VERSION = 1
@@ -306,11 +306,8 @@ class Trainer:
             self.obs, self.access = out.obs.clone(), out.access.clone()
         with torch.no_grad():
             last_v = self.agent.value(x)
-        # V(s_{t+1}) is the value the next step computed anyway; truncated steps use V(final obs) instead
-        next_vals = torch.cat([vals[1:], last_v.unsqueeze(0)], 0)
-        next_vals = torch.where(ends > 0, final_v, next_vals)
-        adv, ret = gae(rews[:, :active], vals[:, :active], next_vals[:, :active], torch.zeros_like(ends[:, :active]),
-                       ends[:, :active], self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda)
+        adv, ret = bootstrapped_gae(rews[:, :active], vals[:, :active], last_v[:active], final_v[:, :active],
+                                    ends[:, :active], self.cfg.ppo)
         batch = Rollout(xs[:, :active].reshape(-1, 77), acts[:, :active].reshape(-1),
                         logps[:, :active].reshape(-1), adv.reshape(-1), ret.reshape(-1), vals[:, :active].reshape(-1))
         return batch, finished
@@ -358,14 +355,8 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------------- run
     def run(self) -> dict:
         """Train until a stop rule fires; returns a summary of training (no evaluation)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.json").write_text(json.dumps(self.cfg.to_dict(), indent=2, default=str))
-        log_path = self.out / "training_log.csv"
-        new_log = not log_path.exists() or self.update == 0
-        log_f = open(log_path, "w" if new_log else "a", newline="")
-        writer = csv.DictWriter(log_f, fieldnames=list(self.log_prefix) + LOG_COLUMNS)
-        if new_log:
-            writer.writeheader()
+        log_f, writer = open_run_files(self.out, self.cfg, self.log_prefix,
+                                       fresh=self.update == 0 or not (self.out / "training_log.csv").exists())
         if self.cfg.tensorboard:
             self._tb = _tensorboard_writer(self.out / "tb")
         bar = _progress(self.cfg.budget, self.total_episodes, self.progress)
@@ -498,14 +489,8 @@ class Trainer:
         trim_log(self.out / "training_log.csv", self.update)
 
     def summary(self) -> dict:
-        return {
-            "workflow": self.workflow.names if self.workflow else None,
-            "red_agent": parse_red_agent(self.cfg.red_agent), "engine": self.cfg.engine,
-            "episodes": self.total_episodes, "updates": self.update,
-            "compliance": None if math.isnan(self.last_compliance) else self.last_compliance,
-            "compliant": self.stop_reason == "compliant", "stop_reason": self.stop_reason,
-            "mean100": _mean(list(self.recent)),
-        }
+        return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
+                           self.stop_reason, self.recent)
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -564,6 +549,31 @@ def episode_stats(fin: dict) -> dict:
         "compliance": comp / counted if counted > 0 else float("nan"), "compliance_env_mean": _mean(per_env),
         "avg_fixes": _mean([c + v + nt for c, v, nt in zip(fin["compliant"], fin["violations"], fin["neutral"])]),
         "counted": counted,
+    }
+
+
+def open_run_files(out: Path, cfg: TrainConfig, log_prefix: dict, fresh: bool):
+    """Write ``out/config.json`` and open ``out/training_log.csv`` (new with a header when ``fresh``, else appended
+    to); returns (file, csv.DictWriter)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    f = open(out / "training_log.csv", "w" if fresh else "a", newline="")
+    writer = csv.DictWriter(f, fieldnames=list(log_prefix) + LOG_COLUMNS)
+    if fresh:
+        writer.writeheader()
+    return f, writer
+
+
+def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, updates: int, compliance: float,
+                stop_reason: str | None, recent) -> dict:
+    """What a finished (or stopped) training run reports."""
+    return {
+        "workflow": workflow.names if workflow else None,
+        "red_agent": parse_red_agent(cfg.red_agent), "engine": cfg.engine,
+        "episodes": episodes, "updates": updates,
+        "compliance": None if math.isnan(compliance) else compliance,
+        "compliant": stop_reason == "compliant", "stop_reason": stop_reason,
+        "mean100": _mean(list(recent)),
     }
 
 
