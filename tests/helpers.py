@@ -1,4 +1,5 @@
-"""Shared helpers for the tests: the real-CybORG reference returns, and scripted policies on the native engine."""
+"""Shared helpers for the tests: the real-CybORG reference returns, scripted policies on the native engine, and a
+small training configuration with its log reader."""
 import csv
 import pathlib
 from collections import defaultdict
@@ -42,3 +43,22 @@ def within_reference(ours: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
     """The fidelity tolerance: |mean difference| <= max(2% of |reference mean|, 3 SE of the difference)."""
     tol = max(0.02 * abs(ref.mean()), 3 * np.sqrt(ours.var(ddof=1) / len(ours) + ref.var(ddof=1) / len(ref)))
     return abs(ours.mean() - ref.mean()) <= tol, tol
+
+
+TIMING_COLUMNS = {"collection_time", "update_time", "sps"}
+
+
+def train_cfg(**kw):
+    """A training run small enough for a test (16 envs, a few episodes each)."""
+    from workflow_rl.rl.train import TrainConfig
+
+    base = dict(workflow="critical_first", n_envs=16, max_episodes=4, min_episodes=1, update_every_steps=50,
+                checkpoint_every=1, seed=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def read_log(path):
+    """A run's training_log.csv rows without the timing columns (which differ between identical runs)."""
+    with open(path / "training_log.csv") as f:
+        return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in csv.DictReader(f)]

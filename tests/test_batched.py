@@ -8,14 +8,14 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import read_log, train_cfg
 
 from workflow_rl.rl.batched import AgentStack, BatchedTrainer, stacked_ppo_update
 from workflow_rl.rl.ppo import PPOConfig, Rollout, ppo_update
-from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, agent_from_checkpoint, load_checkpoint
+from workflow_rl.rl.train import CheckpointError, Trainer, agent_from_checkpoint, load_checkpoint
 from workflow_rl.search.batched_executor import BatchedExecutor
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
 
-DROP = {"collection_time", "update_time", "sps"}
 
 
 def _stack(q, seed=0):
@@ -87,15 +87,10 @@ def test_members_without_rows_are_not_stepped():
 
 
 def _cfg(**kw):
-    base = dict(workflow="critical_first", n_envs=16, max_episodes=3, min_episodes=1, update_every_steps=50,
-                checkpoint_every=1, seed=3)
-    base.update(kw)
-    return TrainConfig(**base)
+    return train_cfg(**{"max_episodes": 3, **kw})
 
 
-def _log(path):
-    with open(path / "training_log.csv") as f:
-        return [{k: v for k, v in r.items() if k not in DROP} for r in csv.DictReader(f)]
+_log = read_log
 
 
 def _run_slots(bt):

@@ -1,7 +1,5 @@
 """Training loop: determinism, exact resume, the CLI, Ctrl-C, and bad input."""
-import csv
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -9,22 +7,11 @@ import time
 
 import pytest
 import torch
+from helpers import read_log, train_cfg
 
-from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, load_checkpoint
+from workflow_rl.rl.train import CheckpointError, Trainer, load_checkpoint
 
-DROP = {"collection_time", "update_time", "sps"}
-
-
-def _cfg(**kw):
-    base = dict(workflow="critical_first", n_envs=16, max_episodes=4, min_episodes=1, update_every_steps=50,
-                checkpoint_every=1, seed=3)
-    base.update(kw)
-    return TrainConfig(**base)
-
-
-def _log(path):
-    with open(path / "training_log.csv") as f:
-        return [{k: v for k, v in r.items() if k not in DROP} for r in csv.DictReader(f)]
+_cfg, _log = train_cfg, read_log
 
 
 def _params(trainer):
