@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 
-from workflow_rl.rl.batched import BatchedTrainer
-from workflow_rl.rl.train import Trainer, TrainConfig
+from workflow_rl.rl.trainer import BatchedTrainer
+from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.trainer import Trainer
 
 WORKFLOWS = ["critical_first", "U,OH,OS,E,D", "D,E,OS,OH,U", "OS,OH,E,D,U", "E,U,D,OH,OS", "OH,OS,E,U,D",
              "U,E,D,OS,OH", "D,OH,U,E,OS"]

@@ -1,7 +1,12 @@
 import functools
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# the suite mirrors the package (tests/sim, tests/envs, tests/rl, tests/search); shared helpers live here
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @functools.lru_cache(maxsize=1)

@@ -50,7 +50,7 @@ TIMING_COLUMNS = {"collection_time", "update_time", "sps"}
 
 def train_cfg(**kw):
     """A training run small enough for a test (16 envs, a few episodes each)."""
-    from workflow_rl.rl.train import TrainConfig
+    from workflow_rl.rl.config import TrainConfig
 
     base = dict(workflow="critical_first", n_envs=16, max_episodes=4, min_episodes=1, update_every_steps=50,
                 checkpoint_every=1, seed=3)

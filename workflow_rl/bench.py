@@ -44,7 +44,7 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
 
     rng = np.random.default_rng(seed)
     if mode == "cyborg-episodes":
-        from workflow_rl.envs.episode_workers import EpisodeWorkerPool
+        from workflow_rl.rl.episode_workers import EpisodeWorkerPool
         from workflow_rl.rl.ppo import Agent
 
         episodes = max(n_envs, steps * n_envs // 100)

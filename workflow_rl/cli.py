@@ -137,7 +137,9 @@ def cmd_train(args) -> int:
 
     from workflow_rl import parse_red_agent
     from workflow_rl.rl.ppo import PPOConfig
-    from workflow_rl.rl.train import Trainer, TrainConfig, load_checkpoint
+    from workflow_rl.rl.checkpoint import load_checkpoint
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.rl.trainer import Trainer
     from workflow_rl.workflow import parse_workflow_arg
 
     workflow = parse_workflow_arg(args.workflow)
@@ -186,7 +188,7 @@ def _train_seeds(cfg, workflow, red, out, args) -> int:
     """`train --seeds N`: N independent runs in one batch, each evaluated, and the spread across them."""
     import json
 
-    from workflow_rl.rl.batched import check_batchable, train_seeds
+    from workflow_rl.rl.trainer import check_batchable, train_seeds
     from workflow_rl.rl.evaluate import across_seeds
 
     for flag, bad in (("--checkpoint-dir", args.checkpoint_dir), ("--tensorboard", args.tensorboard)):
@@ -232,7 +234,7 @@ def cmd_evaluate(args) -> int:
     from workflow_rl import parse_red_agent
     from workflow_rl.rl.evaluate import (agent_act, evaluate_policy, greedy_workflow_act, result_dict,
                                          scripted_act)
-    from workflow_rl.rl.train import agent_from_checkpoint, load_checkpoint
+    from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
     from workflow_rl.workflow import Workflow, parse_workflow_arg
 
     reds = [parse_red_agent(r) for r in args.red_agents]
@@ -508,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from workflow_rl.envs.cyborg import CybORGUnavailable
-    from workflow_rl.rl.train import CheckpointError
+    from workflow_rl.rl.checkpoint import CheckpointError
 
     args = build_parser().parse_args(argv)
     try:

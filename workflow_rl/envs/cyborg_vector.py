@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from workflow_rl.envs.cyborg import CybORGEnv, install_scenario
-from workflow_rl.envs.factory import START_METHODS, VECTORIZATIONS
+from workflow_rl.envs.names import START_METHODS, VECTORIZATIONS
 
 
 class _EnvFn:

@@ -5,34 +5,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from workflow_rl.envs.names import ENGINES, RED_AGENTS, check_device, parse_red_agent  # noqa: F401 (re-exported)
 from workflow_rl.sim import tables as T
-
-RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
-_ALIASES = {
-    "b_lineagent": "B_lineAgent", "b_line": "B_lineAgent", "bline": "B_lineAgent",
-    "redmeanderagent": "RedMeanderAgent", "meander": "RedMeanderAgent",
-    "sleepagent": "SleepAgent", "sleep": "SleepAgent",
-}
-ENGINES = ("native", "cyborg")
-VECTORIZATIONS = ("sync", "pipes", "shared_memory")
-START_METHODS = ("spawn", "fork", "forkserver", None)
-
-
-def parse_red_agent(name: str) -> str:
-    """Canonical CybORG class name for a red agent name or alias (any case)."""
-    key = str(name).strip().lower()
-    if key not in _ALIASES:
-        raise ValueError(f"unknown red agent {name!r}: use one of {', '.join(RED_AGENTS)} "
-                         "(aliases: b_line/bline, meander, sleep; any case)")
-    return _ALIASES[key]
-
-
-def _check_device(device: str) -> str:
-    dev = str(device)
-    kind = dev.split(":")[0]
-    if kind not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' (or 'cuda:N') or 'mps'")
-    return dev
 
 
 def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str = "native",
@@ -61,7 +35,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     red = parse_red_agent(red_agent)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
-    device = _check_device(device)
+    device = check_device(device)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"seed must be an integer or None, got {seed!r}")
 

@@ -119,7 +119,7 @@ class NativeEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, official_bugs: bool = True):
-        from workflow_rl.envs.factory import parse_red_agent
+        from workflow_rl.envs.names import parse_red_agent
 
         self._vec = NativeVectorEnv(1, T.RED_AGENT_NAMES[parse_red_agent(red_agent)], episode_length,
                                     official_bugs=official_bugs)

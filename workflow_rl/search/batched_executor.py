@@ -3,7 +3,7 @@
 
 The search is unchanged: it proposes Q workflows (GP-BUCB hallucinates the pending ones), claims their budgets at
 dispatch and records each as it finishes. This executor puts each workflow's K seeds into slots of one
-:class:`~workflow_rl.rl.batched.BatchedTrainer`, whose every step and update serves all Q x K runs at once, which is
+:class:`~workflow_rl.rl.trainer.BatchedTrainer`, whose every step and update serves all Q x K runs at once, which is
 what keeps a GPU busy: a single run's few hundred envs are far too small a batch. A workflow whose seeds have all
 stopped is evaluated and its slots are refilled at the next episode boundary. Ctrl-C finishes the current episode
 round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it.
@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from workflow_rl.rl.batched import BatchedTrainer
-from workflow_rl.rl.train import GracefulInterrupt, load_checkpoint
+from workflow_rl.rl.trainer import BatchedTrainer
+from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.workflow import Workflow
 
 
@@ -105,9 +106,9 @@ class BatchedExecutor:
         if not self.search.progress:
             return
         if self._bar is None:
-            from workflow_rl.rl.train import _progress
+            from workflow_rl.rl.runlog import progress_bar
 
-            self._bar = _progress(self.search.cfg.total_episodes, 0, True)
+            self._bar = progress_bar(self.search.cfg.total_episodes, 0, True)
         running = [s for s in self.trainer.slots if s is not None]
         self._bar.n = self.search.state.episodes_used + sum(s.total_episodes for s in running) + sum(
             r["episodes_trained"] for _, r in self.done)

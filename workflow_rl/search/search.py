@@ -40,7 +40,9 @@ import numpy as np
 from workflow_rl.envs.factory import parse_red_agent
 from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_policy
 from workflow_rl.rl.ppo import PPOConfig
-from workflow_rl.rl.train import Trainer, TrainConfig, load_checkpoint
+from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.trainer import Trainer
 from workflow_rl.search import gp as G
 from workflow_rl.workflow import Workflow, all_workflows, kendall
 
@@ -120,7 +122,7 @@ class SearchConfig:
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
         if self.batch_workflows > 1 or self.seeds_per_workflow > 1:
-            from workflow_rl.rl.batched import check_batchable
+            from workflow_rl.rl.trainer import check_batchable
 
             check_batchable(tcfg)
 

@@ -1,4 +1,13 @@
-"""Several workflows trained at once in one batch (PureJaxRL-style): one engine call steps every workflow's envs, one
+"""The trainers: one workflow-conditioned PPO run (``Trainer``), and several runs stepped and updated together in
+one batch (``BatchedTrainer``: workflows of a search, or seeds of one configuration).
+
+``Trainer(cfg).run()`` trains until the first of: batch compliance >= threshold (once every env finished
+``min_episodes`` episodes and ``min_fixes`` fixes were counted), every env finished ``max_episodes`` episodes, or the
+total episode budget ``num_episodes`` is spent. Ctrl-C finishes the current update, saves and exits; ``resume``
+continues from the latest checkpoint exactly as if never stopped (native engine).
+
+Batched training (``BatchedTrainer``):
+Several workflows trained at once in one batch (PureJaxRL-style): one engine call steps every workflow's envs, one
 batched matmul runs every workflow's policy, one backward pass updates every workflow's PPO.
 
 Slot k owns envs [k*n, (k+1)*n) of one vector env and member k of an :class:`AgentStack`; it has its own workflow
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -25,16 +35,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
-from workflow_rl.envs.factory import make_vector_env
+from workflow_rl.envs.factory import make_vector_env, parse_red_agent
+from workflow_rl.rl.checkpoint import (CHECKPOINT_VERSION, CheckpointError, atomic_save, check_same_run,
+                                       load_checkpoint)
 from workflow_rl.rl.compliance import ComplianceTracker
+from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.ppo import (Agent, PPOConfig, Rollout, bootstrapped_gae, clipped_losses, logp_entropy,
-                                sample_actions)
-from workflow_rl.rl.train import (CHECKPOINT_VERSION, GracefulInterrupt, TrainConfig, _mean, _progress, atomic_save,
-                                  check_same_run, episode_stats, load_checkpoint, open_run_files, plan_update,
-                                  run_summary, stop_rule, trim_log)
+from workflow_rl.rl.interrupt import GracefulInterrupt
+from workflow_rl.rl.ppo import Agent, Rollout, bootstrapped_gae, gae, ppo_update
+from workflow_rl.rl.runlog import (episode_stats, mean_or_nan, open_run_files, progress_bar, run_summary,
+                                   tensorboard_writer, trim_log)
+from workflow_rl.rl.schedule import episode_seed, plan_update, stop_rule
+from workflow_rl.rl.stack import AgentStack, load_member_optimizer_state, member_optimizer_state, stacked_ppo_update
 from workflow_rl.workflow import Workflow
 
 _SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "device", "seed",
@@ -42,140 +55,313 @@ _SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_step
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
 
 
-# ------------------------------------------------------------------------------------------------------ networks
-class AgentStack(nn.Module):
-    """``n`` independent :class:`Agent` members run as one: inputs (n, B, 77) give outputs (n, B, ...).
 
-    Each member is an ordinary ``Agent`` (its ``state_dict`` is a single-workflow checkpoint's), and the forward
-    pass stacks their layers into batched matmuls (``baddbmm``), so gradients flow back to each member's own
-    parameters.
-    """
+class Trainer:
+    """Owns the env, the agent, the optimiser and every counter; ``run()`` trains."""
 
-    def __init__(self, n: int, hidden: tuple[int, ...] = (64, 64)):
-        super().__init__()
-        self.members = nn.ModuleList(Agent(hidden) for _ in range(n))
+    def __init__(self, cfg: TrainConfig, out_dir: str | Path, checkpoint_dir: str | Path | None = None,
+                 init_agent_state: dict | None = None, init_optimizer_state: dict | None = None,
+                 progress: bool = True, log_prefix: dict | None = None):
+        cfg.validate()
+        self.cfg = cfg
+        self.out = Path(out_dir)
+        self.ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else self.out / "checkpoints"
+        self.progress = progress
+        self.log_prefix = log_prefix or {}
+        self.device = torch.device(cfg.device)
+        self.workflow = Workflow.parse(cfg.workflow) if cfg.workflow is not None else None
+        torch.manual_seed(cfg.seed)
+        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.agent = Agent(cfg.ppo.hidden).to(self.device)
+        if init_agent_state is not None:
+            self.agent.load_state_dict(init_agent_state)
+        self.opt = torch.optim.Adam(self.agent.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
+        if init_optimizer_state is not None:
+            self.opt.load_state_dict(init_optimizer_state)
+            for g in self.opt.param_groups:
+                g["lr"] = cfg.ppo.learning_rate
+        self.pool = self.env = self.stepper = None
+        if cfg.vectorization == "episodes":
+            from workflow_rl.rl.episode_workers import EpisodeWorkerPool
 
-    def stacked(self, members: list[int] | None = None) -> dict[str, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Per network ("actor", "critic"): the (weight (n, out, in), bias (n, out)) of each linear layer, over
-        all members or the listed ones."""
-        agents = list(self.members) if members is None else [self.members[k] for k in members]
-        out = {}
-        for net in ("actor", "critic"):
-            idx = [i for i, m in enumerate(getattr(agents[0], net)) if isinstance(m, nn.Linear)]
-            out[net] = [(torch.stack([getattr(a, net)[i].weight for a in agents]),
-                         torch.stack([getattr(a, net)[i].bias for a in agents])) for i in idx]
-        return out
+            self.pool = EpisodeWorkerPool(cfg.n_workers or max(1, min(cfg.n_envs, os.cpu_count() or 1)),
+                                          parse_red_agent(cfg.red_agent), cfg.episode_length, cfg.engine,
+                                          cfg.scenario, cfg.parallel_start_method, cfg.ppo.hidden)
+        else:
+            self.env = self._make_env()
+            self.stepper = TorchStepper(self.env, self.device)
+        self._snapshots = self.stepper is None or self.stepper.snapshots
+        n = cfg.n_envs
+        enc = self.workflow.encode() if self.workflow else np.zeros(25, np.float32)
+        self.wf_enc = torch.as_tensor(enc, device=self.device).expand(n, 25)
+        self.rank = torch.as_tensor(self.workflow.rank if self.workflow else np.arange(5), device=self.device)
+        self.tracker = ComplianceTracker(n, self.device)
+        # counters
+        self.update = 0
+        self.global_step = 0
+        self.total_episodes = 0
+        self.episodes_per_env = np.zeros(n, np.int64)
+        self.ep_env_ret = torch.zeros(n, dtype=torch.float64, device=self.device)
+        self.ep_align_ret = torch.zeros(n, dtype=torch.float64, device=self.device)
+        self.ep_len = torch.zeros(n, dtype=torch.int64, device=self.device)
+        self.recent = deque(maxlen=100)
+        self.stop_reason: str | None = None
+        self.round_active = cfg.n_envs
+        self.last_compliance = float("nan")
+        self.obs = self.access = None
+        if self.stepper is not None:
+            self.obs, self.access = self.stepper.reset(seed=cfg.seed)
+        self._interrupt = GracefulInterrupt("this update")
+        self._tb = None
 
-    def act(self, x: torch.Tensor, generator: torch.Generator | None, params: dict | None = None):
-        """(action, log_prob, value), each (n, B), sampling with ``generator``."""
-        p = params or self.stacked()
-        return (*sample_actions(_mlp(p["actor"], x), generator), _mlp(p["critic"], x).squeeze(-1))
+    # ----------------------------------------------------------------------------------------------------- setup
+    def _make_env(self):
+        c = self.cfg
+        return make_vector_env(c.n_envs, c.red_agent, engine=c.engine, episode_length=c.episode_length,
+                               seed=c.seed, device=c.device, **c.engine_options())
 
-    def value(self, x: torch.Tensor, params: dict | None = None) -> torch.Tensor:
-        return _mlp((params or self.stacked())["critic"], x).squeeze(-1)
+    def x(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.cat([obs, self.wf_enc[: obs.shape[0]]], 1)
 
-    def evaluate(self, x: torch.Tensor, action: torch.Tensor, members: list[int] | None = None):
-        """(log_prob, entropy, value) of given actions, each (n, B) (or (len(members), B))."""
-        p = self.stacked(members)
-        return (*logp_entropy(_mlp(p["actor"], x), action), _mlp(p["critic"], x).squeeze(-1))
-
-
-def _mlp(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
-    """Agent's MLP (tanh between linear layers) for every member at once."""
-    for j, (w, b) in enumerate(layers):
-        x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
-        if j < len(layers) - 1:
-            x = torch.tanh(x)
-    return x
-
-
-# ----------------------------------------------------------------------------------------------------- update
-def _masked_mean(x: torch.Tensor, m: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
-    return (x * m).sum(1) / cnt.clamp(min=1)
-
-
-def stacked_ppo_update(agents: AgentStack, optimizer: torch.optim.Optimizer, batch: Rollout, mask: torch.Tensor,
-                       cfg: PPOConfig, generator: torch.Generator, members: list[int] | None = None
-                       ) -> list[dict[str, float] | None]:
-    """:func:`~workflow_rl.rl.ppo.ppo_update` for several members at once (all, or the listed ones).
-
-    ``batch`` fields are (n_members, N, ...); ``mask`` (n_members, N) marks the rows a member trains on (a member
-    whose budget covers fewer envs has rows masked out). Losses are means over each member's own rows of a
-    minibatch; gradients are clipped per member; a member with no rows in a minibatch is not stepped (its Adam state
-    stays as it was). Returns each member's loss statistics of the last epoch (None for a member with no rows).
-    """
-    members = list(range(len(agents.members))) if members is None else list(members)
-    params = [list(agents.members[k].parameters()) for k in members]
-    q, n = mask.shape
-    mb = max(1, n // cfg.num_minibatches)
-    m_all = mask.float()
-    live = mask.any(1).tolist()
-    sums = torch.zeros((5, q), device=mask.device)
-    steps_last = torch.zeros(q, device=mask.device)
-    for epoch in range(cfg.update_epochs):
-        perm = torch.randperm(n, generator=generator, device=generator.device).to(mask.device)
-        counts = torch.stack([m_all[:, perm[s:s + mb]].sum(1) for s in range(0, n, mb)]).tolist()  # one sync
-        for j, start in enumerate(range(0, n, mb)):
-            idx = perm[start:start + mb]
-            m = m_all[:, idx]
-            cnt = m.sum(1)
-            newlogp, entropy, newv = agents.evaluate(batch.x[:, idx], batch.actions[:, idx], members)
-            adv = batch.advantages[:, idx]
-            if cfg.norm_adv:
-                mean = _masked_mean(adv, m, cnt).unsqueeze(1)
-                var = (((adv - mean) ** 2) * m).sum(1) / (cnt - 1).clamp(min=1)
-                adv = (adv - mean) / (var.sqrt().unsqueeze(1) + 1e-8)
-            pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
-                newlogp, entropy, newv, batch.logprobs[:, idx], adv, batch.returns[:, idx], batch.values[:, idx], cfg,
-                lambda x: _masked_mean(x, m, cnt))
-            loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            stepped = [k for k in range(q) if live[k] and counts[j][k] > 0]
-            for k in range(q):
-                if k not in stepped:
-                    for p in params[k]:
-                        p.grad = None
-            if stepped:
-                clip_per_member([params[k] for k in stepped], cfg.max_grad_norm)
-            optimizer.step()
-            if epoch == cfg.update_epochs - 1:
+    # --------------------------------------------------------------------------------------------------- rollout
+    def _collect(self, steps: int, active: int):
+        """Run ``steps`` steps of all envs; returns the rollout (restricted to the first ``active`` envs) and the
+        episodes finished by those envs."""
+        n, dev = self.cfg.n_envs, self.device
+        xs = torch.zeros((steps, n, 77), device=dev)
+        acts = torch.zeros((steps, n), dtype=torch.int64, device=dev)
+        logps, vals, rews, final_v = (torch.zeros((steps, n), device=dev) for _ in range(4))
+        ends = torch.zeros((steps, n), device=dev)
+        finished = {"env_return": [], "align_return": [], "length": [], "compliant": [], "violations": [],
+                    "neutral": []}
+        lam = self.cfg.alignment_lambda if self.workflow is not None else 0.0
+        scale = self.cfg.ppo.reward_scale
+        x = self.x(self.obs)
+        for t in range(steps):
+            with torch.no_grad():
+                a, logp, v = self.agent.act(x, self.gen)
+            access_before = self.access
+            out = self.stepper.step(a)
+            align, _ = self.tracker.step(a, access_before, self.rank, lam) if self.workflow is not None else (
+                torch.zeros(n, device=dev), None)
+            r_env = out.reward.to(dev)
+            xs[t], acts[t], logps[t], vals[t] = x, a, logp, v
+            rews[t] = (r_env + align) * scale
+            self.ep_env_ret += r_env
+            self.ep_align_ret += align
+            self.ep_len += 1
+            trunc = out.truncated.to(dev)
+            x_next = self.x(out.obs)
+            # envs start together and episodes have a fixed length, so whether this step ends episodes is known on
+            # the host without reading the device (no per-step synchronisation on a GPU)
+            ends_now = (self.global_step + t + 1) % self.cfg.episode_length == 0
+            if ends_now:   # bootstrap a time-limit end with the value of the episode's last observation
                 with torch.no_grad():
-                    used = (cnt > 0).float()
-                    sums += used * torch.stack([pg_loss, v_loss, ent, _masked_mean((ratio - 1) - logratio, m, cnt),
-                                                _masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), m, cnt)])
-                    steps_last += used
-    means = (sums / steps_last.clamp(min=1)).T.tolist()
-    names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-    return [dict(zip(names, means[k])) if live[k] else None for k in range(q)]
+                    final_v[t] = self.agent.value(self.x(out.final_obs.to(dev)))
+            ends[t] = trunc.float()
+            if ends_now:
+                idx = trunc.nonzero().squeeze(1)
+                keep = idx[idx < active]
+                counts = self.tracker.finish(trunc)
+                sel = (idx < active).cpu().numpy()
+                finished["env_return"] += self.ep_env_ret[keep].tolist()
+                finished["align_return"] += self.ep_align_ret[keep].tolist()
+                finished["length"] += self.ep_len[keep].tolist()
+                finished["compliant"] += counts.compliant.cpu().numpy()[sel].tolist()
+                finished["violations"] += counts.violations.cpu().numpy()[sel].tolist()
+                finished["neutral"] += counts.neutral.cpu().numpy()[sel].tolist()
+                self.episodes_per_env[keep.cpu().numpy()] += 1
+                for z in (self.ep_env_ret, self.ep_align_ret, self.ep_len):
+                    z[trunc] = 0
+            x = x_next
+            self.obs, self.access = out.obs.clone(), out.access.clone()
+        with torch.no_grad():
+            last_v = self.agent.value(x)
+        adv, ret = bootstrapped_gae(rews[:, :active], vals[:, :active], last_v[:active], final_v[:, :active],
+                                    ends[:, :active], self.cfg.ppo)
+        batch = Rollout(xs[:, :active].reshape(-1, 77), acts[:, :active].reshape(-1),
+                        logps[:, :active].reshape(-1), adv.reshape(-1), ret.reshape(-1), vals[:, :active].reshape(-1))
+        return batch, finished
 
+    def _collect_episodes(self, active: int):
+        """Episode-worker mode: ``active`` whole episodes, each with seeds fixed by its global episode index."""
+        c, dev = self.cfg, self.device
+        jobs = [(episode_seed(c.seed, self.total_episodes + k, 0), episode_seed(c.seed, self.total_episodes + k, 1), k)
+                for k in range(active)]
+        lam = c.alignment_lambda if self.workflow is not None else 0.0
+        trajs = self.pool.collect(self.agent.state_dict(), self.wf_enc[0].cpu().numpy(),
+                                  self.rank.cpu().numpy() if self.workflow is not None else None, lam, jobs)
 
-def clip_per_member(param_lists: list[list[torch.Tensor]], max_norm: float) -> None:
-    """``clip_grad_norm_`` applied to each member's parameters on their own, in a few fused calls for all members
-    (a loop of clip_grad_norm_ costs 2.5x more on the CPU and many more kernel launches on a GPU)."""
-    grads = [p.grad for ps in param_lists for p in ps]
-    norms = torch.stack(torch._foreach_norm(grads)).view(len(param_lists), -1).norm(dim=1)
-    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for ps, c in zip(param_lists, coef):
-        torch._foreach_mul_([p.grad for p in ps], c)
+        def stack(name):
+            return torch.as_tensor(np.stack([getattr(t, name) for t in trajs], 1), device=dev)
 
+        x, acts, logp, vals = stack("x"), stack("actions"), stack("logp"), stack("values")
+        env_r, align_r = stack("env_r"), stack("align_r")
+        rews = (env_r + align_r) * c.ppo.reward_scale
+        final_v = torch.as_tensor([t.final_value for t in trajs], device=dev, dtype=torch.float32)
+        next_vals = torch.cat([vals[1:], final_v.unsqueeze(0)], 0)
+        ends = torch.zeros_like(vals)
+        ends[-1] = 1.0
+        adv, ret = gae(rews, vals, next_vals, torch.zeros_like(ends), ends, c.ppo.gamma, c.ppo.gae_lambda)
+        batch = Rollout(x.reshape(-1, 77), acts.reshape(-1), logp.reshape(-1), adv.reshape(-1), ret.reshape(-1),
+                        vals.reshape(-1))
+        self.episodes_per_env[:active] += 1
+        finished = {"env_return": env_r.sum(0).tolist(), "align_return": align_r.sum(0).tolist(),
+                    "length": [len(t.actions) for t in trajs], "compliant": [t.compliant for t in trajs],
+                    "violations": [t.violations for t in trajs], "neutral": [t.neutral for t in trajs]}
+        return batch, finished
 
-def member_optimizer_state(optimizer: torch.optim.Optimizer, member: nn.Module) -> dict:
-    """One member's Adam state as the ``state_dict`` of an Adam over ``member.parameters()`` alone."""
-    group = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
-    params = list(member.parameters())
-    state = {i: {k: v.clone() for k, v in optimizer.state[p].items()} for i, p in enumerate(params)
-             if p in optimizer.state}
-    return {"state": state, "param_groups": [{**group, "params": list(range(len(params)))}]}
+    def _plan(self) -> tuple[int, int] | None:
+        """(steps, active envs) of the next update under the episode budget, or None when it is spent."""
+        c = self.cfg
+        left = c.budget - self.total_episodes
+        if self.pool is not None:
+            return (c.episode_length, min(c.n_envs, left)) if left > 0 else None
+        plan = plan_update(c, self.global_step, left, self.round_active)
+        if plan is None:
+            return None
+        self.round_active = plan[2]
+        return plan[0], plan[1]
 
+    # ------------------------------------------------------------------------------------------------------- run
+    def run(self) -> dict:
+        """Train until a stop rule fires; returns a summary of training (no evaluation)."""
+        log_f, writer = open_run_files(self.out, self.cfg, self.log_prefix,
+                                       fresh=self.update == 0 or not (self.out / "training_log.csv").exists())
+        if self.cfg.tensorboard:
+            self._tb = tensorboard_writer(self.out / "tb")
+        bar = progress_bar(self.cfg.budget, self.total_episodes, self.progress)
+        try:
+            with self._interrupt:
+                while self.stop_reason is None:
+                    plan = self._plan()
+                    if plan is None:
+                        self.stop_reason = "budget"
+                        break
+                    row = self._one_update(*plan)
+                    writer.writerow({**self.log_prefix, **row})
+                    log_f.flush()
+                    bar.update(row["episodes"])
+                    if row["episodes"]:   # updates that finish no episode (several per episode) have nothing to show
+                        bar.set_postfix_str(self._line(row), refresh=False)
+                        if not self.progress:
+                            print(self._line(row), flush=True)
+                    self._check_stop(row)
+                    # an engine without snapshots (real CybORG) is checkpointed only between episodes: resuming starts
+                    # fresh episodes, so a checkpoint taken mid-episode could not continue that episode
+                    resumable = self._snapshots or self.global_step % self.cfg.episode_length == 0
+                    if self._interrupt.requested and self.stop_reason is None and resumable:
+                        self.stop_reason = "interrupted"
+                    if self.stop_reason is not None or (resumable and self.update % self.cfg.checkpoint_every == 0):
+                        self.save()
+        finally:
+            bar.close()
+            log_f.close()
+            if self._tb is not None:
+                self._tb.close()
+        self.save()
+        self.close()
+        return self.summary()
 
-def load_member_optimizer_state(optimizer: torch.optim.Optimizer, member: nn.Module, sd: dict | None) -> None:
-    """Give ``member`` the Adam state ``sd`` (a single-agent Adam ``state_dict``), or a fresh one (None)."""
-    for i, p in enumerate(member.parameters()):
-        optimizer.state.pop(p, None)
-        if sd is not None and i in sd["state"]:
-            optimizer.state[p] = {k: (v.clone() if k == "step" else v.to(p.device).clone())
-                                  for k, v in sd["state"][i].items()}
+    def close(self) -> None:
+        """Stop worker processes (episode workers, or the cyborg engine's vector env)."""
+        if self.pool is not None:
+            self.pool.close()
+        if self.env is not None and self.cfg.engine == "cyborg":
+            self.env.close()
+
+    def _one_update(self, steps: int, active: int) -> dict:
+        t0 = time.perf_counter()
+        batch, fin = self._collect_episodes(active) if self.pool is not None else self._collect(steps, active)
+        t1 = time.perf_counter()
+        stats = ppo_update(self.agent, self.opt, batch, self.cfg.ppo, self.gen)
+        t2 = time.perf_counter()
+        self.update += 1
+        self.global_step += steps
+        ep = episode_stats(fin)
+        self.total_episodes += ep["episodes"]
+        self.recent.extend(fin["env_return"])
+        self.last_compliance, self._last_counted = ep["compliance"], ep.pop("counted")
+        row = {
+            "workflow_id": self.workflow.index if self.workflow else -1,
+            "workflow": str(self.workflow) if self.workflow else "none",
+            "update": self.update, "total_episodes": self.total_episodes, **ep,
+            "collection_time": t1 - t0, "update_time": t2 - t1, "sps": steps * active / (t2 - t0),
+            "global_step": self.global_step, "mean100": mean_or_nan(list(self.recent)),
+            "length": mean_or_nan(fin["length"]), **stats,
+        }
+        if self._tb is not None:
+            for k in ("env_reward", "alignment_bonus", "compliance", "sps", "policy_loss", "value_loss", "entropy",
+                      "approx_kl", "mean100"):
+                if isinstance(row[k], float) and not math.isnan(row[k]):
+                    self._tb.add_scalar(f"train/{k}", row[k], self.global_step)
+        row.pop("length")
+        self._last_row = row
+        return row
+
+    def _line(self, row: dict) -> str:
+        comp = "  n/a " if math.isnan(row["compliance"]) else f"{row['compliance']:.3f}"
+        return (f"Reward: {row['env_reward']:8.2f} | Length: {self.cfg.episode_length} | "
+                f"Mean(100): {row['mean100']:8.2f} | Compliance: {comp} | n_completed_episodes: "
+                f"{row['episodes']} | n_envs: {self.cfg.n_envs} | SPS: {row['sps']:,.0f}")
+
+    def _check_stop(self, row: dict) -> None:
+        self.stop_reason = stop_rule(self.cfg, self.workflow is not None, int(self.episodes_per_env.min()),
+                                     self._last_counted, self.last_compliance, self.total_episodes)
+
+    # --------------------------------------------------------------------------------------------- checkpoints
+    def checkpoint(self) -> dict:
+        return {
+            "format": "workflow-rl", "version": CHECKPOINT_VERSION, "config": self.cfg.to_dict(),
+            "workflow": self.workflow.names if self.workflow else None,
+            "agent": self.agent.state_dict(), "optimizer": self.opt.state_dict(),
+            "counters": {"update": self.update, "global_step": self.global_step,
+                         "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
+                         "stop_reason": self.stop_reason, "last_compliance": self.last_compliance,
+                         "round_active": self.round_active},
+            "rng": {"generator": self.gen.get_state(), "torch": torch.get_rng_state()},
+            "env_state": self.stepper.get_state() if self.stepper is not None else None,
+            "obs": self.obs, "access": self.access, "tracker": self.tracker.state_dict(),
+            "episode_running": {"env": self.ep_env_ret, "align": self.ep_align_ret, "len": self.ep_len},
+            "recent": list(self.recent),
+        }
+
+    def save(self) -> Path:
+        path = self.ckpt_dir / "latest.pt"
+        atomic_save(self.checkpoint(), path)
+        return path
+
+    def restore(self, ck: dict) -> None:
+        """Continue from a checkpoint of the same configuration (budget and stop limits may differ)."""
+        check_same_run(ck, self.cfg)
+        self.agent.load_state_dict(ck["agent"])
+        self.opt.load_state_dict(ck["optimizer"])
+        c = ck["counters"]
+        self.update, self.global_step = c["update"], c["global_step"]
+        self.total_episodes = c["total_episodes"]
+        self.episodes_per_env = np.asarray(c["episodes_per_env"]).copy()
+        self.last_compliance = c["last_compliance"]
+        self.round_active = c.get("round_active", self.cfg.n_envs)
+        if ck.get("rng") is not None:
+            self.gen.set_state(ck["rng"]["generator"])
+            torch.set_rng_state(ck["rng"]["torch"])
+        self.recent = deque(ck["recent"], maxlen=100)
+        if self.stepper is not None and self.stepper.set_state(ck.get("env_state")):
+            self.obs, self.access = ck["obs"].to(self.device), ck["access"].to(self.device)
+            self.tracker.load_state_dict(ck["tracker"])
+            er = ck["episode_running"]
+            self.ep_env_ret.copy_(er["env"])
+            self.ep_align_ret.copy_(er["align"])
+            self.ep_len.copy_(er["len"])
+        elif self.global_step % self.cfg.episode_length != 0:
+            raise CheckpointError("checkpoint holds no engine state and was taken mid-episode: it cannot be "
+                                  "resumed; retrain")
+        # else: taken between episodes without engine state; training goes on with the fresh episodes of reset()
+        trim_log(self.out / "training_log.csv", self.update)
+
+    def summary(self) -> dict:
+        return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
+                           self.stop_reason, self.recent)
 
 
 # ------------------------------------------------------------------------------------------------------- slots
@@ -354,7 +540,7 @@ class BatchedTrainer:
             row = {"workflow_id": s.workflow.index if s.workflow else -1,
                    "workflow": str(s.workflow) if s.workflow else "none", "update": s.update,
                    "total_episodes": s.total_episodes, **ep, "collection_time": t1 - t0, "update_time": t2 - t1,
-                   "sps": sps, "global_step": s.global_step, "mean100": _mean(list(s.recent)), **stats[k]}
+                   "sps": sps, "global_step": s.global_step, "mean100": mean_or_nan(list(s.recent)), **stats[k]}
             f, writer = self._logs[k]
             writer.writerow({**s.log_prefix, **row})
             f.flush()
@@ -470,7 +656,7 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
             slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_seed=cfg.seed + i)
             if ck is not None:
                 slot.stop_reason = ck["counters"].get("stop_reason")
-        bar = _progress(cfg.budget * n_seeds, sum(s.total_episodes for s in bt.slots), progress)
+        bar = progress_bar(cfg.budget * n_seeds, sum(s.total_episodes for s in bt.slots), progress)
         interrupted = False
         with GracefulInterrupt("this episode round") as stop:
             while any(s.stop_reason is None for s in bt.slots):
@@ -482,7 +668,7 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
                     break
                 bt.run_round()
                 bar.n = sum(s.total_episodes for s in bt.slots)
-                line = " | ".join(f"seed {k}: {s.total_episodes} eps, mean100 {_mean(list(s.recent)):.2f}"
+                line = " | ".join(f"seed {k}: {s.total_episodes} eps, mean100 {mean_or_nan(list(s.recent)):.2f}"
                                   + ("" if math.isnan(s.last_compliance) else f", compliance {s.last_compliance:.3f}")
                                   for k, s in enumerate(bt.slots))
                 bar.set_postfix_str(line, refresh=True)

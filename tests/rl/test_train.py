@@ -9,7 +9,9 @@ import pytest
 import torch
 from helpers import read_log, train_cfg
 
-from workflow_rl.rl.train import CheckpointError, Trainer, load_checkpoint
+from workflow_rl.rl.checkpoint import CheckpointError, load_checkpoint
+
+from workflow_rl.rl.trainer import Trainer
 
 _cfg, _log = train_cfg, read_log
 

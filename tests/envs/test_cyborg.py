@@ -73,7 +73,8 @@ def test_cyborg_engine_reproduces_reference_cells(red, policy):
 
 
 def test_episode_workers_train_and_do_not_depend_on_worker_count(tmp_path):
-    from workflow_rl.rl.train import Trainer, TrainConfig
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.rl.trainer import Trainer
 
     def run(workers, path):
         cfg = TrainConfig(workflow="critical_first", engine="cyborg", vectorization="episodes", n_envs=4,
@@ -130,8 +131,9 @@ def test_evaluation_on_cyborg_uses_few_processes_and_counts_every_episode():
 def test_batched_training_on_real_cyborg(tmp_path):
     """Two workflows in one batch on the real engine (sync vector env of 2 x 2 CybORG envs): the batch path works
     on an engine without snapshots, each slot spends exactly its own budget and writes a usable checkpoint."""
-    from workflow_rl.rl.batched import BatchedTrainer
-    from workflow_rl.rl.train import TrainConfig, load_checkpoint
+    from workflow_rl.rl.trainer import BatchedTrainer
+    from workflow_rl.rl.checkpoint import load_checkpoint
+    from workflow_rl.rl.config import TrainConfig
 
     def cfg(wf, budget):
         return TrainConfig(workflow=wf, engine="cyborg", n_envs=2, episode_length=20, update_every_steps=10,

@@ -10,9 +10,12 @@ import pytest
 import torch
 from helpers import read_log, train_cfg
 
-from workflow_rl.rl.batched import AgentStack, BatchedTrainer, stacked_ppo_update
+from workflow_rl.rl.stack import AgentStack, stacked_ppo_update
+
+from workflow_rl.rl.trainer import BatchedTrainer
 from workflow_rl.rl.ppo import PPOConfig, Rollout, ppo_update
-from workflow_rl.rl.train import CheckpointError, Trainer, agent_from_checkpoint, load_checkpoint
+from workflow_rl.rl.checkpoint import agent_from_checkpoint, CheckpointError, load_checkpoint
+from workflow_rl.rl.trainer import Trainer
 from workflow_rl.search.batched_executor import BatchedExecutor
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
 
@@ -268,7 +271,7 @@ def test_batch_on_the_tensor_engine_trains_exactly_like_on_the_cpu_kernel(tmp_pa
 
 
 def test_seeds_are_independent_runs_with_their_own_dirs(tmp_path):
-    from workflow_rl.rl.batched import train_seeds
+    from workflow_rl.rl.trainer import train_seeds
 
     cfg = _cfg(max_episodes=2, workflow=None)          # unconditioned PPO: no alignment reward, no gate
     summaries, agents, interrupted = train_seeds(cfg, 2, tmp_path, progress=False)

@@ -147,7 +147,9 @@ def test_cli_search_bad_input_one_line():
 
 
 def test_init_checkpoint_is_the_shared_starting_point(tmp_path):
-    from workflow_rl.rl.train import CheckpointError, Trainer, TrainConfig, load_checkpoint
+    from workflow_rl.rl.checkpoint import CheckpointError, load_checkpoint
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.rl.trainer import Trainer
 
     base = Trainer(TrainConfig(workflow=None, n_envs=8, max_episodes=1), tmp_path / "base", progress=False)
     base.run()

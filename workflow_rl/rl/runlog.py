@@ -1,0 +1,90 @@
+"""What a run writes and shows: config.json, the training log (one row per update), the run summary, the
+progress bar and TensorBoard."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from workflow_rl.envs.factory import parse_red_agent
+from workflow_rl.rl.config import TrainConfig
+from workflow_rl.workflow import Workflow
+
+LOG_COLUMNS = ["workflow_id", "workflow", "update", "episodes", "total_episodes", "env_reward", "alignment_bonus",
+               "total_reward", "compliance", "compliance_env_mean", "avg_fixes", "collection_time", "update_time",
+               "sps", "global_step", "mean100", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"]
+
+
+def episode_stats(fin: dict) -> dict:
+    """Log columns of an update's finished episodes (``fin``: lists per finished episode), plus ``counted``: the
+    compliant + violating fixes the batch compliance pools."""
+    comp, viol = float(np.sum(fin["compliant"])), float(np.sum(fin["violations"]))
+    counted = comp + viol
+    per_env = [c / (c + v) for c, v in zip(fin["compliant"], fin["violations"]) if c + v > 0]
+    return {
+        "episodes": len(fin["env_return"]),
+        "env_reward": mean_or_nan(fin["env_return"]), "alignment_bonus": mean_or_nan(fin["align_return"]),
+        "total_reward": mean_or_nan([a + b for a, b in zip(fin["env_return"], fin["align_return"])]),
+        "compliance": comp / counted if counted > 0 else float("nan"), "compliance_env_mean": mean_or_nan(per_env),
+        "avg_fixes": mean_or_nan([c + v + nt for c, v, nt in zip(fin["compliant"], fin["violations"], fin["neutral"])]),
+        "counted": counted,
+    }
+
+
+def open_run_files(out: Path, cfg: TrainConfig, log_prefix: dict, fresh: bool):
+    """Write ``out/config.json`` and open ``out/training_log.csv`` (new with a header when ``fresh``, else appended
+    to); returns (file, csv.DictWriter)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    f = open(out / "training_log.csv", "w" if fresh else "a", newline="")
+    writer = csv.DictWriter(f, fieldnames=list(log_prefix) + LOG_COLUMNS)
+    if fresh:
+        writer.writeheader()
+    return f, writer
+
+
+def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, updates: int, compliance: float,
+                stop_reason: str | None, recent) -> dict:
+    """What a finished (or stopped) training run reports."""
+    return {
+        "workflow": workflow.names if workflow else None,
+        "red_agent": parse_red_agent(cfg.red_agent), "engine": cfg.engine,
+        "episodes": episodes, "updates": updates,
+        "compliance": None if math.isnan(compliance) else compliance,
+        "compliant": stop_reason == "compliant", "stop_reason": stop_reason,
+        "mean100": mean_or_nan(list(recent)),
+    }
+
+
+def trim_log(path: Path, update: int) -> None:
+    """Drop training-log rows written after ``update`` (a resumed run continues the log exactly)."""
+    if not path.exists():
+        return
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    if rows:
+        col = rows[0].index("update")
+        keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
+        with open(path, "w", newline="") as f:
+            csv.writer(f).writerows(keep)
+
+
+def mean_or_nan(x) -> float:
+    return float(np.mean(x)) if len(x) else float("nan")
+
+
+def progress_bar(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="ep", disable=not enabled, dynamic_ncols=True, leave=False)
+
+
+def tensorboard_writer(path: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ValueError("--tensorboard needs the tensorboard package: pip install 'workflow-rl[tb]'") from None
+    return SummaryWriter(str(path))
