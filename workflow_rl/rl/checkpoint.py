@@ -3,14 +3,80 @@ that a checkpoint belongs to the run that wants to continue it."""
 from __future__ import annotations
 
 import os
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import Agent
+from workflow_rl.workflow import Workflow
 
 CHECKPOINT_VERSION = 1
+RECENT = 100
+"""episodes in the running mean of returns (``mean100``)."""
+
+
+@dataclass
+class RunState:
+    """A training run's counters: what its log rows, stop rule and summary read, and what a checkpoint must hold
+    to continue it. ``to_checkpoint``/``from_checkpoint`` are the one place the checkpoint format is written and
+    read."""
+
+    n_envs: int
+    update: int = 0
+    global_step: int = 0
+    total_episodes: int = 0
+    episodes_per_env: np.ndarray = None
+    round_active: int = 0
+    last_compliance: float = float("nan")
+    last_counted: float = 0.0
+    stop_reason: str | None = None
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+
+    def __post_init__(self):
+        if self.episodes_per_env is None:
+            self.episodes_per_env = np.zeros(self.n_envs, np.int64)
+        if not self.round_active:
+            self.round_active = self.n_envs
+
+    def finish_update(self, steps: int, fin_returns: list[float], compliance: float, counted: float) -> None:
+        """Count one update of ``steps`` steps whose finished episodes had ``fin_returns``."""
+        self.update += 1
+        self.global_step += steps
+        self.total_episodes += len(fin_returns)
+        self.recent.extend(fin_returns)
+        self.last_compliance, self.last_counted = compliance, counted
+
+    def to_checkpoint(self, cfg: TrainConfig, workflow: Workflow | None, agent: dict, optimizer: dict,
+                      engine: dict | None = None) -> dict:
+        """The checkpoint of this run: weights, Adam state, counters and, where the engine can be snapshotted and
+        the run is mid-episode, ``engine`` (RNG, engine state, current observations, compliance counts and episode
+        sums: see ``BatchedTrainer.engine_snapshot``)."""
+        e = engine or {}
+        return {
+            "format": "workflow-rl", "version": CHECKPOINT_VERSION, "config": cfg.to_dict(),
+            "workflow": workflow.names if workflow else None, "agent": agent, "optimizer": optimizer,
+            "counters": {"update": self.update, "global_step": self.global_step,
+                         "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
+                         "stop_reason": self.stop_reason, "last_compliance": self.last_compliance,
+                         "round_active": self.round_active},
+            "rng": e.get("rng"), "env_state": e.get("env_state"), "obs": e.get("obs"), "access": e.get("access"),
+            "tracker": e.get("tracker"), "episode_running": e.get("episode_running"),
+            "recent": list(self.recent),
+        }
+
+    @classmethod
+    def from_checkpoint(cls, ck: dict, n_envs: int) -> "RunState":
+        """The counters to continue from. The stop reason is not carried over: a resumed run trains on under its
+        (possibly larger) limits, and stops again at once if they are already met."""
+        c = ck["counters"]
+        return cls(n_envs, update=c["update"], global_step=c["global_step"], total_episodes=c["total_episodes"],
+                   episodes_per_env=np.asarray(c["episodes_per_env"]).copy(),
+                   round_active=c.get("round_active", n_envs), last_compliance=c["last_compliance"],
+                   recent=deque(ck["recent"], maxlen=RECENT))
 
 
 class CheckpointError(ValueError):

@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError
-from workflow_rl.sim import tables as T
+from workflow_rl.rl.compliance import ComplianceTracker, fix_hosts
+from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
+from workflow_rl.rl.schedule import episode_seed
 
 
 @dataclass
@@ -49,8 +51,6 @@ def _make_single_env(engine: str, red: str, length: int, scenario):
 
 
 def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajectory:
-    from workflow_rl.rl.compliance import ComplianceTracker
-
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(int(sample_seed))
     obs, info = env.reset(seed=int(env_seed))
@@ -64,8 +64,7 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
             a, lp, v = agent.act(x, gen)
         obs, r, _term, truncated, info = env.step(int(a.item()))
         al = 0.0
-        ai = int(a.item())
-        if rank is not None and (T.A_REMOVE <= ai < T.A_REMOVE + T.N_HOSTS or ai >= T.A_RESTORE):
+        if rank is not None and bool(fix_hosts(a)[0]):
             al = float(tracker.step(a, access, rank, lam)[0].item())   # counts only change on fixes
         access = torch.as_tensor(info["red_access"]).unsqueeze(0)
         xs.append(x[0].numpy())
@@ -82,8 +81,6 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
 
 
 def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden):
-    from workflow_rl.rl.ppo import Agent
-
     try:
         env = _make_single_env(engine, red, length, scenario)
         agent = Agent(hidden)
@@ -194,3 +191,33 @@ class EpisodeWorkerPool:
 
     def __del__(self):
         self.close()
+
+
+def collect_episodes(pool: EpisodeWorkerPool, agent: Agent, enc: np.ndarray, rank: np.ndarray | None, lam: float,
+                     seed: int, first_episode: int, n_episodes: int, ppo: PPOConfig, device: torch.device
+                     ) -> tuple[Rollout, dict]:
+    """``n_episodes`` whole episodes played by the pool with ``agent``: the rollout (T x n_episodes rows, GAE with
+    each episode's time-limit end bootstrapped by the value of its last observation) and the finished-episode
+    lists the trainer logs. Episode k's env and sampling seeds come from (seed, first_episode + k), so the result
+    does not depend on the number of workers."""
+    jobs = [(episode_seed(seed, first_episode + k, 0), episode_seed(seed, first_episode + k, 1), k)
+            for k in range(n_episodes)]
+    trajs = pool.collect(agent.state_dict(), enc, rank, lam, jobs)
+
+    def stack(name):
+        return torch.as_tensor(np.stack([getattr(t, name) for t in trajs], 1), device=device)
+
+    x, acts, logp, vals = stack("x"), stack("actions"), stack("logp"), stack("values")
+    env_r, align_r = stack("env_r"), stack("align_r")
+    rews = (env_r + align_r) * ppo.reward_scale
+    final_v = torch.as_tensor([t.final_value for t in trajs], device=device, dtype=torch.float32)
+    next_vals = torch.cat([vals[1:], final_v.unsqueeze(0)], 0)
+    ends = torch.zeros_like(vals)
+    ends[-1] = 1.0
+    adv, ret = gae(rews, vals, next_vals, torch.zeros_like(ends), ends, ppo.gamma, ppo.gae_lambda)
+    batch = Rollout(x.reshape(-1, x.shape[-1]), acts.reshape(-1), logp.reshape(-1), adv.reshape(-1),
+                    ret.reshape(-1), vals.reshape(-1))
+    finished = {"env_return": env_r.sum(0).tolist(), "align_return": align_r.sum(0).tolist(),
+                "compliant": [t.compliant for t in trajs], "violations": [t.violations for t in trajs],
+                "neutral": [t.neutral for t in trajs]}
+    return batch, finished

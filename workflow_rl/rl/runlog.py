@@ -34,16 +34,49 @@ def episode_stats(fin: dict) -> dict:
     }
 
 
-def open_run_files(out: Path, cfg: TrainConfig, log_prefix: dict, fresh: bool):
-    """Write ``out/config.json`` and open ``out/training_log.csv`` (new with a header when ``fresh``, else appended
-    to); returns (file, csv.DictWriter)."""
+def write_config(out: Path, cfg: TrainConfig) -> None:
+    """``out/config.json``: the run's settings, as ``TrainConfig.from_dict`` reads them back."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
-    f = open(out / "training_log.csv", "w" if fresh else "a", newline="")
-    writer = csv.DictWriter(f, fieldnames=list(log_prefix) + LOG_COLUMNS)
-    if fresh:
-        writer.writeheader()
-    return f, writer
+
+
+TB_SCALARS = ("env_reward", "alignment_bonus", "compliance", "sps", "policy_loss", "value_loss", "entropy",
+              "approx_kl", "mean100")
+
+
+class RunLog:
+    """A run's ``training_log.csv`` (one row per update; ``prefix`` columns first, e.g. the search iteration) and,
+    on request, its TensorBoard scalars. The file is opened at the first row: anew with a header for a run's first
+    update (or when missing), else appended to, so a resumed run (its log trimmed to its checkpoint) continues it."""
+
+    def __init__(self, out: Path, prefix: dict | None = None, tensorboard: bool = False):
+        self.out, self.prefix = Path(out), dict(prefix or {})
+        self._file = self._writer = None
+        self._tb = tensorboard_writer(self.out / "tb") if tensorboard else None
+
+    def write(self, row: dict) -> None:
+        if self._file is None:
+            path = self.out / "training_log.csv"
+            fresh = row["update"] == 1 or not path.exists()
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "w" if fresh else "a", newline="")
+            self._writer = csv.DictWriter(self._file, fieldnames=list(self.prefix) + LOG_COLUMNS)
+            if fresh:
+                self._writer.writeheader()
+        self._writer.writerow({**self.prefix, **row})
+        self._file.flush()
+        if self._tb is not None:
+            for k in TB_SCALARS:
+                if isinstance(row[k], float) and not math.isnan(row[k]):
+                    self._tb.add_scalar(f"train/{k}", row[k], row["global_step"])
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
 
 
 def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, updates: int, compliance: float,
