@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from workflow_rl.rl.trainer import BatchedTrainer
@@ -43,7 +44,8 @@ def time_single(args, tmp: Path) -> float:
 
     def rounds(k):
         for _ in range(k * per_round):
-            t._one_update(*t._plan())
+            steps, active = t.batch.plan(0)
+            t.batch.update(steps, np.array([active]))
 
     rounds(1)
     _sync(args.device)

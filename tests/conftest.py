@@ -32,3 +32,10 @@ def _require_cyborg(request):
     if os.environ.get("WORKFLOW_RL_REQUIRE_CYBORG") == "1":
         pytest.fail(problem)
     pytest.skip(problem)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every real-CybORG test is slow (a CybORG episode costs ~0.1-1 s): `pytest -m "not slow"` leaves them out."""
+    for item in items:
+        if item.get_closest_marker("cyborg") is not None:
+            item.add_marker(pytest.mark.slow)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_rl.sim import tables as T
+from workflow_rl.sim import tables
 
 CYBORG_MODES = ("cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes")
 
@@ -29,7 +29,7 @@ def time_native(red: str, n_envs: int, steps: int, seed: int = 0, device: str = 
     opts = {"copy": False} if device == "cpu" else {}
     env = make_vector_env(n_envs, red, seed=seed, device=device, **opts)
     env.reset()
-    pool = np.random.default_rng(seed).integers(0, T.N_ACTIONS, (16, n_envs))
+    pool = np.random.default_rng(seed).integers(0, tables.N_ACTIONS, (16, n_envs))
     env.step(pool[0])
     t0 = time.perf_counter()
     for k in range(steps):
@@ -45,7 +45,7 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
     rng = np.random.default_rng(seed)
     if mode == "cyborg-episodes":
         from workflow_rl.rl.episode_workers import EpisodeWorkerPool
-        from workflow_rl.rl.ppo import Agent
+        from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 
         episodes = max(n_envs, steps * n_envs // 100)
         pool = EpisodeWorkerPool(min(n_envs, os.cpu_count() or 1), red, 100, "cyborg", scenario, start_method)
@@ -53,7 +53,7 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
         try:
             jobs = [(seed + i, seed + i, i) for i in range(episodes)]
             t0 = time.perf_counter()
-            pool.collect(agent.state_dict(), np.zeros(25, np.float32), None, 0.0, jobs)
+            pool.collect(agent.state_dict(), np.zeros(WORKFLOW_DIM, np.float32), None, 0.0, jobs)
             return episodes * 100 / (time.perf_counter() - t0)
         finally:
             pool.close()
@@ -64,7 +64,7 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
         t0 = time.perf_counter()
         for _ in range(steps):
             for e in envs:
-                _, _, _, trunc, _ = e.step(int(rng.integers(0, T.N_ACTIONS)))
+                _, _, _, trunc, _ = e.step(int(rng.integers(0, tables.N_ACTIONS)))
                 if trunc:
                     e.reset()
         return n_envs * steps / (time.perf_counter() - t0)
@@ -73,10 +73,10 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
                           scenario=scenario)
     try:
         env.reset()
-        env.step(rng.integers(0, T.N_ACTIONS, n_envs))
+        env.step(rng.integers(0, tables.N_ACTIONS, n_envs))
         t0 = time.perf_counter()
         for _ in range(steps):
-            env.step(rng.integers(0, T.N_ACTIONS, n_envs))
+            env.step(rng.integers(0, tables.N_ACTIONS, n_envs))
         return n_envs * steps / (time.perf_counter() - t0)
     finally:
         env.close()

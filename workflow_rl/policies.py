@@ -10,20 +10,20 @@ from typing import Callable
 
 import numpy as np
 
-from workflow_rl.sim import tables as T
+from workflow_rl.sim import tables
 
 Policy = Callable[[int, np.ndarray, np.random.Generator], np.ndarray]
 
 
 def _bits(obs: np.ndarray) -> np.ndarray:
     """(N, 13, 4) 0/1 view of the observation: activity (2 bits), compromised (2 bits)."""
-    return (np.asarray(obs).reshape(len(obs), T.N_HOSTS, 4) > 0.5)
+    return (np.asarray(obs).reshape(len(obs), tables.N_HOSTS, 4) > 0.5)
 
 
 def _first_host(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lowest-index host other than User0 where ``mask`` (N, 13) holds, and whether there is one."""
     m = mask.copy()
-    m[:, T.USER0] = False
+    m[:, tables.USER0] = False
     return m.argmax(axis=1), m.any(axis=1)
 
 
@@ -38,13 +38,13 @@ def sleep(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def random_action(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(0, T.N_ACTIONS, size=len(obs))
+    return rng.integers(0, tables.N_ACTIONS, size=len(obs))
 
 
 def restore_compromised(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Restore the first host shown as User or Privileged."""
     h, any_ = _first_host(compromised_level(obs) >= 2)
-    return np.where(any_, T.A_RESTORE + h, T.A_SLEEP)
+    return np.where(any_, tables.A_RESTORE + h, tables.A_SLEEP)
 
 
 def remove_then_restore(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -52,12 +52,12 @@ def remove_then_restore(t: int, obs: np.ndarray, rng: np.random.Generator) -> np
     level = compromised_level(obs)
     hp, anyp = _first_host(level == 3)
     hu, anyu = _first_host(level == 2)
-    return np.where(anyp, T.A_RESTORE + hp, np.where(anyu, T.A_REMOVE + hu, T.A_SLEEP))
+    return np.where(anyp, tables.A_RESTORE + hp, np.where(anyu, tables.A_REMOVE + hu, tables.A_SLEEP))
 
 
 def decoy_cycle(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Cycle through decoy types and hosts, ignoring the observation."""
-    return np.full(len(obs), T.A_DECOY + 13 * (t % 8) + (t % 13), np.int64)
+    return np.full(len(obs), tables.A_DECOY + 13 * (t % 8) + (t % 13), np.int64)
 
 
 def analyse_flagged(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -65,7 +65,7 @@ def analyse_flagged(t: int, obs: np.ndarray, rng: np.random.Generator) -> np.nda
     b = _bits(obs)
     hp, anyp = _first_host(compromised_level(obs) == 3)
     he, anye = _first_host(b[..., 0] & b[..., 1])
-    return np.where(anyp, T.A_RESTORE + hp, np.where(anye, T.A_ANALYSE + he, T.A_SLEEP))
+    return np.where(anyp, tables.A_RESTORE + hp, np.where(anye, tables.A_ANALYSE + he, tables.A_SLEEP))
 
 
 POLICIES: dict[str, Policy] = {

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from workflow_rl.sim import tables as T
+from workflow_rl.sim import tables
 
 SCENARIO_ENV_VAR = "WORKFLOW_RL_CAGE2_SCENARIO"
 _RED_CLASS = {"B_lineAgent": "B_lineAgent", "RedMeanderAgent": "RedMeanderAgent", "SleepAgent": "SleepAgent"}
@@ -129,9 +129,9 @@ class CybORGEnv(gym.Env):
             cyborg = main.Main(_scenario_dict(scenario), "sim", agents={"Red": red_cls})
             self._env = wrap_mod.ChallengeWrapper(env=cyborg, agent_name="Blue", max_steps=None)
         self._cyborg = cyborg
-        self._hosts = list(T.HOSTS)
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (4 * T.N_HOSTS,), np.float32)
-        self.action_space = gym.spaces.Discrete(T.N_ACTIONS)
+        self._hosts = list(tables.HOSTS)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (4 * tables.N_HOSTS,), np.float32)
+        self.action_space = gym.spaces.Discrete(tables.N_ACTIONS)
         self._t = 0
 
     def _own_random(self):
@@ -150,14 +150,14 @@ class CybORGEnv(gym.Env):
 
     def red_access(self) -> np.ndarray:
         """(13,) int8 true red access per host, from CybORG's session table (SPEC §8 definition)."""
-        out = np.zeros(T.N_HOSTS, np.int8)
+        out = np.zeros(tables.N_HOSTS, np.int8)
         sessions = self._cyborg.environment_controller.state.sessions.get("Red", {})
         index = {h: i for i, h in enumerate(self._hosts)}
         for sess in sessions.values():
             i = index.get(sess.host)
             if i is None:
                 continue
-            level = T.ACCESS_PRIVILEGED if sess.username in _PRIVILEGED_USERS else T.ACCESS_USER
+            level = tables.ACCESS_PRIVILEGED if sess.username in _PRIVILEGED_USERS else tables.ACCESS_USER
             out[i] = max(out[i], level)
         return out
 
@@ -173,8 +173,8 @@ class CybORGEnv(gym.Env):
 
     def step(self, action):
         a = int(action)
-        if not 0 <= a < T.N_ACTIONS:
-            raise ValueError(f"action {action!r} is outside 0..{T.N_ACTIONS - 1}")
+        if not 0 <= a < tables.N_ACTIONS:
+            raise ValueError(f"action {action!r} is outside 0..{tables.N_ACTIONS - 1}")
         with self._own_random():
             obs, reward, _done, _info, _ = self._env.step(a)
         self._t += 1

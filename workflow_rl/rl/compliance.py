@@ -20,18 +20,18 @@ from dataclasses import dataclass
 
 import torch
 
-from workflow_rl.sim import tables as T
+from workflow_rl.sim import tables
 
-_HOST_TYPE = torch.as_tensor(T.HOST_UNIT_TYPE, dtype=torch.int64)
+_HOST_TYPE = torch.as_tensor(tables.HOST_UNIT_TYPE, dtype=torch.int64)
 _TYPE_ONEHOT = torch.nn.functional.one_hot(_HOST_TYPE, 5).to(torch.float32)   # (13, 5) host -> unit type
 
 
 def fix_hosts(actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(is_fix, host) for a batch of blue actions; host is meaningful where is_fix."""
     a = actions.to(torch.int64)
-    remove = (a >= T.A_REMOVE) & (a < T.A_REMOVE + T.N_HOSTS)
-    restore = a >= T.A_RESTORE
-    host = torch.where(restore, a - T.A_RESTORE, a - T.A_REMOVE).clamp(0, T.N_HOSTS - 1)
+    remove = (a >= tables.A_REMOVE) & (a < tables.A_REMOVE + tables.N_HOSTS)
+    restore = a >= tables.A_RESTORE
+    host = torch.where(restore, a - tables.A_RESTORE, a - tables.A_REMOVE).clamp(0, tables.N_HOSTS - 1)
     return remove | restore, host
 
 
@@ -42,7 +42,7 @@ def classify_fixes(actions: torch.Tensor, access_before: torch.Tensor, type_rank
     device = actions.device
     host_type = _HOST_TYPE.to(device)
     compromised = access_before.to(device) > 0
-    compromised[:, T.USER0] = False
+    compromised[:, tables.USER0] = False
     n = actions.shape[0]
     type_comp = (compromised.to(torch.float32) @ _TYPE_ONEHOT.to(device)) > 0   # (N, 5): a host of that type
     rank = type_rank.to(device).expand(n, 5)

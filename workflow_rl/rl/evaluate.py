@@ -13,7 +13,8 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.sim import tables as T
+from workflow_rl.rl.ppo import WORKFLOW_DIM
+from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
 
 # act(obs (N,52) float tensor, t) -> actions (N,) int64 tensor
@@ -78,10 +79,10 @@ def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int
 # ----------------------------------------------------------------------------------------------------- baselines
 def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.Generator | None = None) -> ActFn:
     """Acting function of a trained agent under a workflow (zeros for an unconditioned agent)."""
-    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(25, np.float32))
+    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-        x = torch.cat([obs, enc.to(obs.device).expand(obs.shape[0], 25)], 1)
+        x = torch.cat([obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM)], 1)
         with torch.no_grad():
             return agent.act(x, generator, greedy=greedy)[0]
 
@@ -107,13 +108,13 @@ def greedy_workflow_act(workflow: Workflow) -> ActFn:
     host_rank = torch.as_tensor(workflow.host_rank())
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-        bits = obs.reshape(obs.shape[0], T.N_HOSTS, 4) > 0.5
+        bits = obs.reshape(obs.shape[0], tables.N_HOSTS, 4) > 0.5
         flagged = bits[..., 3]
-        flagged[:, T.USER0] = False
-        score = torch.where(flagged, host_rank.to(obs.device) * T.N_HOSTS + torch.arange(T.N_HOSTS,
+        flagged[:, tables.USER0] = False
+        score = torch.where(flagged, host_rank.to(obs.device) * tables.N_HOSTS + torch.arange(tables.N_HOSTS,
                                                                                        device=obs.device), 10_000)
         h = score.argmin(1)
-        return torch.where(flagged.any(1), T.A_RESTORE + h, torch.zeros_like(h))
+        return torch.where(flagged.any(1), tables.A_RESTORE + h, torch.zeros_like(h))
 
     return act
 

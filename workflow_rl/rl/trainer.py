@@ -320,7 +320,7 @@ class BatchedTrainer:
         flat, fin = collect_episodes(self.pool, self.member(0), self.wf_enc[0, 0].cpu().numpy(), rank, lam,
                                      s.cfg.seed, s.total_episodes, k, self.cfg.ppo, self.device)
         s.episodes_per_env[:k] += 1
-        batch = Rollout(*(z.unsqueeze(0) for z in flat))
+        batch = Rollout(*(getattr(flat, f.name).unsqueeze(0) for f in dataclasses.fields(Rollout)))
         return batch, torch.ones(batch.actions.shape, dtype=torch.bool, device=self.device), [fin]
 
     # ------------------------------------------------------------------------------------------- checkpoints
