@@ -78,8 +78,10 @@ class SearchConfig:
 
     # ------------------------------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict:
-        """The flat form ``search_state.json`` keeps (the keys of every earlier version, plus newer settings)."""
-        training = {k: v for k, v in self.train.flat().items() if k not in PER_WORKFLOW}
+        """The flat form ``search_state.json`` keeps (the keys of every earlier version, plus newer settings), in
+        JSON's own types."""
+        training = {k: list(v) if isinstance(v, tuple) else v for k, v in self.train.flat().items()
+                    if k not in PER_WORKFLOW}
         return {**training, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}}
 
     @classmethod
