@@ -18,13 +18,21 @@ STATUSES = ("compliant", "not_compliant", "budget_cut")
 """A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
 
 
-def _known(cls, d: dict) -> dict:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
+class _Saved:
+    """A dataclass saved as a JSON object under its field names; keys it does not know are ignored on load, so a
+    newer file still loads."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass(kw_only=True)
-class Proposal:
+class Proposal(_Saved):
     """A workflow the search chose, and why; :meth:`dispatched` adds where and from what it trains."""
 
     workflow: str
@@ -51,16 +59,9 @@ class Proposal:
             parent=parent.workflow if parent else None, parent_checkpoint=parent.checkpoint if parent else None,
             budget=budget)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Proposal":
-        return cls(**_known(cls, d))
-
 
 @dataclass(kw_only=True)
-class Record:
+class Record(_Saved):
     """A trained and evaluated workflow: one row of the GP log, one observation of the GP."""
 
     iteration: int
@@ -90,13 +91,6 @@ class Record:
     """the kept policy (the best compliant seed's), relative to RUN_DIR"""
     seed_rewards: list[float] = field(default_factory=list)
     seed_status: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Record":
-        return cls(**_known(cls, d))
 
 
 @dataclass
