@@ -56,6 +56,12 @@ def test_flags_reach_the_config():
     assert cfg.train.ppo.hidden == (32, 32) and cfg.train.ppo.norm_adv is False
 
 
+def test_setting_names_never_collide():
+    """The flat namespace (flags, state file) routes each name to one dataclass."""
+    names = [{f.name for f in dataclasses.fields(c)} - {"train", "ppo"} for c in (SearchConfig, TrainConfig, PPOConfig)]
+    assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])
+
+
 def test_search_config_routes_flat_settings_and_round_trips():
     cfg = SearchConfig(n_envs=8, learning_rate=1e-3, total_episodes=60, hidden=(16,))
     assert cfg.train.n_envs == 8 and cfg.train.ppo.learning_rate == 1e-3 and cfg.total_episodes == 60

@@ -67,7 +67,8 @@ def write_report(search) -> Path:
         order = np.argsort(-mu)
         pos = {k: p for p, k in enumerate(order)}
         fig, ax = plt.subplots(figsize=(10, 4))
-        ax.fill_between(range(N_CANDIDATES), (mu - 2 * sd)[order], (mu + 2 * sd)[order], alpha=0.25, label="mean ± 2 std")
+        ax.fill_between(range(N_CANDIDATES), (mu - 2 * sd)[order], (mu + 2 * sd)[order], alpha=0.25,
+                        label="mean ± 2 std")
         ax.plot(range(N_CANDIDATES), mu[order], lw=1.2, label="posterior mean")
         ax.scatter([pos[w.index] for w in ws], y, c="C3", s=18, zorder=3, label="observed")
         ax.set_xlabel("workflows, sorted by posterior mean")
