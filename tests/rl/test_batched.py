@@ -1,11 +1,9 @@
 """Batched multi-workflow training: the stacked network and update against per-member ones, a one-slot batch
-against the single-workflow trainer, checkpoints, and the batched search (budget, resume, bad input)."""
+against the single-workflow trainer, and checkpoints (the batched search is tested in tests/search)."""
 import copy
-import csv
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 from helpers import read_log, train_cfg
@@ -16,8 +14,6 @@ from workflow_rl.rl.trainer import BatchedTrainer
 from workflow_rl.rl.ppo import PPOConfig, Rollout, ppo_update
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, CheckpointError, load_checkpoint
 from workflow_rl.rl.trainer import Trainer
-from workflow_rl.search.batched_executor import BatchedExecutor
-from workflow_rl.search.search import SearchConfig, WorkflowSearch
 
 
 
@@ -169,92 +165,6 @@ def test_mid_episode_checkpoint_without_engine_state_is_refused(tmp_path):
         Trainer(_cfg(), tmp_path / "x", progress=False).restore(ck)
 
 
-def _tiny(**kw):
-    base = dict(n_envs=8, max_episodes=2, total_episodes=60, eval_episodes=16, seed=1, n_init=2, batch_workflows=2)
-    base.update(kw)
-    return SearchConfig(**base)
-
-
-@pytest.mark.parametrize("total", [60, 37, 5])
-def test_batched_search_spends_the_budget_exactly(tmp_path, total):
-    s = WorkflowSearch(_tiny(total_episodes=total), tmp_path, progress=False)
-    summary = s.run()
-    assert sum(r["episodes_trained"] for r in s.state.iterations) == summary["episodes_used"] == total
-    assert len({r["workflow"] for r in s.state.iterations}) == len(s.state.iterations)
-    assert (tmp_path / "best_policy.pt").exists() and (tmp_path / "report.md").exists()
-    # the slots overlapped: the second workflow started before the first finished
-    its = sorted(s.state.iterations, key=lambda r: r["iteration"])
-    if len(its) >= 2:
-        assert its[1]["started_at"] < its[0]["finished_at"]
-
-
-class _InterruptAfter(BatchedExecutor):
-    """Simulates Ctrl-C after ``rounds`` episode rounds."""
-
-    def __init__(self, slots, rounds):
-        super().__init__(slots)
-        self.rounds = rounds
-
-    def wait_one(self):
-        orig = self.trainer.run_round
-
-        def counted():
-            self.rounds -= 1
-            if self.rounds <= 0:
-                self.interrupt.requested = True
-            return orig()
-
-        self.trainer.run_round = counted
-        return super().wait_one()
-
-
-def test_batched_search_interrupt_and_resume(tmp_path):
-    from workflow_rl.search.search import SearchInterrupted
-
-    cfg = _tiny(total_episodes=120, max_episodes=6)
-    s = WorkflowSearch(cfg, tmp_path, progress=False)
-    with pytest.raises(SearchInterrupted):
-        s.run(_InterruptAfter(2, rounds=2))
-    assert len(s.state.pending) == 2
-    for p in s.state.pending:   # both running workflows saved their progress
-        ck = load_checkpoint(tmp_path / p["run_dir"] / "checkpoints" / "latest.pt")
-        assert ck["counters"]["total_episodes"] == 16
-    resumed = WorkflowSearch.resume(tmp_path, progress=False)
-    summary = resumed.run()
-    assert summary["episodes_used"] == 120 == sum(r["episodes_trained"] for r in resumed.state.iterations)
-    first = next(r for r in resumed.state.iterations if r["iteration"] == 1)
-    updates = [int(r["update"]) for r in _log(tmp_path / first["run_dir"])]
-    assert updates == list(range(1, len(updates) + 1))   # continued, not restarted
-
-
-@pytest.mark.parametrize("kw,match", [
-    (dict(update_every_steps=30), "divide"),
-    (dict(batch_workflows=0), "batch-workflows"),
-    (dict(vectorization="episodes", update_every_steps=100), "one vector env"),
-])
-def test_bad_batched_config(tmp_path, kw, match):
-    with pytest.raises(ValueError, match=match):
-        WorkflowSearch(_tiny(**kw), tmp_path)
-
-
-def test_cli_ray_and_batch_is_one_line_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--batch-workflows", "2", "--ray",
-                        "--out", str(tmp_path / "s")], capture_output=True, text=True)
-    assert r.returncode == 2
-    lines = [ln for ln in r.stderr.strip().splitlines() if ln]
-    assert len(lines) == 1 and "use one" in lines[0], r.stderr
-
-
-def test_batched_search_cli(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--batch-workflows", "3", "--n-envs", "8",
-                        "--max-episodes", "2", "--total-episodes", "40", "--eval-episodes", "8", "--n-init", "2",
-                        "--out", str(tmp_path / "s"), "--no-progress"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "40 / 40 episodes" in r.stdout
-    assert np.isfinite(float(open(tmp_path / "s" / "best_workflow.json").read().split('"observed_reward": ')[1]
-                             .split(",")[0]))
-
-
 def test_batch_on_the_tensor_engine_trains_exactly_like_on_the_cpu_kernel(tmp_path):
     """The GPU code path (tensor engine, every tensor on the trainer's device) run on the CPU gives the same run."""
     runs = []
@@ -344,87 +254,3 @@ def test_cli_seeds(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--tensorboard", "--out",
                         str(tmp_path / "t")], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tensorboard" in r.stderr
-
-
-def test_batched_resume_evaluates_a_workflow_trained_before_the_crash(tmp_path, monkeypatch):
-    """Killed between a workflow's last checkpoint and its evaluation: --resume evaluates it without retraining."""
-    import workflow_rl.search.search as S
-
-    orig = S.evaluate_record
-
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    s = WorkflowSearch(_tiny(total_episodes=32), tmp_path, progress=False)
-    monkeypatch.setattr(S, "evaluate_record", crash)
-    with pytest.raises(KeyboardInterrupt):
-        s.run()
-    monkeypatch.setattr(S, "evaluate_record", orig)
-    first = next(p for p in json_state(tmp_path)["pending"] if p["iteration"] == 1)
-    rows_before = _log(tmp_path / first["run_dir"])
-    resumed = WorkflowSearch.resume(tmp_path, progress=False)
-    summary = resumed.run()
-    assert summary["episodes_used"] == 32 == sum(r["episodes_trained"] for r in resumed.state.iterations)
-    assert _log(tmp_path / first["run_dir"]) == rows_before   # not trained again
-
-
-def json_state(path):
-    import json
-    return json.loads((path / "search_state.json").read_text())
-
-
-def test_seeds_per_workflow_average_and_keep_the_best_seed(tmp_path):
-    s = WorkflowSearch(_tiny(total_episodes=80, seeds_per_workflow=3, batch_workflows=1), tmp_path, progress=False)
-    summary = s.run()
-    assert summary["episodes_used"] == 80 == sum(r["episodes_trained"] for r in s.state.iterations)
-    for r in s.state.iterations:
-        assert r["episodes_trained"] <= 3 * 8 * 2                      # each seed capped at max_episodes x n_envs
-        if r["episodes_trained"] >= 3:                                  # every seed trained
-            assert len(r["seed_rewards"]) == 3
-            assert r["observed_reward"] == pytest.approx(np.mean(r["seed_rewards"]))
-            kept = int(r["checkpoint"].split("seed_")[1].split("/")[0])
-            pool = [i for i, x in enumerate(r["seed_status"]) if x == "compliant"] or range(3)
-            assert r["seed_rewards"][kept] == max(r["seed_rewards"][i] for i in pool)
-        assert (tmp_path / r["checkpoint"]).exists()
-    first = s.state.iterations[0]
-    logs = [_log(tmp_path / first["run_dir"] / f"seed_{i}") for i in range(3)]
-    assert all(len(rows) > 0 for rows in logs)
-    with open(tmp_path / "training_log.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert {r["seed"] for r in rows if r["iteration"] == "1"} == {"0", "1", "2"}
-
-
-def test_split_budget():
-    from workflow_rl.search.batched_executor import split_budget
-
-    assert split_budget(10, 3) == [4, 3, 3] and sum(split_budget(7, 4)) == 7 and split_budget(2, 3) == [1, 1, 0]
-
-
-def test_only_the_initial_design_trains_from_scratch_in_parallel(tmp_path):
-    """Four slots, two initial-design workflows: nothing else starts before both are back (the GP needs two
-    results; anything earlier would be a far-off pick)."""
-    s = WorkflowSearch(_tiny(total_episodes=96, batch_workflows=4, n_init=2), tmp_path, progress=False)
-    s.run()
-    its = sorted(s.state.iterations, key=lambda r: r["iteration"])
-    assert len(its) >= 4
-    assert [r["parent"] is None for r in its[:2]] == [True, True]
-    assert all(r["parent"] is not None for r in its[2:])
-    design_done = max(r["finished_at"] for r in its[:2])
-    assert all(r["started_at"] >= design_done for r in its[2:])
-    assert all(r["reason"].startswith("UCB") for r in its[2:])
-
-
-def test_parallel_claims_never_cut_a_workflow_short_before_the_end(tmp_path):
-    """Running workflows claim a full cap each (16 here); a new one waits rather than take a smaller claim, since
-    the running ones hand back what they do not use. Only with nothing running is the remainder dispatched."""
-    s = WorkflowSearch(_tiny(total_episodes=100, batch_workflows=3), tmp_path, progress=False)
-    done = [{"workflow": w, "episodes_trained": 16} for w in ("D,E,OS,OH,U", "U,OH,OS,E,D")]
-    s.state.iterations, s.state.episodes_used = done, 32
-    s.state.pending = [{"workflow": "E,D,OS,OH,U", "budget": 16}, {"workflow": "D,OS,E,OH,U", "budget": 16}]
-    assert s.budget_unclaimed == 36 and s._may_dispatch()          # a full cap is free
-    s.state.pending.append({"workflow": "OS,D,E,OH,U", "budget": 16})
-    s.state.pending.append({"workflow": "OH,D,E,OS,U", "budget": 16})
-    assert s.budget_unclaimed == 4 and not s._may_dispatch()       # 4 < 16 while others run: wait
-    s.state.pending = []
-    s.state.episodes_used = 96
-    assert s.budget_unclaimed == 4 and s._may_dispatch()           # nothing running: the last one gets the 4

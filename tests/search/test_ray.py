@@ -21,14 +21,14 @@ def test_two_workflows_train_concurrently_within_budget(local_ray, tmp_path):
     search = WorkflowSearch(cfg, tmp_path, progress=False)
     summary = search.run(RayExecutor(workers=2))
     its = search.state.iterations
-    assert summary["episodes_used"] == 320 == sum(r["episodes_trained"] for r in its)
-    assert len({r["workflow"] for r in its}) == len(its)
-    first, second = sorted(its, key=lambda r: r["iteration"])[:2]
+    assert summary["episodes_used"] == 320 == sum(r.episodes_trained for r in its)
+    assert len({r.workflow for r in its}) == len(its)
+    first, second = sorted(its, key=lambda r: r.iteration)[:2]
     # the two initial-design workflows were in flight at the same time
-    assert first["started_at"] < second["finished_at"] and second["started_at"] < first["finished_at"]
+    assert first.started_at < second.finished_at and second.started_at < first.finished_at
     for r in its:
-        assert (tmp_path / r["checkpoint"]).is_file()
+        assert (tmp_path / r.checkpoint).is_file()
     assert (tmp_path / "best_policy.pt").is_file() and (tmp_path / "report.md").is_file()
     # later picks inherit from finished workflows only, and pending picks were hallucinated, not repeated
     assert len(its) >= 5
-    assert any("pending hallucinated" in r["reason"] for r in its)
+    assert any("pending hallucinated" in r.reason for r in its)

@@ -82,10 +82,10 @@ def _gp_log(path):
 def test_budget_never_exceeded_and_spent_exactly(tmp_path, total, n_envs, cap):
     s = WorkflowSearch(_tiny(total_episodes=total, n_envs=n_envs, max_episodes=cap), tmp_path, progress=False)
     summary = s.run()
-    trained = sum(r["episodes_trained"] for r in s.state.iterations)
+    trained = sum(r.episodes_trained for r in s.state.iterations)
     assert trained == summary["episodes_used"] == total
-    assert all(r["episodes_trained"] <= n_envs * cap for r in s.state.iterations)
-    assert len({r["workflow"] for r in s.state.iterations}) == len(s.state.iterations)   # nothing retried
+    assert all(r.episodes_trained <= n_envs * cap for r in s.state.iterations)
+    assert len({r.workflow for r in s.state.iterations}) == len(s.state.iterations)   # nothing retried
 
 
 def test_outputs_and_gp_log(tmp_path):
@@ -114,14 +114,14 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert _gp_log(tmp_path / "full") == _gp_log(tmp_path / "part")
 
 
-def test_inheritance_picks_nearest_trained_workflow(tmp_path):
+def test_inheritance_picks_nearest_trained_workflow(tmp_path, make_record):
     s = WorkflowSearch(_tiny(), tmp_path, progress=False)
     a, b = Workflow.parse("D,E,OS,OH,U"), Workflow.parse("U,OH,OS,E,D")
-    s.state.iterations = [{"workflow": a.codes, "checkpoint": "a.pt"}, {"workflow": b.codes, "checkpoint": "b.pt"}]
-    assert s._parent(Workflow.parse("E,D,OS,OH,U"))["workflow"] == a.codes     # Kendall 0.1 vs 0.9
-    assert s._parent(Workflow.parse("OH,U,OS,E,D"))["workflow"] == b.codes
+    s.state.iterations = [make_record(a.codes), make_record(b.codes)]
+    assert s._parent(Workflow.parse("E,D,OS,OH,U")).workflow == a.codes     # Kendall 0.1 vs 0.9
+    assert s._parent(Workflow.parse("OH,U,OS,E,D")).workflow == b.codes
     s.cfg.inherit = "previous"
-    assert s._parent(Workflow.parse("E,D,OS,OH,U"))["workflow"] == b.codes
+    assert s._parent(Workflow.parse("E,D,OS,OH,U")).workflow == b.codes
     s.cfg.inherit = "none"
     assert s._parent(Workflow.parse("E,D,OS,OH,U")) is None
 
@@ -157,8 +157,8 @@ def test_init_checkpoint_is_the_shared_starting_point(tmp_path):
     s = WorkflowSearch(_tiny(workflows=["D,E,OS,OH,U", "U,OH,OS,E,D"], init_checkpoint=str(ck), total_episodes=16,
                              max_episodes=1), tmp_path / "exh", progress=False)
     s.run()
-    assert [r["parent"] for r in s.state.iterations] == [None, None]    # exhaustive: no inheritance
-    assert all(r["episodes_trained"] == 8 for r in s.state.iterations)
+    assert [r.parent for r in s.state.iterations] == [None, None]    # exhaustive: no inheritance
+    assert all(r.episodes_trained == 8 for r in s.state.iterations)
     with pytest.raises(CheckpointError, match="no checkpoint"):
         WorkflowSearch(_tiny(init_checkpoint=str(tmp_path / "nope.pt")), tmp_path / "x")
     assert load_checkpoint(ck)["workflow"] is None

@@ -1,12 +1,89 @@
-"""``TrainConfig``: everything a training run depends on, each default written once (saved as config.json)."""
+"""``TrainConfig``: everything a training run depends on, each default written once (saved as config.json).
+
+The command line is generated from these fields (``workflow_rl.cli.flags``): a field's docstring is its ``--help``
+text and a ``one_of`` field's options are its choices, so a new setting needs one line here and nothing else.
+"""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.envs.factory import parse_red_agent
+from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.workflow import Workflow
+
+EPISODE_WORKERS = "episodes"
+"""The vectorization that runs whole episodes in worker processes (either engine) instead of stepping envs."""
+BACKENDS = ("numba", "torch")
+"""The native engine's backends: the compiled CPU kernel and the torch tensor path."""
+
+
+def one_of(default, options) -> dataclasses.Field:
+    """A setting restricted to ``options``: the command line offers them as choices and ``validate`` checks them."""
+    return field(default=default, metadata={"choices": tuple(options)})
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of a setting, as error messages name it."""
+    return "--" + name.replace("_", "-")
+
+
+def check_choices(config) -> None:
+    """Every ``one_of`` field of a config dataclass holds one of its options (None is allowed where it is the
+    default, meaning "decide for me")."""
+    for f in dataclasses.fields(config):
+        options = f.metadata.get("choices")
+        value = getattr(config, f.name)
+        if options is not None and value not in options and not (value is None and f.default is None):
+            raise ValueError(f"unknown {flag(f.name)} {value!r}: use one of {', '.join(map(str, options))}")
+
+
+def check_device_available(device: str) -> str:
+    """``device`` if torch can allocate on it here; otherwise a ValueError naming the fix. Checked before a run
+    allocates anything, so a GPU-less machine answers ``--device cuda`` with one line, not a CUDA traceback."""
+    import torch
+
+    dev = check_device(device)
+    kind, _, index = dev.partition(":")
+    if kind == "cuda":
+        if index and not index.isdigit():
+            raise ValueError(f"unknown device {dev!r}: use 'cuda' or 'cuda:N' with N a GPU index")
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {dev}: torch sees no CUDA GPU on this machine: use --device cpu")
+        n = torch.cuda.device_count()
+        if index and int(index) >= n:
+            raise ValueError(f"--device {dev}: this machine has {n} CUDA GPU(s): use cuda:0 to cuda:{n - 1}")
+    elif kind == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {dev}: torch has no MPS (Apple GPU) support here: use --device cpu")
+    elif kind == "cpu" and index:
+        raise ValueError(f"unknown device {dev!r}: use 'cpu'")
+    return dev
+
+
+def engine_backend(engine: str, device: str, requested: str | None, compile: bool) -> str | None:
+    """THE rule for which native backend a run uses (None for the cyborg engine): the one ``requested``, else the
+    CPU kernel on the CPU and the tensor path on a GPU. Raises for combinations that cannot run. Every caller asks
+    here, so a new backend changes this one function."""
+    if engine != "native":
+        if device != "cpu":
+            raise ValueError(f"the {engine} engine runs on the CPU: use --device cpu, not {device}")
+        if compile:
+            raise ValueError("--compile applies to the native engine's torch tensor path: drop it for --engine "
+                             f"{engine}")
+        return None
+    backend = requested or ("numba" if device == "cpu" else "torch")
+    if backend == "numba" and device != "cpu":
+        raise ValueError(f"the numba backend runs on the CPU: use --device cpu or --native-backend torch for "
+                         f"--device {device}")
+    if compile and backend != "torch":
+        raise ValueError("--compile applies to the native engine's torch tensor path: use it with --device cuda")
+    return backend
+
+
+PER_RUN = ("workflow", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
+           "alignment_lambda", "n_workers", "checkpoint_every", "tensorboard")
+"""The settings a run may hold on its own inside a batch of runs (its workflow, budget, stop rule, reward and
+bookkeeping); every other setting shapes the batch or its update, so all runs of one batch share it."""
 
 
 @dataclass
@@ -14,45 +91,60 @@ class TrainConfig:
     """Everything a training run depends on (saved as config.json)."""
 
     workflow: str | None = "critical_first"
-    """workflow order (names, codes D,E,OS,OH,U or a named order); None trains unconditioned PPO."""
+    """named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO"""
     red_agent: str = "B_lineAgent"
-    engine: str = "native"
+    """B_lineAgent, RedMeanderAgent, SleepAgent or an alias"""
+    engine: str = one_of("native", ENGINES)
+    """native (the compiled re-implementation) or cyborg (the real CybORG)"""
     n_envs: int = 200
+    """parallel environments"""
     episode_length: int = 100
+    """steps per episode"""
     update_every_steps: int = 100
-    """steps of all envs per PPO update (default: one full episode, n_envs x 100 transitions)."""
+    """steps of all envs per PPO update (100: one full episode, n_envs x 100 transitions)"""
     max_episodes: int = 50
-    """per env: stop once every env has finished this many episodes."""
+    """per env: stop once every env has finished this many episodes (per workflow, in a search)"""
     min_episodes: int = 5
-    """per env: the compliance gate is not checked before every env finished this many."""
+    """per env: the compliance gate is not checked before every env finished this many"""
     num_episodes: int | None = None
-    """total episode budget over all envs (never exceeded; None = max_episodes * n_envs)."""
+    """total training episodes over all envs (never exceeded; default: max-episodes x n-envs)"""
     compliance_threshold: float = 0.95
+    """stop once an update's compliance reaches this, in (0, 1]"""
     min_fixes: int = 50
-    """counted (compliant or violating) fixes an update needs before its compliance can stop training."""
+    """counted (compliant or violating) fixes an update needs before its compliance can stop training"""
     alignment_lambda: float = 30.0
+    """weight of the workflow-alignment reward bonus (>= 0)"""
     device: str = "cpu"
+    """cpu, cuda, cuda:N or mps"""
     seed: int = 0
-    vectorization: str = "sync"
-    """cyborg engine: sync, pipes, shared_memory; "episodes" (either engine): episode workers (no step barrier)."""
+    """training seed"""
+    vectorization: str = one_of("sync", VECTORIZATIONS + (EPISODE_WORKERS,))
+    """cyborg engine: in-process, one process per env over pipes, or shared memory; 'episodes': episode workers
+    that play whole episodes with a CPU copy of the policy (either engine)"""
     n_workers: int | None = None
-    """episode workers (vectorization="episodes"); default: the number of CPU cores, at most n_envs."""
-    parallel_start_method: str | None = None
+    """episode workers (--vectorization episodes; default: CPU cores, at most --n-envs)"""
+    parallel_start_method: str | None = one_of(None, ("spawn", "fork", "forkserver"))
+    """cyborg engine worker start method"""
     scenario: str | None = None
+    """cyborg engine: folder with Scenario2.yaml and images/"""
     official_bugs: bool = True
-    native_backend: str | None = None
-    """native engine: "numba" (CPU kernel) or "torch" (tensor path); None = numba on CPU, torch elsewhere."""
+    """native engine: reproduce CybORG's OTService-restore and Vsftpd bugs (--no-official-bugs fixes both)"""
+    native_backend: str | None = one_of(None, BACKENDS)
+    """native engine: numba (CPU kernel) or torch (tensor path); default: numba on the CPU, torch on a GPU"""
     compile: bool = False
-    """native torch tensor path (a GPU): wrap the engine step in torch.compile, which fuses its many small kernels."""
+    """with --device cuda: torch.compile the engine step (fuses its many small GPU kernels)"""
     checkpoint_every: int = 10
-    """updates between checkpoints (one is always written at the end)."""
+    """updates between checkpoints (one is always written at the end)"""
     tensorboard: bool = False
+    """also write TensorBoard scalars to RUN_DIR/tb"""
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
     def validate(self) -> None:
+        """Every setting usable, the device present and the backend decided, before a run allocates anything."""
         parse_red_agent(self.red_agent)
         if self.workflow is not None:
             Workflow.parse(self.workflow)
+        check_choices(self)
         for name in ("n_envs", "episode_length", "update_every_steps", "max_episodes", "checkpoint_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -61,26 +153,25 @@ class TrainConfig:
             raise ValueError("min-episodes and min-fixes must be >= 0")
         if self.num_episodes is not None and self.num_episodes < 1:
             raise ValueError(f"num-episodes must be >= 1, got {self.num_episodes}")
-        if self.vectorization not in ("sync", "pipes", "shared_memory", "episodes"):
-            raise ValueError(f"unknown vectorization {self.vectorization!r}: use sync, pipes, shared_memory or "
-                             "episodes")
-        if self.vectorization == "episodes" and self.update_every_steps != self.episode_length:
+        if self.vectorization == EPISODE_WORKERS and self.update_every_steps != self.episode_length:
             raise ValueError("episode workers return whole episodes: use update-every-steps = episode-length")
         if not 0.0 < self.compliance_threshold <= 1.0:
             raise ValueError(f"compliance-threshold must be in (0, 1], got {self.compliance_threshold}")
         if self.alignment_lambda < 0:
             raise ValueError(f"alignment-lambda must be >= 0, got {self.alignment_lambda}")
-        if self.compile and (self.engine != "native" or self.backend == "numba"):
-            raise ValueError("--compile applies to the native engine's torch tensor path: use it with --device cuda")
         if self.ppo.learning_rate <= 0:
             raise ValueError(f"learning-rate must be > 0, got {self.ppo.learning_rate}")
+        for name in ("update_epochs", "num_minibatches"):
+            v = getattr(self.ppo, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        engine_backend(self.engine, self.device, self.native_backend, self.compile)
+        check_device_available(self.device)
 
     @property
     def backend(self) -> str | None:
         """The native engine's backend this run uses (None for the cyborg engine)."""
-        if self.engine != "native":
-            return None
-        return self.native_backend or ("numba" if self.device == "cpu" else "torch")
+        return engine_backend(self.engine, self.device, self.native_backend, self.compile)
 
     def engine_options(self) -> dict:
         """``make_vector_env`` options of this run's engine."""
@@ -100,8 +191,31 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """A config from its config.json form (``ppo`` nested); unknown keys, from older or newer versions, are
+        ignored so an old run directory still loads."""
         d = dict(d)
-        ppo = PPOConfig(**{**d.pop("ppo", {}), "hidden": tuple(d.get("ppo", {}).get("hidden", (64, 64)))}) \
-            if "ppo" in d else PPOConfig()
+        ppo = ppo_from_dict(d.pop("ppo", {}))
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known}, ppo=ppo)
+
+    @classmethod
+    def from_flat(cls, settings: dict) -> "TrainConfig":
+        """A config from one flat namespace of settings (the command line's): PPO's own fields go to ``ppo``. The
+        two dataclasses share no field name, so the flat form is unambiguous."""
+        ppo_names = {f.name for f in dataclasses.fields(PPOConfig)}
+        ppo = ppo_from_dict({k: v for k, v in settings.items() if k in ppo_names})
+        return cls(**{k: v for k, v in settings.items() if k not in ppo_names}, ppo=ppo)
+
+    def flat(self) -> dict:
+        """The inverse of :meth:`from_flat`: every setting, PPO's included, at one level."""
+        d = self.to_dict()
+        ppo = d.pop("ppo")
+        return {**d, **ppo}
+
+
+def ppo_from_dict(d: dict) -> PPOConfig:
+    """PPO settings from JSON, where the hidden sizes come back as a list."""
+    d = dict(d)
+    if "hidden" in d:
+        d["hidden"] = tuple(d["hidden"])
+    return PPOConfig(**d)

@@ -36,7 +36,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save, check_same_run, load_checkpoint
 from workflow_rl.rl.compliance import ComplianceTracker
-from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.config import PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
@@ -45,8 +45,7 @@ from workflow_rl.rl.schedule import plan_update, stop_rule
 from workflow_rl.rl.stack import AgentStack, load_member_optimizer_state, member_optimizer_state, stacked_ppo_update
 from workflow_rl.workflow import Workflow
 
-_SHARED = ("red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "device", "seed",
-           "official_bugs", "native_backend", "compile", "scenario", "vectorization", "parallel_start_method", "ppo")
+_SHARED = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in PER_RUN)
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
 
 

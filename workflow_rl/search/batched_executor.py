@@ -13,9 +13,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from workflow_rl.rl.trainer import BatchedTrainer
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.interrupt import GracefulInterrupt
+from workflow_rl.rl.runlog import progress_bar
+from workflow_rl.rl.trainer import BatchedTrainer
+from workflow_rl.search.evaluation import SearchInterrupted, initial_weights
+from workflow_rl.search.executors import SearchJob
+from workflow_rl.search.records import Proposal, Record
 from workflow_rl.workflow import Workflow
 
 
@@ -35,13 +39,16 @@ class BatchedExecutor:
     def __init__(self, workflows: int, seeds: int = 1):
         self.q, self.k = int(workflows), int(seeds)
         self.trainer: BatchedTrainer | None = None
-        self.props: dict[int, dict] = {}                      # iteration -> proposal being trained
+        self.props: dict[int, Proposal] = {}                  # iteration -> proposal being trained
         self.runs: dict[int, list[tuple[int, int]]] = {}      # iteration -> its (slot, seed) pairs
         self.starts: dict[int, tuple[float, float]] = {}
-        self.done: list[tuple[dict, dict]] = []               # evaluated, not yet handed to the search
-        self.search = None
+        self.done: list[tuple[Proposal, Record]] = []         # evaluated, not yet handed to the search
+        self.job: SearchJob | None = None
         self.interrupt = GracefulInterrupt("this episode round")
         self._bar = None
+
+    def open(self, job: SearchJob) -> None:
+        self.job = job
 
     def free(self) -> int:
         # while results wait to be handed back, dispatch nothing: the GP should see them first
@@ -50,13 +57,10 @@ class BatchedExecutor:
     def running(self) -> int:
         return len(self.props) + len(self.done)
 
-    def submit(self, prop: dict, search) -> None:
-        from workflow_rl.search.search import initial_weights
-
-        self.search = search
-        cfg, it = search.cfg, prop["iteration"]
-        wf = Workflow.parse(prop["workflow"])
-        budgets = split_budget(prop["budget"], self.k)
+    def submit(self, prop: Proposal) -> None:
+        cfg, out, it = self.job.cfg, self.job.out, prop.iteration
+        wf = Workflow.parse(prop.workflow)
+        budgets = split_budget(prop.budget, self.k)
         if self.trainer is None:
             self.trainer = BatchedTrainer(cfg.train_config(wf, max(budgets)), self.q * self.k)
         free = self.trainer.free_slots()
@@ -64,16 +68,16 @@ class BatchedExecutor:
         for seed, budget in enumerate(budgets):
             if budget == 0:        # a claim smaller than the number of seeds
                 continue
-            run_dir = search.out / seed_dir(prop["run_dir"], seed, self.k)
+            run_dir = out / seed_dir(prop.run_dir, seed, self.k)
             ck_path = run_dir / "checkpoints" / "latest.pt"
-            ck = load_checkpoint(ck_path, cfg.device) if ck_path.is_file() else None
+            ck = load_checkpoint(ck_path, cfg.train.device) if ck_path.is_file() else None
             if ck is None and init is None:
-                init = initial_weights(cfg, search.out, prop)
+                init = initial_weights(cfg, out, prop)
             prefix = {"iteration": it} if self.k == 1 else {"iteration": it, "seed": seed}
             slot_id = free[len(runs)]
             slot = self.trainer.start(slot_id, cfg.train_config(wf, budget), run_dir,
                                       init_agent_state=None if ck is not None else init, checkpoint=ck,
-                                      log_prefix=prefix, init_seed=cfg.seed + seed)
+                                      log_prefix=prefix, init_seed=cfg.train.seed + seed)
             if ck is not None and ck["counters"].get("stop_reason") not in (None, "interrupted"):
                 slot.stop_reason = ck["counters"]["stop_reason"]   # trained before a crash, not yet evaluated
             runs.append((slot_id, seed))
@@ -81,9 +85,7 @@ class BatchedExecutor:
         self.starts[it] = (time.perf_counter(), time.time())
         self._finish_ready()
 
-    def wait_one(self) -> tuple[dict, dict]:
-        from workflow_rl.search.search import SearchInterrupted
-
+    def wait_one(self) -> tuple[Proposal, Record]:
         try:
             with self.interrupt:
                 while not self.done:
@@ -103,15 +105,13 @@ class BatchedExecutor:
 
     def _show_progress(self) -> None:
         """One bar over the search budget: episodes of finished workflows plus those of the running ones."""
-        if not self.search.progress:
+        if not self.job.progress:
             return
         if self._bar is None:
-            from workflow_rl.rl.runlog import progress_bar
-
-            self._bar = progress_bar(self.search.cfg.total_episodes, 0, True)
+            self._bar = progress_bar(self.job.cfg.total_episodes, 0, True)
         running = [s for s in self.trainer.slots if s is not None]
-        self._bar.n = self.search.state.episodes_used + sum(s.total_episodes for s in running) + sum(
-            r["episodes_trained"] for _, r in self.done)
+        self._bar.n = self.job.episodes_used() + sum(s.total_episodes for s in running) + sum(
+            r.episodes_trained for _, r in self.done)
         comp = " ".join(f"{s.workflow.codes}:{s.last_compliance:.2f}" for s in running
                         if s.last_compliance == s.last_compliance)
         self._bar.set_postfix_str(f"{len(running)} training | compliance {comp}", refresh=False)
@@ -124,15 +124,13 @@ class BatchedExecutor:
             self._finish(it)
 
     def _finish(self, it: int) -> None:
-        from workflow_rl.search.search import evaluate_record
-
         prop, runs = self.props.pop(it), self.runs.pop(it)
         t0, started = self.starts.pop(it)
         summaries = [self.trainer.slots[s].summary() for s, _ in runs]
         agents = [self.trainer.member(s) for s, _ in runs]
-        checkpoints = [str(Path(seed_dir(prop["run_dir"], seed, self.k)) / "checkpoints" / "latest.pt")
+        checkpoints = [str(Path(seed_dir(prop.run_dir, seed, self.k)) / "checkpoints" / "latest.pt")
                        for _, seed in runs]
-        record = evaluate_record(self.search.cfg, prop, agents, summaries, t0, started, checkpoints)
+        record = self.job.evaluate_record(self.job.cfg, prop, agents, summaries, t0, started, checkpoints)
         for s, _ in runs:
             self.trainer.release(s)
         self.done.append((prop, record))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -57,16 +56,6 @@ def posterior(gp: GaussianProcessRegressor) -> tuple[np.ndarray, np.ndarray]:
 
 def srinivas_beta(t: int, n: int = N_CANDIDATES, delta: float = 0.1) -> float:
     return 2.0 * math.log(n * t * t * math.pi ** 2 / (6.0 * delta))
-
-
-@dataclass
-class Proposal:
-    workflow: Workflow
-    ucb: float
-    mean: float
-    std: float
-    beta: float
-    reason: str
 
 
 def ucb_select(mu: np.ndarray, sd: np.ndarray, beta: float, exclude: set[int]) -> int:

@@ -13,29 +13,32 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+from workflow_rl.search.config import SearchConfig
+from workflow_rl.search.evaluation import train_and_evaluate
+from workflow_rl.search.executors import SearchJob
+from workflow_rl.search.records import Proposal, Record
+
 
 class SearchWorkerError(RuntimeError):
     """A Ray task failed; the message carries the remote traceback."""
 
 
-def _ray_train(cfg_dict: dict, prop: dict, parent_bytes: bytes | None, threads: int):
-    """Body of the remote task: train + evaluate in a scratch folder, return (record, {relative path: bytes})."""
+def _ray_train(cfg_dict: dict, prop_dict: dict, parent_bytes: bytes | None, threads: int):
+    """Body of the remote task: train + evaluate in a scratch folder, return (record, {relative path: bytes}).
+    Settings and proposal travel as plain dicts, their saved form."""
     import torch
 
-    from workflow_rl.search.search import SearchConfig, train_and_evaluate
-
     torch.set_num_threads(max(1, threads))
-    cfg = SearchConfig(**cfg_dict)
+    cfg, prop = SearchConfig.from_dict(cfg_dict), Proposal.from_dict(prop_dict)
     with tempfile.TemporaryDirectory(prefix="workflow-rl-") as d:
-        p = dict(prop)
         if parent_bytes is not None:
             (Path(d) / "parent.pt").write_bytes(parent_bytes)
-            p["parent_checkpoint"] = "parent.pt"
+        p = dataclasses.replace(prop, parent_checkpoint="parent.pt" if parent_bytes is not None else None)
         record = train_and_evaluate(cfg, d, p)
-        run_dir = Path(d) / prop["run_dir"]
-        files = {str(Path(prop["run_dir"]) / f.relative_to(run_dir)): f.read_bytes()
+        run_dir = Path(d) / prop.run_dir
+        files = {str(Path(prop.run_dir) / f.relative_to(run_dir)): f.read_bytes()
                  for f in sorted(run_dir.rglob("*")) if f.is_file()}
-    return record, files
+    return record.to_dict(), files
 
 
 class RayExecutor:
@@ -63,6 +66,10 @@ class RayExecutor:
         self.threads = max(1, int(cpus_per_task))
         self.task = ray.remote(num_cpus=cpus_per_task, max_retries=0)(_ray_train)
         self.refs: dict = {}
+        self.job: SearchJob | None = None
+
+    def open(self, job: SearchJob) -> None:
+        self.job = job
 
     def free(self) -> int:
         return self.slots - len(self.refs)
@@ -70,25 +77,23 @@ class RayExecutor:
     def running(self) -> int:
         return len(self.refs)
 
-    def submit(self, prop: dict, search) -> None:
-        parent = None
-        if prop.get("parent_checkpoint"):
-            parent = (search.out / prop["parent_checkpoint"]).read_bytes()
-        ref = self.task.remote(dataclasses.asdict(search.cfg), prop, parent, self.threads)
-        self.refs[ref] = (prop, search)
+    def submit(self, prop: Proposal) -> None:
+        parent = (self.job.out / prop.parent_checkpoint).read_bytes() if prop.parent_checkpoint else None
+        ref = self.task.remote(self.job.cfg.to_dict(), prop.to_dict(), parent, self.threads)
+        self.refs[ref] = prop
 
-    def wait_one(self):
+    def wait_one(self) -> tuple[Proposal, Record]:
         ready, _ = self.ray.wait(list(self.refs), num_returns=1)
-        prop, search = self.refs.pop(ready[0])
+        prop = self.refs.pop(ready[0])
         try:
             record, files = self.ray.get(ready[0])
         except self.ray.exceptions.RayError as e:
-            raise SearchWorkerError(f"training {prop['workflow']} failed on a Ray worker:\n{e}") from None
+            raise SearchWorkerError(f"training {prop.workflow} failed on a Ray worker:\n{e}") from None
         for rel, data in files.items():
-            dst = search.out / rel
+            dst = self.job.out / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(data)
-        return prop, record
+        return prop, Record.from_dict(record)
 
     def shutdown(self) -> None:
         for ref in list(self.refs):

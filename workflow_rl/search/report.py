@@ -28,10 +28,10 @@ def write_report(search) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from workflow_rl.search import gp as G
+    from workflow_rl.search.gp import N_CANDIDATES, fit_gp, posterior
     from workflow_rl.workflow import Workflow, all_workflows
 
-    out: Path = search.out
+    cfg, out = search.cfg, search.out
     plots = out / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     its = search.state.iterations
@@ -49,7 +49,7 @@ def write_report(search) -> Path:
         ax2.plot(cum[idx], [_f(log[i]["compliance"]) for i in idx], lw=1.2)
     ax1.set_ylabel("env return per episode")
     ax2.set_ylabel("batch compliance")
-    ax2.axhline(search.cfg.compliance_threshold, color="k", ls="--", lw=0.8)
+    ax2.axhline(cfg.train.compliance_threshold, color="k", ls="--", lw=0.8)
     ax2.set_xlabel("training episodes (cumulative)")
     if len(groups) <= 12:
         ax1.legend(fontsize=7, ncol=2)
@@ -60,15 +60,16 @@ def write_report(search) -> Path:
     # 2. GP posterior over all 120 workflows, sorted by mean, with the observed points
     gp_png = None
     if len(its) >= 2:
-        ws = [Workflow.parse(r["workflow"]) for r in its]
-        y = np.array([r["observed_reward"] for r in its])
-        gp = G.fit_gp(ws, y, seed=search.cfg.seed)
-        mu, sd = G.posterior(gp)
+        ws = [Workflow.parse(r.workflow) for r in its]
+        y = np.array([r.observed_reward for r in its])
+        gp = fit_gp(ws, y, seed=cfg.train.seed)
+        mu, sd = posterior(gp)
         order = np.argsort(-mu)
         pos = {k: p for p, k in enumerate(order)}
         fig, ax = plt.subplots(figsize=(10, 4))
-        ax.fill_between(range(120), (mu - 2 * sd)[order], (mu + 2 * sd)[order], alpha=0.25, label="mean ± 2 std")
-        ax.plot(range(120), mu[order], lw=1.2, label="posterior mean")
+        ax.fill_between(range(N_CANDIDATES), (mu - 2 * sd)[order], (mu + 2 * sd)[order], alpha=0.25,
+                        label="mean ± 2 std")
+        ax.plot(range(N_CANDIDATES), mu[order], lw=1.2, label="posterior mean")
         ax.scatter([pos[w.index] for w in ws], y, c="C3", s=18, zorder=3, label="observed")
         ax.set_xlabel("workflows, sorted by posterior mean")
         ax.set_ylabel("evaluated env return")
@@ -85,15 +86,15 @@ def write_report(search) -> Path:
     # 3. reward per iteration with the incumbent
     fig, ax = plt.subplots(figsize=(8, 3.5))
     if its:
-        x = [r["iteration"] for r in its]
-        y = [r["observed_reward"] for r in its]
-        colors = ["C2" if r["status"] == "compliant" else "C1" for r in its]
-        ax.errorbar(x, y, yerr=[r["observed_ci95"] for r in its], fmt="none", ecolor="gray", lw=0.8)
+        x = [r.iteration for r in its]
+        y = [r.observed_reward for r in its]
+        colors = ["C2" if r.status == "compliant" else "C1" for r in its]
+        ax.errorbar(x, y, yerr=[r.observed_ci95 for r in its], fmt="none", ecolor="gray", lw=0.8)
         ax.scatter(x, y, c=colors, zorder=3)
         best_so_far, cur = [], -math.inf
         for r in its:
-            if r["status"] == "compliant":
-                cur = max(cur, r["observed_reward"])
+            if r.status == "compliant":
+                cur = max(cur, r.observed_reward)
             best_so_far.append(cur if cur > -math.inf else np.nan)
         ax.step(x, best_so_far, where="post", color="C2", lw=1, label="best compliant so far")
         ax.legend(fontsize=8)
@@ -106,27 +107,27 @@ def write_report(search) -> Path:
     best = search.best()
     lines = [
         "# Workflow search report", "",
-        f"Red agent **{search.cfg.red_agent}**, engine {search.cfg.engine}, {search.cfg.n_envs} envs, "
-        f"budget {search.state.episodes_used:,} / {search.cfg.total_episodes:,} training episodes, "
-        f"{len(its)} workflows trained, {sum(r['status'] == 'compliant' for r in its)} compliant"
-        + (f", {search.cfg.batch_workflows} at a time in one batch" if search.cfg.batch_workflows > 1 else "") + "."
-        + (f" Each workflow trained {search.cfg.seeds_per_workflow} seeds: its eval return is the mean over seeds "
+        f"Red agent **{cfg.train.red_agent}**, engine {cfg.train.engine}, {cfg.train.n_envs} envs, "
+        f"budget {search.state.episodes_used:,} / {cfg.total_episodes:,} training episodes, "
+        f"{len(its)} workflows trained, {sum(r.status == 'compliant' for r in its)} compliant"
+        + (f", {cfg.batch_workflows} at a time in one batch" if cfg.batch_workflows > 1 else "") + "."
+        + (f" Each workflow trained {cfg.seeds_per_workflow} seeds: its eval return is the mean over seeds "
            "± a 95% Student-t interval across them, and its policy is its best compliant seed's."
-           if search.cfg.seeds_per_workflow > 1 else ""),
+           if cfg.seeds_per_workflow > 1 else ""),
         "",
     ]
     if best:
-        lines += [f"**Best workflow: {best['workflow']}** ({' > '.join(Workflow.parse(best['workflow']).names)}), "
-                  f"evaluated return {best['observed_reward']:.2f} ± {best['observed_ci95']:.2f} "
-                  f"({search.cfg.eval_episodes} held-out episodes of {search.cfg.eval_length} steps), status "
-                  f"{best['status']}. Policy: `best_policy.pt`.", ""]
+        lines += [f"**Best workflow: {best.workflow}** ({' > '.join(Workflow.parse(best.workflow).names)}), "
+                  f"evaluated return {best.observed_reward:.2f} ± {best.observed_ci95:.2f} "
+                  f"({cfg.eval_episodes} held-out episodes of {cfg.eval_length} steps), status "
+                  f"{best.status}. Policy: `best_policy.pt`.", ""]
     lines += ["## Iterations", "", "| it | workflow | why | parent | compliance | eval return | episodes | status |",
               "|---:|---|---|---|---:|---:|---:|---|"]
     for r in its:
-        comp = "n/a" if r["compliance"] is None else f"{r['compliance']:.3f}"
-        lines.append(f"| {r['iteration']} | {r['workflow']} | {r['reason']} | {r['parent'] or '-'} | {comp} | "
-                     f"{r['observed_reward']:.2f} ± {r['observed_ci95']:.2f} | {r['episodes_trained']} | "
-                     f"{r['status']} |")
+        comp = "n/a" if r.compliance is None else f"{r.compliance:.3f}"
+        lines.append(f"| {r.iteration} | {r.workflow} | {r.reason} | {r.parent or '-'} | {comp} | "
+                     f"{r.observed_reward:.2f} ± {r.observed_ci95:.2f} | {r.episodes_trained} | "
+                     f"{r.status} |")
     lines += ["", "## Plots", "", "![learning and compliance curves](plots/learning_curves.png)", ""]
     if gp_png:
         lines += ["![GP posterior over the 120 workflows](plots/gp_posterior.png)", "",

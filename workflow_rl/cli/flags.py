@@ -1,0 +1,69 @@
+"""Command-line flags generated from the config dataclasses, so a setting's name, default, type, choices and help
+are written once, on its field: ``n_envs: int = 200`` with its docstring becomes ``--n-envs N_ENVS`` (default 200).
+
+Types map to argparse as: bool → ``--x`` (default False) or ``--x/--no-x`` (default True); ``int``, ``float``,
+``str`` (optionally ``| None``) → that type; ``tuple[int, ...]`` and ``list[str]`` → one or more values. A field's
+``one_of`` options become choices and a ``metavar`` in its metadata names its value.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+
+from workflow_rl.rl.config import flag
+
+
+@functools.cache
+def field_docs(cls) -> dict[str, str]:
+    """Each field's attribute docstring (the string literal under it in the class body), whitespace collapsed."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _value_type(hint):
+    """The type a flag's values have: ``X | None`` is ``X``."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def _argparse_kind(hint, default) -> dict:
+    tp = _value_type(hint)
+    if tp is bool:
+        return {"action": argparse.BooleanOptionalAction if default else "store_true"}
+    if typing.get_origin(tp) in (tuple, list):
+        return {"nargs": "+", "type": typing.get_args(tp)[0]}
+    return {"type": tp}
+
+
+def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
+    """One flag per field of dataclass ``cls`` (nested dataclasses and ``skip`` excepted), with its default taken
+    from ``defaults`` (a config instance's flat settings); returns the field names, which are the flags' dests."""
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    names = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip or dataclasses.is_dataclass(hints[f.name]):
+            continue
+        default = defaults[f.name]
+        extra = {k: f.metadata[k] for k in ("choices", "metavar") if k in f.metadata}
+        group.add_argument(flag(f.name), dest=f.name, default=default, help=docs.get(f.name, "").replace("%", "%%"),
+                           **_argparse_kind(hints[f.name], default), **extra)
+        names.append(f.name)
+    return names
+
+
+def settings(args: argparse.Namespace, names) -> dict:
+    """The parsed values of the flags ``names``, by setting name."""
+    return {n: getattr(args, n) for n in names}

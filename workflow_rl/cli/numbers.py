@@ -1,0 +1,23 @@
+"""argparse types for the flags that are not config settings: one readable message per bad value."""
+from __future__ import annotations
+
+import argparse
+
+
+def number(cast, ok, requirement: str):
+    """An argparse type: ``cast`` the text and check ``ok``, with one readable message for each failure."""
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") \
+                from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {v}")
+        return v
+
+    return parse
+
+
+positive_int = number(int, lambda v: v >= 1, ">= 1")
+positive_float = number(float, lambda v: v > 0, "> 0")

@@ -1,0 +1,87 @@
+"""``workflow-rl search``: the GP-UCB workflow search (the main job)."""
+from __future__ import annotations
+
+from workflow_rl.cli.flags import add_flags, settings
+from workflow_rl.cli.numbers import positive_float, positive_int
+from workflow_rl.cli.train import add_training_flags
+from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
+from workflow_rl.workflow import NAMED, Workflow, all_workflows
+
+
+def add_search(sub) -> None:
+    g = sub.add_parser("search", help="GP-UCB search for the best workflow (the main job)")
+    defaults = SearchConfig().to_dict()
+    names = add_flags(g.add_argument_group("search"), SearchConfig, defaults)
+    names += add_training_flags(g, defaults, skip=PER_WORKFLOW)
+    g.add_argument("--exhaustive", action="store_true", help="train all 120 workflows (ground truth)")
+    g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
+    g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
+    g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "
+                        "ADDRESS joins a cluster (e.g. ray://head:10001)")
+    g.add_argument("--ray-workers", type=positive_int, default=2, help="workflows trained at once")
+    g.add_argument("--ray-cpus-per-task", type=positive_float, default=1.0)
+    g.set_defaults(func=cmd_search, config_names=names)
+
+
+def _workflow_list(args) -> list[str] | None:
+    """--exhaustive: all 120; --workflows: the ones named (';'-separated or several arguments; 'named': the six)."""
+    if args.exhaustive:
+        return [w.codes for w in all_workflows()]
+    if not args.workflows:
+        return None
+    items = args.workflows if len(args.workflows) > 1 else args.workflows[0].split(";")
+    if items == ["named"]:
+        items = list(NAMED)
+    return [Workflow.parse(w).codes for w in items]
+
+
+def _search(args):
+    from workflow_rl.search.search import WorkflowSearch
+
+    if args.resume:
+        return WorkflowSearch.resume(args.resume, progress=not args.no_progress)
+    cfg = SearchConfig(**{**settings(args, args.config_names), "workflows": _workflow_list(args)})
+    search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
+    if search.state_path.exists():
+        raise ValueError(f"{args.out} already holds a search: continue it with --resume {args.out}, or choose "
+                         "another --out")
+    return search
+
+
+def _ray_executor(args, cfg: SearchConfig):
+    if args.ray is None:
+        return None
+    if cfg.batch_workflows > 1 or cfg.seeds_per_workflow > 1:
+        raise ValueError("--ray trains one run per task: drop --batch-workflows/--seeds-per-workflow, or --ray "
+                         "(use one)")
+    from workflow_rl.search.ray_executor import RayExecutor
+
+    executor = RayExecutor(args.ray, args.ray_workers, args.ray_cpus_per_task)
+    print(f"Ray: {args.ray_workers} workflows at a time ({args.ray})")
+    return executor
+
+
+def cmd_search(args) -> int:
+    """GP-UCB workflow search with policy inheritance under an exact episode budget."""
+    from workflow_rl.search.search import SearchInterrupted
+
+    search = _search(args)
+    executor = _ray_executor(args, search.cfg)
+    c, t = search.cfg, search.cfg.train
+    print(f"workflow search vs {t.red_agent} on {t.engine}: budget {c.total_episodes:,} training episodes, "
+          f"{t.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
+          + (f" ({c.seeds_per_workflow} seeds)" if c.seeds_per_workflow > 1 else "") + f" -> {search.out}")
+    try:
+        summary = search.run(executor)
+    except (SearchInterrupted, KeyboardInterrupt):
+        print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
+        return 130
+    print(f"best workflow: {summary['best_workflow_codes']} ({' > '.join(summary['best_workflow'] or [])}) "
+          f"return {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
+          f"{'' if summary['best_is_compliant'] else ' (no workflow reached the compliance threshold)'}")
+    print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
+          f"episodes, {summary['wall_time_s']:.0f} s")
+    print(f"report: {search.out / 'report.md'}")
+    return 0

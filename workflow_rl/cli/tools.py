@@ -1,0 +1,130 @@
+"""The subcommands around the main job: a scripted demo, native-vs-CybORG parity, engine benchmarks, CybORG set-up."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from workflow_rl.cli.numbers import positive_int
+from workflow_rl.cli.train import add_cyborg_flags
+
+
+def cmd_demo(args) -> int:
+    """Scripted defender on native envs against B_line and Meander: returns at 30/50/100 steps and throughput."""
+    from workflow_rl import make_vector_env
+    from workflow_rl.policies import POLICIES
+
+    if args.policy not in POLICIES:
+        raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
+    policy = POLICIES[args.policy]
+    from workflow_rl import parse_red_agent
+
+    reds = [parse_red_agent(r) for r in args.red_agents]
+    rng = np.random.default_rng(args.seed)
+    print(f"native engine, {args.n_envs} envs, defender '{args.policy}', {args.episodes} episodes per red agent")
+    print(f"{'red agent':16s} {'30 steps':>18s} {'50 steps':>18s} {'100 steps':>18s} {'env-steps/s':>12s}")
+    for red in reds:
+        env = make_vector_env(args.n_envs, red, seed=args.seed, copy=False)
+        obs, _ = env.reset()
+        rounds = -(-args.episodes // args.n_envs)
+        totals = {30: [], 50: [], 100: []}
+        stepped, t_env = 0, 0.0
+        for _ in range(rounds):
+            ret = np.zeros(args.n_envs)
+            for t in range(100):
+                act = policy(t, obs, rng)
+                t0 = time.perf_counter()
+                obs, r, _, _, _ = env.step(act)
+                t_env += time.perf_counter() - t0
+                stepped += args.n_envs
+                ret += r
+                if t + 1 in totals:
+                    totals[t + 1].append(ret.copy())
+        cells = []
+        for length in (30, 50, 100):
+            x = np.concatenate(totals[length])[: args.episodes]
+            cells.append(f"{x.mean():9.2f} ± {x.std(ddof=1) / np.sqrt(len(x)):5.2f}")
+        print(f"{red:16s} {cells[0]:>18s} {cells[1]:>18s} {cells[2]:>18s} {stepped / t_env:12,.0f}")
+        env.close()
+    print("(mean ± standard error of the blue return; real CybORG reference values are in tests/data)")
+    return 0
+
+
+def cmd_parity(args) -> int:
+    """Scripted defenders on the native and the real CybORG engine, compared cell by cell."""
+    from pathlib import Path
+
+    from workflow_rl.parity import markdown, parity
+    from workflow_rl.policies import POLICIES
+
+    policies = args.policies or list(POLICIES)
+    print(f"parity: {len(policies)} policies x {len(args.red_agents)} red agents, {args.episodes} CybORG episodes "
+          f"and {args.native_episodes} native episodes per cell")
+    cells = parity(args.red_agents, policies, args.episodes, args.native_episodes, args.seed, args.vectorization,
+                   args.parallel_start_method, args.scenario)
+    md = markdown(cells)
+    print(md)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(md + "\n")
+        print(f"wrote {args.out}")
+    return 0 if all(c.equivalent for c in cells) else 1
+
+
+def cmd_bench(args) -> int:
+    """Transitions/s of every engine mode over n_envs; Markdown + CSV + PNG."""
+    from workflow_rl.bench import run_bench
+
+    run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
+              args.parallel_start_method)
+    print(f"wrote {args.out}/engines.md, engines.csv and engines.png")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- cyborg-setup
+def cmd_cyborg_setup(args) -> int:
+    from workflow_rl.envs.cyborg import install_scenario, package_scenario_dir
+
+    path = install_scenario(args.scenario)
+    print(f"CybORG Scenario2 data ready: {path}")
+    print(f"(csle-cyborg reads its scenarios from {package_scenario_dir()})")
+    return 0
+
+
+def add_tools(sub) -> None:
+    """The subcommands around the main job: demo, parity, bench, cyborg-setup."""
+    d = sub.add_parser("demo", help="scripted defender on native envs vs B_line and Meander (returns, speed)")
+    d.add_argument("--n-envs", type=positive_int, default=4096)
+    d.add_argument("--episodes", type=positive_int, default=8192, help="episodes per red agent")
+    d.add_argument("--policy", default="restore_compromised")
+    d.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(func=cmd_demo)
+
+    q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")
+    q.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
+    q.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
+    q.add_argument("--episodes", type=positive_int, default=200, help="CybORG episodes per cell")
+    q.add_argument("--native-episodes", type=positive_int, default=20_000)
+    q.add_argument("--seed", type=int, default=0)
+    add_cyborg_flags(q, "shared_memory")
+    q.add_argument("--out", default=None, help="also write the Markdown table here")
+    q.set_defaults(func=cmd_parity)
+
+    b = sub.add_parser("bench", help="engine throughput: CybORG modes and native, over n_envs")
+    b.add_argument("--sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8, 16])
+    b.add_argument("--modes", nargs="+", default=None,
+                   choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
+                            "native-cpu", "native-cuda"])
+    b.add_argument("--red-agent", default="B_lineAgent")
+    b.add_argument("--cyborg-steps", type=positive_int, default=400, help="vector steps x n_envs per CybORG cell")
+    b.add_argument("--repeats", type=positive_int, default=3, help="native cells: median of this many runs")
+    b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
+    b.add_argument("--scenario", default=None)
+    b.add_argument("--out", default="benchmarks/results")
+    b.set_defaults(func=cmd_bench)
+
+    c = sub.add_parser("cyborg-setup", help="install/check CybORG's Scenario2 data for the cyborg engine")
+    c.add_argument("--scenario", default=None,
+                   help="folder with Scenario2.yaml and images/ (default: $WORKFLOW_RL_CAGE2_SCENARIO)")
+    c.set_defaults(func=cmd_cyborg_setup)

@@ -1,0 +1,144 @@
+"""``workflow-rl train`` and ``workflow-rl evaluate``: one policy, trained and evaluated."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workflow_rl.cli.flags import add_flags, settings
+from workflow_rl.cli.numbers import positive_int
+from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
+from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig, engine_backend
+from workflow_rl.rl.ppo import PPOConfig
+
+
+def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
+    """Every TrainConfig and PPOConfig setting as a flag (shared by `train` and `search`); returns their names."""
+    names = add_flags(p.add_argument_group("training"), TrainConfig, defaults, skip)
+    return names + add_flags(p.add_argument_group("PPO"), PPOConfig, defaults)
+
+
+def add_cyborg_flags(p, vectorization: str) -> None:
+    """How the real CybORG engine runs an evaluation (`evaluate`, `parity`); training has its own settings."""
+    p.add_argument("--vectorization", default=vectorization, choices=VECTORIZATIONS,
+                   help="cyborg engine: in-process, one process per env over pipes, or shared memory")
+    p.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"],
+                   help="cyborg engine worker start method")
+    p.add_argument("--scenario", default=None, help="cyborg engine: folder with Scenario2.yaml and images/")
+
+
+def add_train(sub) -> None:
+    t = sub.add_parser("train", help="train a workflow-conditioned PPO policy")
+    names = add_training_flags(t, TrainConfig().flat())
+    t.add_argument("--seeds", type=positive_int, default=1, metavar="N",
+                   help="train N independent seeds (--seed, --seed+1, ...) in one batch; runs go to RUN_DIR/seed_i "
+                        "and summary.json reports the spread across seeds")
+    t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
+    t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
+    t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
+    t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
+    t.add_argument("--eval-episodes", type=int, default=1000, help="held-out evaluation episodes (0: skip)")
+    t.add_argument("--eval-length", type=positive_int, default=100)
+    t.add_argument("--eval-engine", default="native", choices=ENGINES)
+    t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")
+    t.set_defaults(func=cmd_train, config_names=names)
+
+
+def _eval_block(agent, workflow, cfg: TrainConfig, args) -> dict:
+    from workflow_rl.rl.evaluate import agent_act, evaluate_policy
+
+    r = evaluate_policy(agent_act(agent, workflow, greedy=not args.eval_sampled), cfg.red_agent, args.eval_length,
+                        args.eval_episodes, engine=args.eval_engine, workflow=workflow, device=cfg.device,
+                        **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, args.eval_engine,
+                                    cfg.device))
+    return {"length": r.length, "episodes": r.episodes, "mean": r.mean, "ci95": r.ci95, "std": r.std,
+            "compliance": r.compliance, "engine": args.eval_engine,
+            "mode": "sampled" if args.eval_sampled else "greedy"}
+
+
+def engine_opts(vectorization: str, start_method: str | None, scenario: str | None, engine: str,
+                device: str) -> dict:
+    """Options of an evaluation env. It steps per step: episode workers fall back to shared memory there; the
+    native backend follows the one rule for the device (``engine_backend``)."""
+    if engine == "cyborg":
+        vec = "shared_memory" if vectorization == EPISODE_WORKERS else vectorization
+        return {"vectorization": vec, "start_method": start_method, "scenario": scenario}
+    return {"backend": engine_backend(engine, device, None, False)}
+
+
+def cmd_train(args) -> int:
+    """Train a workflow-conditioned PPO policy; write logs, checkpoints, summary.json."""
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl.checkpoint import load_checkpoint
+    from workflow_rl.rl.trainer import Trainer
+    from workflow_rl.workflow import parse_workflow_arg
+
+    given = settings(args, args.config_names)
+    workflow = parse_workflow_arg(given["workflow"])
+    cfg = TrainConfig.from_flat({**given, "workflow": workflow.codes if workflow else None,
+                                 "red_agent": parse_red_agent(given["red_agent"])})
+    cfg.validate()
+    out = Path(args.out)
+    if args.seeds > 1:
+        return _train_seeds(cfg, workflow, out, args)
+    ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
+    trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
+    if args.resume:
+        trainer.restore(load_checkpoint(ckpt_dir / "latest.pt", cfg.device))
+        print(f"resumed from {ckpt_dir / 'latest.pt'} at update {trainer.update} "
+              f"({trainer.total_episodes} episodes)")
+    print(f"training {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs {cfg.red_agent} on "
+          f"{cfg.engine} with {cfg.n_envs} envs (budget {cfg.budget} episodes) -> {out}")
+    summary = trainer.run()
+    if summary["stop_reason"] == "interrupted":
+        print(f"interrupted: saved {ckpt_dir / 'latest.pt'}; continue with the same command plus --resume")
+        return 130
+    summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if args.eval_episodes > 0 else None
+    summary["checkpoint"] = str(ckpt_dir / "latest.pt")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    ev = summary["eval"]
+    print(f"done: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
+          f"{_compliance(summary)}")
+    if ev:
+        print(f"held-out evaluation ({ev['episodes']} x {ev['length']} steps, {ev['mode']}, {ev['engine']}): "
+              f"{ev['mean']:.2f} ± {ev['ci95']:.2f}")
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+def _compliance(summary: dict) -> str:
+    return "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+
+
+def _train_seeds(cfg: TrainConfig, workflow, out: Path, args) -> int:
+    """`train --seeds N`: N independent runs in one batch, each evaluated, and the spread across them."""
+    from workflow_rl.rl.evaluate import across_seeds
+    from workflow_rl.rl.trainer import check_batchable, train_seeds
+
+    for name, bad in (("--checkpoint-dir", args.checkpoint_dir), ("--tensorboard", cfg.tensorboard)):
+        if bad:
+            raise ValueError(f"{name} applies to a single run: drop it, or drop --seeds (runs go to RUN_DIR/seed_i)")
+    check_batchable(cfg)
+    print(f"training {args.seeds} seeds of {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs "
+          f"{cfg.red_agent} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
+    summaries, agents, interrupted = train_seeds(cfg, args.seeds, out, resume=args.resume,
+                                                 progress=not args.no_progress)
+    if interrupted:
+        print(f"interrupted: every run saved under {out}/seed_*; continue with the same command plus --resume")
+        return 130
+    for i, (summary, agent) in enumerate(zip(summaries, agents)):
+        summary["seed"] = cfg.seed + i
+        summary["eval"] = _eval_block(agent, workflow, cfg, args) if args.eval_episodes > 0 else None
+        summary["checkpoint"] = str(out / f"seed_{i}" / "checkpoints" / "latest.pt")
+        (out / f"seed_{i}" / "summary.json").write_text(json.dumps(summary, indent=2))
+        ev = summary["eval"]
+        print(f"seed {summary['seed']}: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
+              f"{_compliance(summary)}" + (f", held-out {ev['mean']:.2f} ± {ev['ci95']:.2f}" if ev else ""))
+    result = {"seeds": summaries, "across_seeds": None}
+    if args.eval_episodes > 0:
+        result["across_seeds"] = across_seeds([s["eval"]["mean"] for s in summaries])
+        a = result["across_seeds"]
+        print(f"across {a['n']} seeds: held-out return {a['mean']:.2f} ± {a['ci95']:.2f} (95% t interval over "
+              f"seeds; std {a['std']:.2f})")
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
+    print(f"wrote {out / 'summary.json'}")
+    return 0

@@ -1,0 +1,129 @@
+"""``SearchConfig``: the search's own settings around one embedded :class:`TrainConfig` (how each workflow trains).
+
+Settings live in one flat namespace, the one the command line and ``search_state.json`` use: ``SearchConfig(
+n_envs=8, total_episodes=60)`` routes ``n_envs`` to the embedded training config and ``total_episodes`` to the
+search. Field names of SearchConfig, TrainConfig and PPOConfig never collide, so the routing is unambiguous, and no
+setting is declared twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.config import TrainConfig, check_choices, one_of
+from workflow_rl.workflow import Workflow
+
+SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25}
+"""Where a search trains differently from ``workflow-rl train`` by default, and the only place that says so:
+4 PPO updates per episode of every env reach compliance in ~4x fewer episodes than 100 (RESULTS.md). (The learning
+rate, 5e-4, is PPOConfig's own default in both.)"""
+
+PER_WORKFLOW = ("workflow", "num_episodes", "tensorboard")
+"""TrainConfig fields the search decides for each workflow (its order, its budget claim; no TensorBoard), so they
+are neither search settings nor flags of ``workflow-rl search``."""
+
+
+def search_training() -> TrainConfig:
+    """The training config a search starts from: TrainConfig's defaults with the search's own."""
+    return TrainConfig(**SEARCH_TRAINING_DEFAULTS)
+
+
+@dataclass(init=False)
+class SearchConfig:
+    """Settings of a workflow search (saved in the search state)."""
+
+    train: TrainConfig
+    """how every workflow is trained (its workflow and budget are set per workflow)."""
+    total_episodes: int = 100_000
+    """training episodes for the whole search (evaluation not counted); never exceeded"""
+    inherit: str = one_of("nearest", ("nearest", "previous", "none"))
+    """warm start from the nearest trained workflow (Kendall), the previous one, or none"""
+    gp_beta: float | None = None
+    """fixed UCB beta (default: Srinivas et al.'s finite-set schedule, delta 0.1)"""
+    n_init: int = 3
+    """initial design size (farthest-point)"""
+    eval_episodes: int = 500
+    """held-out evaluation episodes per workflow (its observed value)"""
+    eval_length: int = 100
+    """steps per held-out evaluation episode"""
+    workflows: list[str] | None = None
+    """train exactly these workflows (';'-separated or several arguments; 'named' = the six): no GP selection, no
+    inheritance"""
+    max_iterations: int | None = None
+    """stop after this many workflows"""
+    init_checkpoint: str | None = None
+    """start every workflow without a parent (all, with --exhaustive) from this checkpoint, so an exhaustive ground
+    truth and a search can share one starting point"""
+    batch_workflows: int = field(default=1, metadata={"metavar": "Q"})
+    """train Q workflows at once in this process, in one batch (one engine call and one PPO update serve all Q; the
+    way to fill a GPU); 1 = one at a time"""
+    seeds_per_workflow: int = field(default=1, metadata={"metavar": "K"})
+    """train K independent seeds of each workflow (in the same batch) and observe their mean held-out return:
+    averages out seed noise; each seed gets --max-episodes x --n-envs"""
+
+    def __init__(self, train: TrainConfig | None = None, **settings):
+        """``train`` whole, or any of its settings (PPO's included) flat among the search's own."""
+        own = {f.name for f in dataclasses.fields(self)} - {"train"}
+        training = {k: v for k, v in settings.items() if k not in own}
+        clash = sorted(set(training) & set(PER_WORKFLOW))
+        if clash:
+            raise TypeError(f"SearchConfig sets {', '.join(clash)} per workflow: not a search setting")
+        base = {k: v for k, v in (train or search_training()).flat().items() if k not in PER_WORKFLOW}
+        self.train = TrainConfig.from_flat({**base, **training})
+        for f in dataclasses.fields(self):
+            if f.name != "train":
+                setattr(self, f.name, settings.get(f.name, f.default))
+
+    # ------------------------------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict:
+        """The flat form ``search_state.json`` keeps (the keys of every earlier version, plus newer settings), in
+        JSON's own types."""
+        training = {k: list(v) if isinstance(v, tuple) else v for k, v in self.train.flat().items()
+                    if k not in PER_WORKFLOW}
+        return {**training, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SearchConfig":
+        """Inverse of :meth:`to_dict`; a state file from before a setting existed gets its default."""
+        d = dict(d)
+        if d.get("hidden") is not None:
+            d["hidden"] = tuple(d["hidden"])
+        return cls(**d)
+
+    # ------------------------------------------------------------------------------------------------ derived
+    @property
+    def workflow_cap(self) -> int:
+        """Training episodes one workflow may use (all its seeds together)."""
+        return self.train.max_episodes * self.train.n_envs * self.seeds_per_workflow
+
+    def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
+        """How one workflow is trained: the search's training settings, its workflow and its budget claim."""
+        return dataclasses.replace(self.train, workflow=wf.codes, num_episodes=budget)
+
+    def validate(self) -> None:
+        """Every setting usable before the first workflow trains (a bad checkpoint fails now, not an hour in)."""
+        check_choices(self)
+        if not isinstance(self.total_episodes, int) or self.total_episodes < 1:
+            raise ValueError(f"total-episodes must be an integer >= 1, got {self.total_episodes!r}")
+        if self.gp_beta is not None and self.gp_beta < 0:
+            raise ValueError(f"gp-beta must be >= 0, got {self.gp_beta}")
+        for name in ("n_init", "eval_episodes", "eval_length", "batch_workflows", "seeds_per_workflow"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        if self.max_iterations is not None and self.max_iterations < 1:
+            raise ValueError(f"max-iterations must be >= 1, got {self.max_iterations}")
+        if self.init_checkpoint is not None:
+            load_checkpoint(Path(self.init_checkpoint))
+        if self.workflows is not None:
+            ws = [Workflow.parse(w) for w in self.workflows]
+            if len(set(ws)) != len(ws):
+                raise ValueError("the workflow list repeats a workflow")
+        tcfg = self.train_config(Workflow.parse("critical_first"), self.total_episodes)
+        tcfg.validate()
+        if self.batch_workflows > 1 or self.seeds_per_workflow > 1:
+            from workflow_rl.rl.trainer import check_batchable
+
+            check_batchable(tcfg)

@@ -1,0 +1,76 @@
+"""How the search's trainings run: the contract every executor keeps, and the default one (one at a time, here).
+
+The search hands an executor a :class:`SearchJob` (the settings, the output folder and the functions that train
+and evaluate a workflow) rather than itself, so executors never import the search loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from workflow_rl.search.config import SearchConfig
+from workflow_rl.search.records import Proposal, Record
+
+
+@dataclass(frozen=True)
+class SearchJob:
+    """What an executor needs from the search that feeds it."""
+
+    cfg: SearchConfig
+    out: Path
+    """the search's RUN_DIR; a proposal's ``run_dir`` is relative to it"""
+    progress: bool
+    train_and_evaluate: Callable[[SearchConfig, Path, Proposal, bool], Record]
+    evaluate_record: Callable[..., Record]
+    """builds a record from trained policies (``search.evaluation.evaluate_record``'s signature)"""
+    episodes_used: Callable[[], int]
+    """training episodes of the workflows recorded so far (for a progress bar over the search budget)"""
+
+
+class Executor(Protocol):
+    """Trains proposals handed to it and returns their records, in any order."""
+
+    def open(self, job: SearchJob) -> None:
+        """Called once by the search before the first ``submit``."""
+
+    def free(self) -> int:
+        """How many more proposals it takes now."""
+
+    def running(self) -> int:
+        """Proposals submitted and not yet returned by ``wait_one``."""
+
+    def submit(self, prop: Proposal) -> None: ...
+
+    def wait_one(self) -> tuple[Proposal, Record]:
+        """Block until one submitted proposal is trained and evaluated."""
+
+    def shutdown(self) -> None: ...
+
+
+class SerialExecutor:
+    """Trains one workflow at a time, in this process (Ctrl-C saves and stops cleanly)."""
+
+    def __init__(self):
+        self.queue: list[Proposal] = []
+        self.job: SearchJob | None = None
+
+    def open(self, job: SearchJob) -> None:
+        self.job = job
+
+    def free(self) -> int:
+        return 1 - len(self.queue)
+
+    def running(self) -> int:
+        return len(self.queue)
+
+    def submit(self, prop: Proposal) -> None:
+        self.queue.append(prop)
+
+    def wait_one(self) -> tuple[Proposal, Record]:
+        prop = self.queue.pop(0)
+        job = self.job
+        return prop, job.train_and_evaluate(job.cfg, job.out, prop, job.progress)
+
+    def shutdown(self) -> None:
+        self.queue.clear()

@@ -1,0 +1,75 @@
+"""What a search leaves in RUN_DIR besides its state: the GP log, the combined training log, one printed line per
+workflow, and at the end summary.json, best_workflow.json, best_policy.pt and report.md."""
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+from workflow_rl.envs.names import parse_red_agent
+from workflow_rl.search.records import Record, atomic_json
+from workflow_rl.workflow import Workflow
+
+GP_LOG_COLUMNS = ["iteration", "workflow", "reason", "ucb_score", "posterior_mean", "posterior_std", "beta",
+                  "parent", "observed_reward", "observed_ci95", "compliance", "episodes_trained", "budget_left",
+                  "status", "wall_time"]
+BEST_WORKFLOW_KEYS = ("workflow", "observed_reward", "observed_ci95", "compliance", "status", "iteration",
+                      "episodes_trained")
+
+
+def append_logs(out: Path, r: Record) -> None:
+    """One row in gp_sampling_log.csv; the workflow's training log rows (every seed's) in training_log.csv."""
+    path = out / "gp_sampling_log.csv"
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=GP_LOG_COLUMNS, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow(r.to_dict())
+    run = out / r.run_dir
+    dst = out / "training_log.csv"
+    sources = [run / "training_log.csv"] if (run / "training_log.csv").exists() else sorted(
+        run.glob("seed_*/training_log.csv"), key=lambda f: int(f.parent.name.split("_")[1]))
+    for src in sources:
+        rows = src.read_text().splitlines()
+        with open(dst, "a") as f:
+            f.write("\n".join(rows if not dst.exists() or dst.stat().st_size == 0 else rows[1:]) + "\n")
+
+
+def progress_line(r: Record, best: Record, episodes_used: int, total_episodes: int) -> str:
+    comp = "n/a" if r.compliance is None else f"{r.compliance:.3f}"
+    return (f"[{r.iteration:3d}] {r.workflow:14s} {r.status:13s} compliance {comp} | eval "
+            f"{r.observed_reward:8.2f} ± {r.observed_ci95:.2f} | episodes {r.episodes_trained:6d} | "
+            f"budget {episodes_used}/{total_episodes} | best {best.workflow} {best.observed_reward:.2f} | "
+            f"{r.reason}")
+
+
+def finalize(search, wall: float) -> dict:
+    """Write the end-of-search artefacts of a ``WorkflowSearch`` and return its summary."""
+    cfg, state, best = search.cfg, search.state, search.best()
+    summary = {
+        "red_agent": parse_red_agent(cfg.train.red_agent), "engine": cfg.train.engine,
+        "best_workflow": Workflow.parse(best.workflow).names if best else None,
+        "best_workflow_codes": best.workflow if best else None,
+        "best_reward": best.observed_reward if best else None,
+        "best_ci95": best.observed_ci95 if best else None,
+        "best_is_compliant": bool(best and best.status == "compliant"),
+        "episodes_used": state.episodes_used, "total_episodes": cfg.total_episodes,
+        "workflows_evaluated": len(state.iterations),
+        "n_compliant": sum(r.status == "compliant" for r in state.iterations),
+        "batch_workflows": cfg.batch_workflows,
+        "wall_time_s": wall,
+    }
+    if best:
+        shutil.copyfile(search.out / best.checkpoint, search.out / "best_policy.pt")
+        record = best.to_dict()
+        atomic_json({**{k: record[k] for k in BEST_WORKFLOW_KEYS}, "names": Workflow.parse(best.workflow).names,
+                     "checkpoint": "best_policy.pt"}, search.out / "best_workflow.json")
+    atomic_json(summary, search.out / "summary.json")
+    try:
+        from workflow_rl.search.report import write_report
+
+        write_report(search)
+    except Exception as e:  # noqa: BLE001 - a plotting failure must not lose the search results
+        print(f"warning: report not written ({type(e).__name__}: {e})")
+    return summary

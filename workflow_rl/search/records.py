@@ -1,0 +1,150 @@
+"""What the search writes down: a :class:`Proposal` (a workflow chosen, then dispatched with its budget claim), a
+:class:`Record` (a trained and evaluated workflow) and the :class:`SearchState` that holds both.
+
+They serialise to the JSON keys ``search_state.json`` has always used, so a search saved by an earlier version
+resumes; a key that version lacked takes its default, and a key this version does not know is ignored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+STATUSES = ("compliant", "not_compliant", "budget_cut")
+"""A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
+
+
+class _Saved:
+    """A dataclass saved as a JSON object under its field names; keys it does not know are ignored on load, so a
+    newer file still loads."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(kw_only=True)
+class Proposal(_Saved):
+    """A workflow the search chose, and why; :meth:`dispatched` adds where and from what it trains."""
+
+    workflow: str
+    """its codes, e.g. 'D,E,OS,OH,U'"""
+    reason: str
+    ucb: float | None = None
+    """the GP-UCB score, mean, std and beta behind the choice (None outside UCB selection)"""
+    mean: float | None = None
+    std: float | None = None
+    beta: float | None = None
+    iteration: int = 0
+    """1-based dispatch order; 0 until dispatched"""
+    run_dir: str = ""
+    """its folder, relative to the search's RUN_DIR"""
+    parent: str | None = None
+    """the workflow whose weights it starts from"""
+    parent_checkpoint: str | None = None
+    budget: int = 0
+    """training episodes claimed at dispatch (all its seeds together)"""
+
+    def dispatched(self, iteration: int, parent: "Record | None", budget: int) -> "Proposal":
+        return dataclasses.replace(
+            self, iteration=iteration, run_dir=f"workflows/{iteration:03d}_{self.workflow.replace(',', '-')}",
+            parent=parent.workflow if parent else None, parent_checkpoint=parent.checkpoint if parent else None,
+            budget=budget)
+
+
+@dataclass(kw_only=True)
+class Record(_Saved):
+    """A trained and evaluated workflow: one row of the GP log, one observation of the GP."""
+
+    iteration: int
+    workflow: str
+    reason: str
+    ucb_score: float | None = None
+    posterior_mean: float | None = None
+    posterior_std: float | None = None
+    beta: float | None = None
+    parent: str | None = None
+    observed_reward: float
+    """mean held-out return (over seeds, with several)"""
+    observed_ci95: float
+    compliance: float | None = None
+    """training compliance at the end (mean over seeds); None without counted fixes"""
+    eval_compliance: float | None = None
+    episodes_trained: int
+    budget_left: int | None = None
+    """the search's budget left once this finished (set by the search when it records it)"""
+    status: str
+    """one of STATUSES"""
+    wall_time: float
+    started_at: float
+    finished_at: float
+    run_dir: str
+    checkpoint: str
+    """the kept policy (the best compliant seed's), relative to RUN_DIR"""
+    seed_rewards: list[float] = field(default_factory=list)
+    seed_status: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SearchState:
+    """Everything ``resume`` needs; saved atomically after every change."""
+
+    config: dict
+    """the SearchConfig's flat form"""
+    iterations: list[Record] = field(default_factory=list)
+    """finished workflows, in order of completion."""
+    episodes_used: int = 0
+    pending: list[Proposal] = field(default_factory=list)
+    """dispatched, not yet finished proposals (each holds its budget claim)."""
+    dispatched: int = 0
+    finished: bool = False
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "iterations": [r.to_dict() for r in self.iterations],
+                "episodes_used": self.episodes_used, "pending": [p.to_dict() for p in self.pending],
+                "dispatched": self.dispatched, "finished": self.finished}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SearchState":
+        return cls(config=d["config"], iterations=[Record.from_dict(r) for r in d["iterations"]],
+                   episodes_used=d["episodes_used"], pending=[Proposal.from_dict(p) for p in d["pending"]],
+                   dispatched=d["dispatched"], finished=d.get("finished", False))
+
+    def save(self, path: Path) -> None:
+        atomic_json(self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path: Path) -> "SearchState":
+        """The state in ``path``; a ValueError naming the fix if it is missing or damaged."""
+        if not path.is_file():
+            raise ValueError(f"no search to resume in {path.parent} (missing {path.name}): start one with "
+                             f"`workflow-rl search --out {path.parent}`")
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path} is damaged ({type(e).__name__}); start a new search in another folder") \
+                from None
+
+
+def atomic_json(obj, path: Path) -> None:
+    """Write ``obj`` so that a crash leaves either the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, default=_json_default)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _json_default(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    raise TypeError(type(x))
