@@ -319,10 +319,10 @@ def _red_execute(s, i, kind, h, decoy_ports_tab, trapped_by):
             s.red_file[i, h] = 1
         r = _REVEAL_IP[h]
         if r >= 0:
-            s.m_known_ips[i] |= 1 << r
+            s.m_known_ips[i] |= np.int32(1) << r  # not 1 << r: an int8 shift overflows in plain Python (the simulator)
         r = _REVEAL_SUBNET[h]
         if r >= 0:
-            s.m_known_subnets[i] |= 1 << r
+            s.m_known_subnets[i] |= np.int32(1) << r
         if h == T.OPS0:
             s.ot_known[i] = 1
         return 1, 0, 0, 0
