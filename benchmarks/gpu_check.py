@@ -56,7 +56,7 @@ def _versions() -> dict:
             out[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
-    r = subprocess.run([sys.executable, "-c", "from numba import cuda; import workflow_rl.sim.cuda"],
+    r = subprocess.run([sys.executable, "-c", "import workflow_rl.sim.cuda"],
                        capture_output=True, text=True, cwd=ROOT, env=_env())
     out["numba_cuda_import"] = "ok" if r.returncode == 0 else "FAILED: " + r.stderr.strip().splitlines()[-1]
     return out

@@ -40,7 +40,7 @@ def test_cudasim_kernel_equals_cpu_kernel_every_output_and_state_field(official_
     """21 envs (B_line, Meander and Sleep red agents x the six scripted and random defenders) for 130 steps with
     60-step episodes (two truncations and autoresets): obs, reward, truncated, access, final_obs, final_access and
     every state field agree after every step."""
-    pytest.importorskip("numba.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
+    pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
     r = _simulated(_LOCKSTEP, 21, 130, official_bugs, 60)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "None", r.stdout
@@ -48,7 +48,7 @@ def test_cudasim_kernel_equals_cpu_kernel_every_output_and_state_field(official_
 
 def test_cudasim_lockstep_catches_a_difference():
     """The comparison can fail: a CUDA kernel stepped with the other bug setting diverges from the CPU kernel."""
-    pytest.importorskip("numba.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
+    pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
     flipped = _LOCKSTEP.replace("print(", """_step = C.step
 C.step = lambda s, a, b, length, bugs, **k: _step(s, a, b, length, not bugs, **k)
 print(""", 1)
@@ -76,7 +76,7 @@ def test_rewards_are_tenths_rounded_once():
 def test_cuda_kernel_compiles_to_ptx():
     """Where NVIDIA's NVVM and NVRTC libraries are installed (``pip install 'numba-cuda[cu13]'``), the real CUDA
     kernel (not the simulator) types and compiles for sm_90, no GPU needed."""
-    pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+    pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed")
     code = """
 import numba, numpy as np
 from numba import cuda

@@ -241,13 +241,12 @@ class CudaVectorEnv(NativeVectorEnv):
 def _cuda_engine():
     """:mod:`workflow_rl.sim.cuda`, or one ValueError saying what to install."""
     try:
-        from numba import cuda
-
-        from workflow_rl.sim import cuda as engine
+        from workflow_rl.sim import cuda as engine   # first: it guards numba-cuda's import against numpy 2.5
     except Exception as e:  # noqa: BLE001 - any import failure means the same fix
-        raise ValueError(f"device='cuda' needs numba-cuda (pip install 'workflow-rl[cuda]'; numba-cuda 0.30.4 "
-                         f"imports with numpy <= 2.4, not 2.5): importing it failed with {type(e).__name__}: {e}"
-                         ) from e
+        raise ValueError(f"device='cuda' needs numba-cuda (pip install 'workflow-rl[cuda]'): importing it failed "
+                         f"with {type(e).__name__}: {e}") from e
+    from numba import cuda
+
     if not cuda.is_available():
         raise ValueError("device='cuda': numba-cuda sees no usable CUDA GPU or driver (torch does): check that "
                          "numba-cuda matches the driver's CUDA version (pip install 'numba-cuda[cu12]' or '[cu13]')")

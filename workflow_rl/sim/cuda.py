@@ -8,8 +8,10 @@ arrays); outputs are written into whatever device arrays the caller passes, e.g.
 tables are compiled into the kernel as constants; the two lookup tables that depend on ``official_bugs`` go to the
 device once per process.
 
-Needs ``numba-cuda`` (tested with 0.30.4, which imports with numpy <= 2.4; with numpy 2.5 it fails on the removed
-``np.row_stack``). Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before ``numba.cuda`` is first
+Needs ``numba-cuda`` (tested with 0.30.4). numba-cuda 0.30.4 registers an overload for ``np.row_stack``, which
+numpy 2.5 removed, so its first compilation fails there; where numpy has no ``row_stack`` this module restores it
+as the alias of ``np.vstack`` it was (numpy 2.0-2.4) before importing ``numba.cuda`` (checked: with numpy 2.5.5 the
+kernel then compiles to PTX, and without the alias even a trivial kernel does not). Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before ``numba.cuda`` is first
 imported) this module runs on any CPU, as plain Python: that is how CI checks the CUDA path against the CPU kernel.
 """
 from __future__ import annotations
@@ -17,12 +19,16 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda
 
-from workflow_rl.sim import native as N
-from workflow_rl.sim import rules
-from workflow_rl.sim import tables as T
-from workflow_rl.sim.native import SimState, StepBuffers
+if not hasattr(np, "row_stack"):   # numba-cuda 0.30.4 overloads it at import; numpy 2.5 removed the vstack alias
+    np.row_stack = np.vstack
+
+from numba import cuda  # noqa: E402 (after the guard above)
+
+from workflow_rl.sim import native as N  # noqa: E402
+from workflow_rl.sim import rules  # noqa: E402
+from workflow_rl.sim import tables as T  # noqa: E402
+from workflow_rl.sim.native import SimState, StepBuffers  # noqa: E402
 
 THREADS_PER_BLOCK = 128
 
