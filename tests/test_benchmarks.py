@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_gpu_check_dry_run_completes_every_stage(tmp_path):
-    pytest.importorskip("workflow_rl.sim.cuda", reason="the equality stage needs numba-cuda (its CUDA simulator on a CPU)")
+    pytest.importorskip("workflow_rl.sim.cuda", reason="the equality stage needs numba-cuda (its CUDA simulator)")
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",
             "--train-envs", "64", "--search-episodes", "400", "--search-batches", "2", "--batch-slots", "2",
             "--search-timeout", "240", "--budget", "1200", "--out", str(tmp_path)]

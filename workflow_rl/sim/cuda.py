@@ -11,8 +11,10 @@ device once per process.
 Needs ``numba-cuda`` (tested with 0.30.4). numba-cuda 0.30.4 registers an overload for ``np.row_stack``, which
 numpy 2.5 removed, so its first compilation fails there; where numpy has no ``row_stack`` this module restores it
 as the alias of ``np.vstack`` it was (numpy 2.0-2.4) before importing ``numba.cuda`` (checked: with numpy 2.5.5 the
-kernel then compiles to PTX, and without the alias even a trivial kernel does not). Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before ``numba.cuda`` is first
-imported) this module runs on any CPU, as plain Python: that is how CI checks the CUDA path against the CPU kernel.
+kernel then compiles to PTX, and without the alias even a trivial kernel does not).
+
+Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before ``numba.cuda`` is first imported) this module
+runs on any CPU, as plain Python: that is how CI checks the CUDA path against the CPU kernel.
 """
 from __future__ import annotations
 
