@@ -105,7 +105,7 @@ def _env_equality(n: int, steps: int) -> str:
                 return f"step {t}: {name} differs"
         if not np.array_equal(ra[4]["red_access"], rb[4]["red_access"]):
             return f"step {t}: red_access differs"
-        if "final_obs" in ra and not np.array_equal(ra[4]["final_obs"], rb[4]["final_obs"]):
+        if "final_obs" in ra[4] and not np.array_equal(ra[4]["final_obs"], rb[4]["final_obs"]):
             return f"step {t}: final_obs differs"
     return "equal"
 
