@@ -45,13 +45,15 @@ def _step_kernel(s, actions, episode_length, official_bugs, decoy_ports_tab, tra
         _step_env(s, i, actions[i], episode_length, official_bugs, decoy_ports_tab, trapped_by, b)
 
 
-_TABLES: dict[bool, tuple] = {}
+_TABLES: dict[tuple, tuple] = {}
 
 
 def _device_tables(official_bugs: bool) -> tuple:
-    if official_bugs not in _TABLES:
-        _TABLES[official_bugs] = tuple(cuda.to_device(t) for t in rules.kernel_tables(official_bugs))
-    return _TABLES[official_bugs]
+    """The two lookup tables on the current GPU, copied there once per process and GPU."""
+    key = (official_bugs, getattr(cuda.get_current_device(), "id", 0))   # the simulator's device has no id
+    if key not in _TABLES:
+        _TABLES[key] = tuple(cuda.to_device(t) for t in rules.kernel_tables(official_bugs))
+    return _TABLES[key]
 
 
 def to_device(arrays: NamedTuple, stream=0) -> NamedTuple:
