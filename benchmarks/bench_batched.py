@@ -29,8 +29,7 @@ WORKFLOWS = ["critical_first", "U,OH,OS,E,D", "D,E,OS,OH,U", "OS,OH,E,D,U", "E,U
 
 def _cfg(args, wf: str) -> TrainConfig:
     return TrainConfig(workflow=wf, n_envs=args.n_envs, update_every_steps=25, max_episodes=10**6,
-                       device=args.device, seed=0, checkpoint_every=10**6, compile=args.compile,
-                       native_backend="torch" if args.compile else None)
+                       device=args.device, seed=0, checkpoint_every=10**6)
 
 
 def _sync(device: str) -> None:
@@ -78,7 +77,6 @@ def main() -> None:
     p.add_argument("--n-envs", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--compile", action="store_true", help="torch.compile the engine step (torch tensor path)")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
     samples: dict[str, list[float]] = {"single": []}
@@ -96,7 +94,7 @@ def main() -> None:
         rows.append({"mode": "batched (BatchedTrainer)", "slots": q, "transitions_per_s": med, "ratio": med / base})
     dev = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
            else f"cpu ({torch.get_num_threads()} threads)")
-    cmd = (f"python benchmarks/bench_batched.py --device {args.device}{' --compile' * args.compile} --slots "
+    cmd = (f"python benchmarks/bench_batched.py --device {args.device} --slots "
            f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}")
     lines = [f"Training throughput, {args.n_envs} envs per workflow, 25 steps per update, device {dev}, median of "
              f"{args.repeats} (`{cmd}`)", "",
@@ -104,7 +102,7 @@ def main() -> None:
     lines += [f"| {r['mode']} | {r['slots']} | {r['transitions_per_s']:,.0f} | {r['ratio']:.2f}x |" for r in rows]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tag = ("cuda" if args.device.startswith("cuda") else "cpu") + ("_compiled" if args.compile else "")
+    tag = "cuda" if args.device.startswith("cuda") else "cpu"
     (out / f"batched_{tag}.md").write_text("\n".join(lines) + "\n")
     with open(out / f"batched_{tag}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -1,6 +1,7 @@
 """Native engine throughput: env-steps/s with uniformly random blue actions, B_line and Meander, over batch sizes.
 
 Usage: python benchmarks/bench_native.py [--sizes 1 16 ... 65536] [--repeats 5] [--cyborg-steps 300] [--out DIR]
+       [--cuda-sizes 65536 1048576]  (timed only where torch sees a CUDA GPU)
 
 Each cell is the median of ``--repeats`` timed runs (after a warm-up run that also triggers compilation). Actions are
 drawn once per run into a pool that is cycled, so the timing measures the engine, not the random generator. The
@@ -35,25 +36,22 @@ def time_native(red: int, n_envs: int, steps: int, seed: int = 0) -> float:
     return n_envs * steps / (time.perf_counter() - t0)
 
 
-def time_tensor(red: int, n_envs: int, steps: int, device: str, seed: int = 0) -> float:
+def time_cuda(red: int, n_envs: int, steps: int, seed: int = 0) -> float:
+    """The CUDA kernel through ``env.step_tensor``, random actions drawn on the GPU, synchronised."""
     import torch
 
-    from workflow_rl.sim import tensor as TT
+    from workflow_rl import make_vector_env
 
-    s, b = N.allocate_state(n_envs), N.allocate_buffers(n_envs)
-    N.seed_state(s, seed, red)
-    N.reset_envs(s, b)
-    ts = TT.to_tensors(s, device)
-    g = torch.Generator(device=device).manual_seed(seed)
-    pool = torch.randint(0, T.N_ACTIONS, (16, n_envs), device=device, generator=g)
-    TT.step(ts, pool[0], 100)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+    env = make_vector_env(n_envs, {T.RED_BLINE: "bline", T.RED_MEANDER: "meander"}[red], seed=seed, device="cuda")
+    env.reset()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    pool = torch.randint(0, T.N_ACTIONS, (16, n_envs), device="cuda", generator=g)
+    env.step_tensor(pool[0])
+    torch.cuda.synchronize()
     t0 = time.perf_counter()
     for k in range(steps):
-        TT.step(ts, pool[k & 15], 100)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        env.step_tensor(pool[k & 15])
+    torch.cuda.synchronize()
     return n_envs * steps / (time.perf_counter() - t0)
 
 
@@ -75,14 +73,22 @@ def time_cyborg(red: str, steps: int) -> float | None:
     return steps / (time.perf_counter() - t0)
 
 
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 256, 1024, 4096, 16384, 65536])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--min-steps", type=int, default=2_000_000, help="env-steps per timed run (at least 20 steps)")
     p.add_argument("--cyborg-steps", type=int, default=300)
-    p.add_argument("--tensor-sizes", type=int, nargs="*", default=[4096, 65536],
-                   help="batch sizes for the torch tensor path (CPU, and CUDA when present); none to skip")
+    p.add_argument("--cuda-sizes", type=int, nargs="*", default=[65536, 1 << 20],
+                   help="batch sizes for the CUDA kernel when a GPU is present; none to skip")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
 
@@ -100,21 +106,14 @@ def main() -> None:
                          "min": min(runs), "max": max(runs)})
             print(f"{red_name:16s} n_envs={n:6d}  {rows[-1]['steps_per_s']:14,.0f} env-steps/s (median of "
                   f"{args.repeats}; {min(runs):,.0f}..{max(runs):,.0f})")
-    try:
-        import torch
-
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    except ImportError:
-        devices = []
-    for dev in devices if args.tensor_sizes else []:
-        for red_name in ("B_lineAgent", "RedMeanderAgent"):
-            red = T.RED_AGENT_NAMES[red_name]
-            for n in args.tensor_sizes:
-                steps = max(10, args.min_steps // n // (1 if dev == "cuda" else 10))
-                runs = [time_tensor(red, n, steps, dev, seed=r) for r in range(args.repeats)]
-                rows.append({"red": f"{red_name} (torch {dev})", "n_envs": n,
-                             "steps_per_s": statistics.median(runs), "min": min(runs), "max": max(runs)})
-                print(f"{rows[-1]['red']:28s} n_envs={n:8d}  {rows[-1]['steps_per_s']:14,.0f} env-steps/s")
+    for red_name in ("B_lineAgent", "RedMeanderAgent") if args.cuda_sizes and _cuda_available() else ():
+        red = T.RED_AGENT_NAMES[red_name]
+        for n in args.cuda_sizes:
+            steps = max(20, 20 * args.min_steps // n)
+            runs = [time_cuda(red, n, steps, seed=r) for r in range(args.repeats)]
+            rows.append({"red": f"{red_name} (CUDA kernel)", "n_envs": n, "steps_per_s": statistics.median(runs),
+                         "min": min(runs), "max": max(runs)})
+            print(f"{rows[-1]['red']:28s} n_envs={n:8d}  {rows[-1]['steps_per_s']:14,.0f} env-steps/s")
     cy = {r: time_cyborg(r, args.cyborg_steps) for r in ("B_lineAgent", "RedMeanderAgent")} \
         if args.cyborg_steps > 0 else {}
 

@@ -1,27 +1,31 @@
-"""One prepared GPU run: check the CUDA engine against the CPU kernel, then time engine, training and a search.
+"""One prepared GPU run: check the CUDA kernel against the CPU kernel, time it, then time training and a search.
 
-Usage (on a machine with a CUDA GPU, from the repository root, after `make setup` or an equivalent install):
+Usage, on a machine with a CUDA GPU, from a plain checkout (no install needed):
 
-    python benchmarks/gpu_check.py --out "${OUT:-benchmarks/results/gpu}" [--max-log2 22] [--search-episodes 100000]
+    PYTHONPATH=. python benchmarks/gpu_check.py --out "${OUT:-benchmarks/results/gpu}"
 
-``--device cpu --max-log2 12 --train-envs 256 --search-episodes 2000 --skip-compile`` dry-runs every stage here.
+``--device cpu --engine-sizes 4096 --train-envs 64 --search-episodes 400 --search-batches 2 --batch-slots 2
+--equality-envs 12 --equality-steps 30`` dry-runs every stage on a CPU (equality under numba's CUDA simulator,
+engine timings of the CPU kernel): ``tests/test_benchmarks.py`` does this so the script does not rot.
 
-Stages, most important first, each written to OUT/gpu.json as soon as it finishes (so a time-out still leaves the
-finished ones):
-1. equality: 150 steps of 4,096 envs, CPU numba kernel vs CUDA tensor path, every output compared;
-2. engine-only env-steps/s over batch sizes 2^12 .. 2^max_log2 (eager);
-3. batched multi-workflow training transitions/s (``benchmarks/bench_batched.py``: 1, 16, 64 workflows per batch
-   against one workflow at a time), eager and with the engine step torch.compile'd;
-4. wall-clock of a full workflow search on the GPU: batched (``--batch-workflows 16``: 16 workflows per engine
-   call and per update) and one workflow at a time, each within ``--search-timeout``;
-5. end-to-end single-workflow training transitions/s (`workflow-rl train --device cuda`) at a large batch;
-6. the engine torch.compile'd at the two largest batch sizes.
-The card's name goes with every number. Nothing here is a test: CI has no GPU.
+Stages, most important first; each runs in its own process under its own time cap, and the whole run stays within
+``--budget`` seconds (default 330: under 6 minutes). Every stage's result, error or time-out goes to OUT/gpu.json as
+soon as it ends, so one failing stage never loses the others:
+1. equality: the CUDA kernel and the CPU kernel stepped side by side (``sim.cuda.lockstep_mismatch``, 2,048 envs x
+   200 steps, B_line, Meander and Sleep red agents, random and scripted defenders, bugs on and off; every output and
+   the whole state compared after every step), then ``make_vector_env(device="cuda")`` against the CPU env;
+2. engine: env-steps/s of the CUDA kernel at 65,536, 1,048,576 and 4,194,304 envs through ``env.step_tensor`` with
+   random actions drawn on the device (a pool of 8, cycled), kernel launch included, synchronised, median of 5;
+3. batched multi-workflow training (``benchmarks/bench_batched.py``), 4. a workflow search (batched and one at a
+   time), 5. single-workflow training at a large batch (``workflow-rl train``), as before.
+The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("equality", "engine")
+
 
 def _save(out: Path, results: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
@@ -38,58 +45,134 @@ def _save(out: Path, results: dict) -> None:
 
 
 def _sync(device: str) -> None:
-    if device == "cuda":
+    if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
-def check_equal(results: dict) -> None:
+def _versions() -> dict:
+    out = {"torch": torch.__version__, "numpy": np.__version__}
+    for pkg in ("numba", "numba-cuda"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    r = subprocess.run([sys.executable, "-c", "import workflow_rl.sim.cuda"],
+                       capture_output=True, text=True, cwd=ROOT, env=_env())
+    out["numba_cuda_import"] = "ok" if r.returncode == 0 else "FAILED: " + r.stderr.strip().splitlines()[-1]
+    return out
+
+
+def _env(simulate: bool = False) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    if simulate:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    return env
+
+
+# ------------------------------------------------------------------------------------------------------ stage 1
+def stage_equality(args) -> dict:
+    """CUDA kernel == CPU kernel, engine level for both bug settings, then through the vector env."""
+    import warnings
+
+    from workflow_rl.policies import POLICIES
+    from workflow_rl.sim import cuda as C
+
+    warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)   # only under the simulator
+    out = {"envs": args.equality_envs, "steps": args.equality_steps}
+    for bugs in (True, False):
+        t0 = time.perf_counter()
+        out[f"official_bugs={bugs}"] = C.lockstep_mismatch(args.equality_envs, args.equality_steps, bugs,
+                                                           list(POLICIES.values()), seed=7) or "equal"
+        out[f"official_bugs={bugs}_s"] = round(time.perf_counter() - t0, 2)
+    if args.device.startswith("cuda"):
+        out["vector_env"] = _env_equality(args.equality_envs, args.equality_steps)
+    out["equal"] = all(v == "equal" for k, v in out.items() if k.startswith(("official_bugs=", "vector_env"))
+                       and not k.endswith("_s"))
+    return out
+
+
+def _env_equality(n: int, steps: int) -> str:
     from workflow_rl import make_vector_env
 
-    a = make_vector_env(4096, "meander", seed=4)
-    b = make_vector_env(4096, "meander", seed=4, device="cuda")
+    a, b = make_vector_env(n, "meander", seed=4), make_vector_env(n, "meander", seed=4, device="cuda")
     a.reset(), b.reset()
     rng = np.random.default_rng(0)
-    for _ in range(150):
-        act = rng.integers(0, 145, 4096)
-        oa, ra, _, ta, ia = a.step(act)
-        ob, rb, _, tb, ib = b.step(act)
-        if not (np.array_equal(oa, ob) and np.array_equal(ra, rb) and np.array_equal(ia["red_access"],
-                                                                                      ib["red_access"])):
-            raise SystemExit("CUDA tensor path differs from the CPU kernel: do not trust the timings")
-    results["equality"] = "CUDA tensor path == CPU kernel on 150 steps x 4096 envs"
+    for t in range(steps):
+        act = rng.integers(0, 145, n)
+        ra, rb = a.step(act), b.step(act)
+        for name, x, y in zip(("obs", "reward", "terminated", "truncated"), ra[:4], rb[:4]):
+            if not np.array_equal(x, y):
+                return f"step {t}: {name} differs"
+        if not np.array_equal(ra[4]["red_access"], rb[4]["red_access"]):
+            return f"step {t}: red_access differs"
+        if "final_obs" in ra[4] and not np.array_equal(ra[4]["final_obs"], rb[4]["final_obs"]):
+            return f"step {t}: final_obs differs"
+    return "equal"
 
 
-def time_engine(n: int, compiled: bool, device: str = "cuda", steps: int = 50) -> float:
-    from workflow_rl.sim import native as N
-    from workflow_rl.sim import tables as T
-    from workflow_rl.sim import tensor as TT
+# ------------------------------------------------------------------------------------------------------ stage 2
+def stage_engine(args) -> dict:
+    rows = []
+    for n in args.engine_sizes:
+        for red in ("bline", "meander"):
+            runs = _time_engine(n, red, args.device)
+            rows.append({"n_envs": n, "red": red, "env_steps_per_s": statistics.median(runs),
+                         "min": min(runs), "max": max(runs)})
+            print(rows[-1], flush=True)
+    return {"rows": rows, "timing": "env.step_tensor, device-drawn random actions (pool of 8), synchronised, "
+                                   "median of 5 runs of >= 0.3 s"}
 
-    s = N.allocate_state(n)
-    N.seed_state(s, 0, T.RED_BLINE)
-    N.reset_envs(s, N.allocate_buffers(n))
-    ts = TT.to_tensors(s, device)
-    fn = torch.compile(TT.step, dynamic=False) if compiled else TT.step
-    pool = torch.randint(0, 145, (8, n), device=device)
-    for k in range(3):
-        fn(ts, pool[k], 100)
+
+def _time_engine(n: int, red: str, device: str, repeats: int = 5) -> list[float]:
+    from workflow_rl import make_vector_env
+
+    env = make_vector_env(n, red, seed=0, device=device)
+    env.reset()
+    g = torch.Generator(device=device).manual_seed(0)
+    pool = torch.randint(0, 145, (8, n), device=device, generator=g)
+    for k in range(3):   # compile and warm up
+        env.step_tensor(pool[k])
     _sync(device)
     t0 = time.perf_counter()
-    for k in range(steps):
-        fn(ts, pool[k & 7], 100)
+    env.step_tensor(pool[3])
     _sync(device)
-    return n * steps / (time.perf_counter() - t0)
+    steps = max(5, int(0.3 / max(time.perf_counter() - t0, 1e-6)))
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for k in range(steps):
+            env.step_tensor(pool[k & 7])
+        _sync(device)
+        runs.append(n * steps / (time.perf_counter() - t0))
+    del env
+    return runs
 
 
-def _timed_script(cmd: list[str], timeout: float) -> dict:
-    """Wall-clock of a command; a run past ``timeout`` or a failing one is recorded as such, and the script goes on
-    to the next stage (one device session must not be lost to one stage)."""
+# ------------------------------------------------------------------------------------------------- stage runner
+def _run_stage(name: str, args, out: Path, cap: float) -> dict:
+    """One stage of this script in its own process (a crash or hang there costs only that stage)."""
+    cmd = [sys.executable, __file__, *sys.argv[1:], "--stage", name, "--out", str(out)]
+    res = _timed_script(cmd, cap, env=_env(simulate=name == "equality" and not args.device.startswith("cuda")))
+    f = out / f"stage_{name}.json"
+    if f.exists() and "wall_s" in res:
+        res.update(json.loads(f.read_text()))
+    return res
+
+
+def _timed_script(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Wall-clock of a command; a run past ``timeout`` or a failing one is recorded as such (with its last error
+    line), and the script goes on to the next stage."""
     t0 = time.perf_counter()
+    if timeout <= 1:
+        return {"skipped": "no time left in --budget"}
     try:
-        subprocess.run(cmd, check=True, timeout=timeout)
+        r = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, env=env or _env(), cwd=ROOT)
     except subprocess.TimeoutExpired:
         return {"timed_out_after_s": timeout}
-    except subprocess.CalledProcessError as e:
-        return {"failed_with_exit_code": e.returncode, "after_s": time.perf_counter() - t0}
+    sys.stdout.write(r.stdout[-4000:])
+    if r.returncode != 0:
+        tail = r.stderr.strip().splitlines()[-3:]
+        return {"failed_with_exit_code": r.returncode, "after_s": time.perf_counter() - t0, "error": tail}
     return {"wall_s": time.perf_counter() - t0}
 
 
@@ -97,72 +180,75 @@ def _timed(cmd: list[str], timeout: float) -> dict:
     return _timed_script([sys.executable, "-m", "workflow_rl.cli", *cmd], timeout)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--out", default="benchmarks/results/gpu")
-    p.add_argument("--device", default="cuda", help="cpu: a dry run of every stage at small sizes (no equality)")
-    p.add_argument("--max-log2", type=int, default=22)
-    p.add_argument("--train-envs", type=int, default=65536)
-    p.add_argument("--search-episodes", type=int, default=100_000)
-    p.add_argument("--search-batches", type=int, nargs="+", default=[16, 1],
-                   help="--batch-workflows values to time the search with, in this order")
-    p.add_argument("--search-timeout", type=float, default=240.0)
-    p.add_argument("--batch-slots", type=int, nargs="+", default=[1, 16, 64],
-                   help="workflows per batch for the batched-training throughput stage")
-    p.add_argument("--skip-compile", action="store_true")
-    args = p.parse_args()
-    out, dev = Path(args.out), args.device
-    if dev == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU visible to torch")
-    results = {"gpu": torch.cuda.get_device_name(0) if dev == "cuda" else "none (cpu dry run)",
-               "torch": torch.__version__}
-    _save(out, results)
-    if dev == "cuda":
-        check_equal(results)
-        _save(out, results)
-    # most important first: a time-out still leaves the finished stages in gpu.json
-    results["engine"] = []
-    for log2 in range(12, args.max_log2 + 1, 2):
-        n = 1 << log2
-        row = {"n_envs": n, "eager": statistics.median(time_engine(n, False, dev) for _ in range(3))}
-        results["engine"].append(row)
-        print(row, flush=True)
-        _save(out, results)
+def _training_stages(args, out: Path, results: dict, left) -> None:
+    dev = args.device
     bench = [sys.executable, str(Path(__file__).with_name("bench_batched.py")), "--device", dev, "--slots",
              *map(str, args.batch_slots), "--repeats", "1", "--out", str(out)]
-    tag = "cuda" if dev == "cuda" else "cpu"
-    for key, extra in (("batched_training", []), ("batched_training_compiled", ["--compile"])):
-        if extra and args.skip_compile:
-            continue
-        results[key] = _timed_script(bench + extra, args.search_timeout)
-        table = out / f"batched_{tag}{'_compiled' if extra else ''}.md"
-        if table.exists():
-            results[key]["table"] = table.read_text()
-        _save(out, results)
+    results["batched_training"] = _timed_script(bench, min(args.search_timeout, left()))
+    table = out / f"batched_{'cuda' if dev.startswith('cuda') else 'cpu'}.md"
+    if table.exists():
+        results["batched_training"]["table"] = table.read_text()
+    _save(out, results)
     results["search"] = []
     for q in args.search_batches:
         row = {"total_episodes": args.search_episodes, "batch_workflows": q,
                **_timed(["search", "--device", dev, "--total-episodes", str(args.search_episodes),
                          "--batch-workflows", str(q), "--out", str(out / f"search_b{q}"), "--no-progress"],
-                        args.search_timeout)}
+                        min(args.search_timeout, left()))}
         results["search"].append(row)
-        print(row, flush=True)
         _save(out, results)
     run = out / "train"
     results["training"] = {"n_envs": args.train_envs, **_timed(
         ["train", "--device", dev, "--n-envs", str(args.train_envs), "--max-episodes", "3", "--eval-episodes", "1000",
-         "--out", str(run), "--no-progress"], args.search_timeout)}
+         "--out", str(run), "--no-progress"], min(args.search_timeout, left()))}
     if (run / "training_log.csv").exists():
         import csv
 
         with open(run / "training_log.csv") as f:
             results["training"]["sps_per_update"] = [float(r["sps"]) for r in csv.DictReader(f)]
     _save(out, results)
-    if not args.skip_compile:   # compiling costs about a minute per shape: only the two largest
-        for row in results["engine"][-2:]:
-            row["compiled"] = statistics.median(time_engine(row["n_envs"], True, dev) for _ in range(3))
-            print(row, flush=True)
-            _save(out, results)
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="benchmarks/results/gpu")
+    p.add_argument("--device", default="cuda", help="cpu: a dry run of every stage at small sizes")
+    p.add_argument("--budget", type=float, default=330.0, help="seconds for the whole run (every stage included)")
+    p.add_argument("--equality-envs", type=int, default=2048)
+    p.add_argument("--equality-steps", type=int, default=200)
+    p.add_argument("--engine-sizes", type=int, nargs="+", default=[65536, 1 << 20, 1 << 22])
+    p.add_argument("--train-envs", type=int, default=65536)
+    p.add_argument("--search-episodes", type=int, default=20_000)
+    p.add_argument("--search-batches", type=int, nargs="+", default=[16, 1],
+                   help="--batch-workflows values to time the search with, in this order")
+    p.add_argument("--search-timeout", type=float, default=60.0)
+    p.add_argument("--batch-slots", type=int, nargs="+", default=[1, 16, 64],
+                   help="workflows per batch for the batched-training throughput stage")
+    p.add_argument("--stage-timeout", type=float, default=120.0, help="cap of the equality and engine stages")
+    p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
+    return p.parse_args()
+
+
+def main() -> None:
+    args = _parse()
+    out = Path(args.out).resolve()
+    if args.stage:   # a child process: run one stage, write its result
+        res = {"equality": stage_equality, "engine": stage_engine}[args.stage](args)
+        _save(out, {})   # make sure the folder exists
+        (out / f"stage_{args.stage}.json").write_text(json.dumps(res, indent=2))
+        return
+    t_end = time.perf_counter() + args.budget
+    left = lambda: t_end - time.perf_counter()  # noqa: E731
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU visible to torch")
+    results = {"gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none (cpu dry run)",
+               **_versions()}
+    _save(out, results)
+    for name in STAGES:
+        results[name] = _run_stage(name, args, out, min(args.stage_timeout, left()))
+        _save(out, results)
+        print(name, json.dumps(results[name])[:2000], flush=True)
+    _training_stages(args, out, results, left)
     print(json.dumps(results, indent=2))
 
 

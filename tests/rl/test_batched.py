@@ -165,20 +165,6 @@ def test_mid_episode_checkpoint_without_engine_state_is_refused(tmp_path):
         Trainer(_cfg(), tmp_path / "x", progress=False).restore(ck)
 
 
-def test_batch_on_the_tensor_engine_trains_exactly_like_on_the_cpu_kernel(tmp_path):
-    """The GPU code path (tensor engine, every tensor on the trainer's device) run on the CPU gives the same run."""
-    runs = []
-    for backend in ("numba", "torch"):
-        cfg = _cfg(native_backend=backend, max_episodes=2)
-        bt = BatchedTrainer(cfg, 2)
-        bt.start(0, cfg, tmp_path / backend / "a")
-        bt.start(1, _cfg(native_backend=backend, max_episodes=2, workflow="U,OH,OS,E,D"), tmp_path / backend / "b")
-        _run_slots(bt)
-        runs.append(bt)
-    for slot in ("a", "b"):
-        assert _log(tmp_path / "numba" / slot) == _log(tmp_path / "torch" / slot)
-    for k in range(2):
-        assert all(torch.equal(p, r) for p, r in zip(runs[0].member(k).parameters(), runs[1].member(k).parameters()))
 
 
 def test_seeds_are_independent_runs_with_their_own_dirs(tmp_path):

@@ -158,25 +158,3 @@ def test_tensorboard_scalars_on_request(tmp_path):
     events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
 
-
-def test_tensor_engine_trains_exactly_like_the_cpu_kernel(tmp_path):
-    """The GPU training path (tensor engine, device tensors end to end) run on the CPU gives the same run."""
-    a = Trainer(_cfg(max_episodes=2), tmp_path / "a", progress=False)
-    b = Trainer(_cfg(max_episodes=2, native_backend="torch"), tmp_path / "b", progress=False)
-    a.run(), b.run()
-    assert _log(tmp_path / "a") == _log(tmp_path / "b")
-    assert torch.equal(_params(a), _params(b))
-
-
-def test_compiled_tensor_engine_trains_like_the_cpu_kernel(tmp_path):
-    """--compile (torch.compile of the engine step, meant for GPUs) changes speed, not the run."""
-    a = Trainer(_cfg(max_episodes=1), tmp_path / "a", progress=False)
-    b = Trainer(_cfg(max_episodes=1, native_backend="torch", compile=True), tmp_path / "b", progress=False)
-    a.run(), b.run()
-    assert _log(tmp_path / "a") == _log(tmp_path / "b")
-    assert torch.equal(_params(a), _params(b))
-
-
-def test_compile_needs_the_tensor_engine():
-    with pytest.raises(ValueError, match="--device cuda"):
-        _cfg(compile=True).validate()

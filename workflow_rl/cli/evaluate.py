@@ -53,7 +53,7 @@ def cmd_evaluate(args) -> int:
                 r = evaluate_policy(act, red, length, args.episodes, engine=args.engine, workflow=workflow,
                                     device=args.device,
                                     **engine_opts(args.vectorization, args.parallel_start_method, args.scenario,
-                                                  args.engine, args.device))
+                                                  args.engine))
                 results.append({"mode": mode, **result_dict(r)})
     report = {"policy": label, "workflow": workflow.names if workflow else None, "engine": args.engine,
               "results": results}

@@ -7,7 +7,7 @@ from pathlib import Path
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
-from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig, engine_backend
+from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 
 
@@ -48,21 +48,19 @@ def _eval_block(agent, workflow, cfg: TrainConfig, args) -> dict:
 
     r = evaluate_policy(agent_act(agent, workflow, greedy=not args.eval_sampled), cfg.red_agent, args.eval_length,
                         args.eval_episodes, engine=args.eval_engine, workflow=workflow, device=cfg.device,
-                        **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, args.eval_engine,
-                                    cfg.device))
+                        **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, args.eval_engine))
     return {"length": r.length, "episodes": r.episodes, "mean": r.mean, "ci95": r.ci95, "std": r.std,
             "compliance": r.compliance, "engine": args.eval_engine,
             "mode": "sampled" if args.eval_sampled else "greedy"}
 
 
-def engine_opts(vectorization: str, start_method: str | None, scenario: str | None, engine: str,
-                device: str) -> dict:
+def engine_opts(vectorization: str, start_method: str | None, scenario: str | None, engine: str) -> dict:
     """Options of an evaluation env. It steps per step: episode workers fall back to shared memory there; the
-    native backend follows the one rule for the device (``engine_backend``)."""
+    native engine picks its CPU or CUDA build from the device."""
     if engine == "cyborg":
         vec = "shared_memory" if vectorization == EPISODE_WORKERS else vectorization
         return {"vectorization": vec, "start_method": start_method, "scenario": scenario}
-    return {"backend": engine_backend(engine, device, None, False)}
+    return {}
 
 
 def cmd_train(args) -> int:

@@ -19,10 +19,11 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     observation in ``info["final_obs"]``). ``info["red_access"]`` is the true red access per host, (num_envs, 13)
     int8: 0 none, 1 user, 2 privileged.
 
-    engine="native" options: ``official_bugs`` (default True: reproduce CybORG's OTService-restore and Vsftpd bugs;
-    False fixes both), ``copy`` (default True; False returns engine buffers overwritten by the next step),
-    ``backend`` ("numba": the compiled CPU kernel, default on CPU; "torch": the tensor path, default on cuda/mps),
-    ``compile`` (torch backend: wrap the step in torch.compile).
+    engine="native" runs on ``device="cpu"`` (the numba CPU kernel) or ``device="cuda"`` (the same rules compiled as a
+    CUDA kernel with numba-cuda; ``env.step_tensor`` keeps everything on the GPU). Options: ``official_bugs`` (default
+    True: reproduce CybORG's OTService-restore and Vsftpd bugs; False fixes both), ``copy`` (default True; False
+    returns engine buffers overwritten by the next step), ``backend`` (only "numba", the default, on both devices;
+    accepted so existing callers keep working).
     engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
     ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or
     $WORKFLOW_RL_CAGE2_SCENARIO), ``timeout`` (seconds a worker may take per step before every worker is stopped
@@ -40,19 +41,12 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
         raise ValueError(f"seed must be an integer or None, got {seed!r}")
 
     if engine == "native":
-        _check_options(engine_options, {"official_bugs", "copy", "backend", "compile"}, engine)
-        backend = engine_options.pop("backend", "numba" if device == "cpu" else "torch")
-        if backend not in ("numba", "torch"):
-            raise ValueError(f"unknown backend {backend!r}: use 'numba' (CPU kernel) or 'torch' (tensor path)")
-        if backend == "numba" and device != "cpu":
-            raise ValueError(f"the numba backend runs on the CPU: use device='cpu' or backend='torch' for {device!r}")
-        from workflow_rl.envs.native import NativeVectorEnv, TensorVectorEnv
+        _check_native_options(engine_options, device)
+        from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv
 
-        if backend == "torch":
-            return TensorVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, device=device,
-                                   **engine_options)
-        if "compile" in engine_options:
-            raise ValueError("compile=True applies to backend='torch' only")
+        if device.startswith("cuda"):
+            return CudaVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, device=device,
+                                 **engine_options)
         return NativeVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, **engine_options)
 
     _check_options(engine_options, {"vectorization", "start_method", "scenario", "timeout"}, engine)
@@ -61,6 +55,21 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
 
     return make_cyborg_vector_env(num_envs, red, episode_length, seed, **engine_options)
+
+
+def _check_native_options(options: dict, device: str) -> None:
+    """The native engine's options; one ValueError naming the fix otherwise. The device picks the build of the one
+    rule source (the CPU kernel or the CUDA kernel), so the torch tensor path's ``backend`` and ``compile`` options
+    are gone."""
+    for removed in ("backend", "compile"):
+        if removed in options:
+            raise ValueError(f"the {removed} option was removed with the torch tensor path: the native engine is one "
+                             f"numba source compiled for the CPU (device='cpu') and as a CUDA kernel "
+                             f"(device='cuda'); drop {removed}")
+    _check_options(options, {"official_bugs", "copy"}, "native")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use device='cpu' or 'cuda', not "
+                         f"{device!r}")
 
 
 def _check_options(options: dict, allowed: set, engine: str) -> None:

@@ -112,6 +112,15 @@ class NativeVectorEnv(VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         self._tensors = None
 
+    def sim_state(self) -> sim.SimState:
+        """A numpy copy of the current state (for checkpoints and comparisons)."""
+        return sim.SimState(*(x.copy() for x in self.state))
+
+    def load_sim_state(self, state: sim.SimState) -> None:
+        """Make a saved state the current one."""
+        for dst, src in zip(self.state, state):
+            dst[...] = src
+
 
 class NativeEnv(gym.Env):
     """Single-env view of the native engine (for gymnasium tools such as ``check_env`` and one-env scripts)."""
@@ -142,64 +151,103 @@ class NativeEnv(gym.Env):
         return obs[0], float(r[0]), False, False, {"red_access": info["red_access"][0]}
 
 
-class TensorVectorEnv(NativeVectorEnv):
-    """The native engine's torch tensor path (``device="cuda"``, or ``backend="torch"`` on any device).
+class CudaVectorEnv(NativeVectorEnv):
+    """The native engine on an NVIDIA GPU (``device="cuda"``): the same rules compiled as a CUDA kernel, one thread
+    per env (:mod:`workflow_rl.sim.cuda`), hence the same trajectories as the CPU kernel, bit for bit.
 
-    Same rules, state layout and random draws as the compiled CPU kernel, hence identical trajectories. ``step``
-    returns numpy arrays (one host copy per step); :meth:`step_tensor` keeps everything on the device.
+    The state lives on the GPU; the outputs are torch tensors on the device that the kernel writes in place through
+    ``numba.cuda.as_cuda_array`` views, on torch's current stream. :meth:`step_tensor` keeps everything on the
+    device; ``step`` returns numpy arrays (one host copy per step). Episodes are started (``reset``) on the CPU and
+    the state uploaded, which costs one copy per reset, not per step.
     """
 
     def __init__(self, num_envs: int, red_agent, episode_length: int = 100, seed: int | None = None,
-                 official_bugs: bool = True, copy: bool = True, device: str = "cpu", compile: bool = False):
+                 official_bugs: bool = True, copy: bool = True, device: str = "cuda"):
         import torch
-
-        from workflow_rl.sim import tensor as TT
 
         super().__init__(num_envs, red_agent, episode_length, seed, official_bugs, copy)
         self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
+        if self.device.type != "cuda":
+            raise ValueError(f"CudaVectorEnv runs on an NVIDIA GPU: use device='cuda', not {device!r}")
+        if not torch.cuda.is_available():
             raise ValueError("device 'cuda' requested but torch sees no CUDA GPU: use device='cpu'")
-        if self.device.type == "mps" and not torch.backends.mps.is_available():
-            raise ValueError("device 'mps' requested but torch sees no MPS device: use device='cpu'")
-        self._TT = TT
-        self._step_fn = torch.compile(TT.step, dynamic=False) if compile else TT.step
-        self.tstate = None
-        self._last = None
+        if self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self._engine = _cuda_engine()
+        self.dstate = None
+        self.outputs = None       # StepBuffers of torch tensors on the device
+        self.last_final = None    # (final_obs, final_access) of the last step_tensor
 
-    def reset(self, *, seed: int | None = None, options=None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         import torch
 
+        if self.dstate is not None and seed is None:
+            self.state = self.sim_state()   # go on from the device's episode counters
         obs, info = super().reset(seed=seed, options=options)
-        self.tstate = self._TT.to_tensors(self.state, self.device)
-        z = torch.zeros((self.num_envs, 4 * T.N_HOSTS), dtype=torch.float32, device=self.device)
-        self._last = (z, None, None, self._TT._access(self.tstate))
+        self.load_sim_state(self.state)
+        for dst, src in zip(self.outputs, self.buffers):
+            dst.copy_(torch.from_numpy(src))
         return obs, info
 
     def step_tensor(self, actions):
-        """Step with an int tensor on the env's device; returns (obs, reward, truncated, red_access) device tensors
-        plus, in ``self.last_final``, the (final_obs, final_access) of envs that were just truncated."""
-        if self.tstate is None:
+        """Step with an int tensor; returns (obs, reward, truncated, red_access) tensors on the device, overwritten by
+        the next step, plus, in ``self.last_final``, the (final_obs, final_access) of envs that were just truncated.
+        No validation beyond the shape: the caller owns a policy that emits valid actions."""
+        import torch
+        from numba import cuda
+
+        if self.dstate is None:
             raise RuntimeError("call reset() before step()")
-        if actions.shape != (self.num_envs,):
+        if tuple(actions.shape) != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), got {tuple(actions.shape)}")
-        obs, rew, trunc, access, fobs, facc = self._step_fn(self.tstate, actions.to(self.device),
-                                                            self.episode_length, self.official_bugs)
-        self.last_final = (fobs, facc)
-        self._last = (obs, rew, trunc, access)
-        return obs, rew, trunc, access
+        a = actions.to(device=self.device, dtype=torch.int64)
+        with cuda.gpus[self.device.index]:
+            stream = cuda.external_stream(torch.cuda.current_stream(self.device).cuda_stream)
+            self._engine.step(self.dstate, cuda.as_cuda_array(a), self._views, self.episode_length,
+                              self.official_bugs, stream=stream)
+        o = self.outputs
+        self.last_final = (o.final_obs, o.final_access)
+        return o.obs, o.reward, o.truncated, o.access
 
     def _step(self, actions: np.ndarray) -> None:
         import torch
 
-        if self.tstate is None:
-            raise RuntimeError("call reset() before step()")
-        obs, rew, trunc, access = self.step_tensor(torch.as_tensor(actions, device=self.device))
-        fobs, facc = self.last_final
-        b = self.buffers
-        for dst, src in ((b.obs, obs), (b.reward, rew), (b.truncated, trunc), (b.access, access),
-                         (b.final_obs, fobs), (b.final_access, facc)):
+        self.step_tensor(torch.as_tensor(actions, device=self.device))
+        for dst, src in zip(self.buffers, self.outputs):
             dst[...] = src.cpu().numpy()
 
-    def sync_state_to_numpy(self):
-        """The current state as numpy arrays (for checkpoints and comparisons)."""
-        return self._TT.to_numpy(self.tstate)
+    def sim_state(self) -> sim.SimState:
+        """A numpy copy of the current state (for checkpoints and comparisons)."""
+        import torch
+        from numba import cuda
+
+        torch.cuda.current_stream(self.device).synchronize()
+        with cuda.gpus[self.device.index]:
+            return self._engine.to_host(self.dstate)
+
+    def load_sim_state(self, state: sim.SimState) -> None:
+        """Make a numpy state the current one (uploaded to the device)."""
+        import torch
+        from numba import cuda
+
+        torch.cuda.current_stream(self.device).synchronize()
+        with cuda.gpus[self.device.index]:
+            self.dstate = self._engine.to_device(sim.SimState(*(np.ascontiguousarray(x) for x in state)))
+        if self.outputs is None:
+            self.outputs = sim.StepBuffers(*(torch.from_numpy(x).to(self.device) for x in self.buffers))
+            self._views = sim.StepBuffers(*(cuda.as_cuda_array(t) for t in self.outputs))
+
+
+def _cuda_engine():
+    """:mod:`workflow_rl.sim.cuda`, or one ValueError saying what to install."""
+    try:
+        from workflow_rl.sim import cuda as engine   # first: it guards numba-cuda's import against numpy 2.5
+    except Exception as e:  # noqa: BLE001 - any import failure means the same fix
+        raise ValueError(f"device='cuda' needs numba-cuda (pip install 'workflow-rl[cuda]'): importing it failed "
+                         f"with {type(e).__name__}: {e}") from e
+    from numba import cuda
+
+    if not cuda.is_available():
+        raise ValueError("device='cuda': numba-cuda sees no usable CUDA GPU or driver (torch does): check that "
+                         "numba-cuda matches the driver's CUDA version (pip install 'numba-cuda[cu12]' or '[cu13]')")
+    return engine

@@ -14,8 +14,6 @@ from workflow_rl.workflow import Workflow
 
 EPISODE_WORKERS = "episodes"
 """The vectorization that runs whole episodes in worker processes (either engine) instead of stepping envs."""
-BACKENDS = ("numba", "torch")
-"""The native engine's backends: the compiled CPU kernel and the torch tensor path."""
 
 
 def one_of(default, options) -> dataclasses.Field:
@@ -60,24 +58,14 @@ def check_device_available(device: str) -> str:
     return dev
 
 
-def engine_backend(engine: str, device: str, requested: str | None, compile: bool) -> str | None:
-    """THE rule for which native backend a run uses (None for the cyborg engine): the one ``requested``, else the
-    CPU kernel on the CPU and the tensor path on a GPU. Raises for combinations that cannot run. Every caller asks
-    here, so a new backend changes this one function."""
-    if engine != "native":
-        if device != "cpu":
-            raise ValueError(f"the {engine} engine runs on the CPU: use --device cpu, not {device}")
-        if compile:
-            raise ValueError("--compile applies to the native engine's torch tensor path: drop it for --engine "
-                             f"{engine}")
-        return None
-    backend = requested or ("numba" if device == "cpu" else "torch")
-    if backend == "numba" and device != "cpu":
-        raise ValueError(f"the numba backend runs on the CPU: use --device cpu or --native-backend torch for "
-                         f"--device {device}")
-    if compile and backend != "torch":
-        raise ValueError("--compile applies to the native engine's torch tensor path: use it with --device cuda")
-    return backend
+def check_engine_device(engine: str, device: str) -> None:
+    """The one rule for where an engine runs: real CybORG on the CPU; the native engine's one rule source compiled
+    for the CPU (``device='cpu'``) or as a CUDA kernel (``device='cuda'``) (``make_vector_env`` picks the build from
+    the device)."""
+    if engine != "native" and device != "cpu":
+        raise ValueError(f"the {engine} engine runs on the CPU: use --device cpu, not {device}")
+    if engine == "native" and device != "cpu" and not device.startswith("cuda"):
+        raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use --device cpu or cuda, not {device}")
 
 
 PER_RUN = ("workflow", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
@@ -129,10 +117,6 @@ class TrainConfig:
     """cyborg engine: folder with Scenario2.yaml and images/"""
     official_bugs: bool = True
     """native engine: reproduce CybORG's OTService-restore and Vsftpd bugs (--no-official-bugs fixes both)"""
-    native_backend: str | None = one_of(None, BACKENDS)
-    """native engine: numba (CPU kernel) or torch (tensor path); default: numba on the CPU, torch on a GPU"""
-    compile: bool = False
-    """with --device cuda: torch.compile the engine step (fuses its many small GPU kernels)"""
     checkpoint_every: int = 10
     """updates between checkpoints (one is always written at the end)"""
     tensorboard: bool = False
@@ -165,19 +149,13 @@ class TrainConfig:
             v = getattr(self.ppo, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        engine_backend(self.engine, self.device, self.native_backend, self.compile)
         check_device_available(self.device)
-
-    @property
-    def backend(self) -> str | None:
-        """The native engine's backend this run uses (None for the cyborg engine)."""
-        return engine_backend(self.engine, self.device, self.native_backend, self.compile)
+        check_engine_device(self.engine, self.device)
 
     def engine_options(self) -> dict:
         """``make_vector_env`` options of this run's engine."""
         if self.engine == "native":
-            return {"official_bugs": self.official_bugs, "backend": self.backend,
-                    **({"compile": True} if self.compile else {})}
+            return {"official_bugs": self.official_bugs}
         return {"vectorization": self.vectorization, "start_method": self.parallel_start_method,
                 "scenario": self.scenario}
 

@@ -2,7 +2,7 @@
 lives on their device.
 
 ``TorchStepper.step(actions) -> StepOut`` with tensors on the trainer's device. The native CPU kernel is read through
-tensors that share its output buffers; the tensor engine stays on its device; any other gymnasium vector env (real
+tensors that share its output buffers; the CUDA kernel's outputs stay on the GPU; any other gymnasium vector env (real
 CybORG) goes through numpy.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workflow_rl.envs.native import NativeVectorEnv, TensorVectorEnv
+from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv
 
 
 @dataclass
@@ -29,11 +29,11 @@ class TorchStepper:
         self.env = env
         self.device = torch.device(device)
         self.num_envs = env.num_envs
-        self._kind = "tensor" if isinstance(env, TensorVectorEnv) else (
+        self._kind = "tensor" if isinstance(env, CudaVectorEnv) else (
             "native" if isinstance(env, NativeVectorEnv) else "gym")
         if self._kind == "native":
             if self.device.type != "cpu":
-                raise ValueError("the native CPU kernel feeds a CPU policy: use device='cpu' (or a torch-backend env)")
+                raise ValueError("the native CPU kernel feeds a CPU policy: use device='cpu' (or a device='cuda' env)")
             env.copy = False
             b = env.buffers
             self._views = {k: torch.from_numpy(getattr(b, k)) for k in ("obs", "reward", "truncated", "access",
@@ -71,23 +71,15 @@ class TorchStepper:
 
     def get_state(self):
         """Engine state for a checkpoint (native engines only; None for engines that cannot be snapshotted)."""
-        if self._kind == "native":
-            return {k: v.copy() for k, v in zip(self.env.state._fields, self.env.state)}
-        if self._kind == "tensor":
-            s = self.env.sync_state_to_numpy()
-            return {k: v for k, v in zip(s._fields, s)}
-        return None
+        if self._kind == "gym":
+            return None
+        s = self.env.sim_state()
+        return dict(zip(s._fields, s))
 
     def set_state(self, d) -> bool:
         if d is None or self._kind == "gym":
             return False
-        from workflow_rl.sim import tensor as TT
         from workflow_rl.sim.native import SimState
 
-        state = SimState(*(d[k] for k in SimState._fields))
-        if self._kind == "native":
-            for dst, src in zip(self.env.state, state):
-                dst[...] = src
-        else:
-            self.env.tstate = TT.to_tensors(state, self.env.device)
+        self.env.load_sim_state(SimState(*(d[k] for k in SimState._fields)))
         return True

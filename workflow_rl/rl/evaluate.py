@@ -47,11 +47,8 @@ def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int
     rank = torch.as_tensor(workflow.rank if workflow else np.arange(5), device=device)
     while done_eps < episodes:
         n = min(batch, episodes - done_eps)
-        opts = dict(engine_options)
-        if engine == "native" and device != "cpu":
-            opts.setdefault("backend", "torch")
         env = make_vector_env(n, red, engine=engine, episode_length=length, seed=seed + 7919 * round_,
-                              device=device, **opts)
+                              device=device, **engine_options)
         stepper = TorchStepper(env, device)
         obs, access = stepper.reset()
         tracker = ComplianceTracker(n, device)

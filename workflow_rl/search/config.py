@@ -20,6 +20,9 @@ SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25}
 4 PPO updates per episode of every env reach compliance in ~4x fewer episodes than 100 (RESULTS.md). (The learning
 rate, 5e-4, is PPOConfig's own default in both.)"""
 
+RETIRED = ("compile", "native_backend")
+"""Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
+native engine's CPU or CUDA build of one rule source, with the same results)."""
 PER_WORKFLOW = ("workflow", "num_episodes", "tensorboard")
 """TrainConfig fields the search decides for each workflow (its order, its budget claim; no TensorBoard), so they
 are neither search settings nor flags of ``workflow-rl search``."""
@@ -86,8 +89,9 @@ class SearchConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SearchConfig":
-        """Inverse of :meth:`to_dict`; a state file from before a setting existed gets its default."""
-        d = dict(d)
+        """Inverse of :meth:`to_dict`; a state file from before a setting existed gets its default, and settings
+        that no longer exist (``RETIRED``) are dropped."""
+        d = {k: v for k, v in d.items() if k not in RETIRED}
         if d.get("hidden") is not None:
             d["hidden"] = tuple(d["hidden"])
         return cls(**d)

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.rl.checkpoint import load_checkpoint
-from workflow_rl.rl.config import engine_backend
 from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_policy
 from workflow_rl.rl.trainer import Trainer
 from workflow_rl.search.config import SearchConfig
@@ -75,8 +74,7 @@ def evaluate_record(cfg: SearchConfig, p: Proposal, agents: list, summaries: lis
     wf = Workflow.parse(p.workflow)
     device = cfg.train.device
     evs = [evaluate_policy(agent_act(a, wf, greedy=True), cfg.train.red_agent, cfg.eval_length, cfg.eval_episodes,
-                           engine="native", seed=EVAL_SEED, workflow=wf, device=device,
-                           backend=engine_backend("native", device, None, False)) for a in agents]
+                           engine="native", seed=EVAL_SEED, workflow=wf, device=device) for a in agents]
     statuses = [seed_status(cfg, p, s["stop_reason"]) for s in summaries]
     status = ("compliant" if all(x == "compliant" for x in statuses) else
               "budget_cut" if "budget_cut" in statuses else "not_compliant")

@@ -1,0 +1,114 @@
+"""The native CAGE2 engine on an NVIDIA GPU: the rules of :mod:`workflow_rl.sim.rules` compiled with numba-cuda.
+
+One CUDA thread steps one env, running the very functions the CPU kernel runs (``compile_rules`` with
+``numba.cuda.jit(device=True)`` instead of ``numba.njit``), so the two targets give identical trajectories,
+rewards included. The state stays a struct of arrays with the env batch first (a :class:`SimState` of device
+arrays); outputs are written into whatever device arrays the caller passes, e.g. views of torch tensors made with
+``numba.cuda.as_cuda_array`` (no copies: :class:`workflow_rl.envs.native.CudaVectorEnv` does this). The small rule
+tables are compiled into the kernel as constants; the two lookup tables that depend on ``official_bugs`` go to the
+device once per process.
+
+Needs ``numba-cuda`` (tested with 0.30.4). numba-cuda 0.30.4 registers an overload for ``np.row_stack``, which
+numpy 2.5 removed, so its first compilation fails there; where numpy has no ``row_stack`` this module restores it
+as the alias of ``np.vstack`` it was (numpy 2.0-2.4) before importing ``numba.cuda`` (checked: with numpy 2.5.5 the
+kernel then compiles to PTX, and without the alias even a trivial kernel does not).
+
+Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before ``numba.cuda`` is first imported) this module
+runs on any CPU, as plain Python: that is how CI checks the CUDA path against the CPU kernel.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+if not hasattr(np, "row_stack"):   # numba-cuda 0.30.4 overloads it at import; numpy 2.5 removed the vstack alias
+    np.row_stack = np.vstack
+
+from numba import cuda  # noqa: E402 (after the guard above)
+
+from workflow_rl.sim import native as N  # noqa: E402
+from workflow_rl.sim import rules  # noqa: E402
+from workflow_rl.sim import tables as T  # noqa: E402
+from workflow_rl.sim.native import SimState, StepBuffers  # noqa: E402
+
+THREADS_PER_BLOCK = 128
+
+_DEV = rules.compile_rules(cuda.jit(device=True, inline="always"))
+_step_env = _DEV["_step_env"]
+
+
+@cuda.jit
+def _step_kernel(s, actions, episode_length, official_bugs, decoy_ports_tab, trapped_by, b):
+    i = cuda.grid(1)
+    if i < actions.shape[0]:
+        _step_env(s, i, actions[i], episode_length, official_bugs, decoy_ports_tab, trapped_by, b)
+
+
+_TABLES: dict[tuple, tuple] = {}
+
+
+def _device_tables(official_bugs: bool) -> tuple:
+    """The two lookup tables on the current GPU, copied there once per process and GPU."""
+    key = (official_bugs, getattr(cuda.get_current_device(), "id", 0))   # the simulator's device has no id
+    if key not in _TABLES:
+        _TABLES[key] = tuple(cuda.to_device(t) for t in rules.kernel_tables(official_bugs))
+    return _TABLES[key]
+
+
+def to_device(arrays: NamedTuple, stream=0) -> NamedTuple:
+    """A copy of a :class:`SimState` (or :class:`StepBuffers`) of numpy arrays as device arrays."""
+    return type(arrays)(*(cuda.to_device(np.ascontiguousarray(a), stream=stream) for a in arrays))
+
+
+def to_host(arrays: NamedTuple, stream=0) -> NamedTuple:
+    """A numpy copy of a :class:`SimState` (or :class:`StepBuffers`) of device arrays."""
+    out = type(arrays)(*(a.copy_to_host(stream=stream) for a in arrays))
+    if stream != 0:
+        stream.synchronize()
+    return out
+
+
+def step(state: SimState, actions, buffers: StepBuffers, episode_length: int, official_bugs: bool = True,
+         stream=0, threads_per_block: int = THREADS_PER_BLOCK) -> None:
+    """Advance every env one step on the GPU, in place, as :func:`workflow_rl.sim.native.step` does on the CPU.
+
+    ``state`` and ``buffers`` hold device arrays, ``actions`` is a device int64 array of blue actions in 0..144; the
+    kernel is queued on ``stream`` (0: the default stream) and not waited for.
+    """
+    n = actions.shape[0]
+    ports, trapped = _device_tables(bool(official_bugs))
+    blocks = (n + threads_per_block - 1) // threads_per_block
+    _step_kernel[blocks, threads_per_block, stream](state, actions, np.int32(episode_length), bool(official_bugs),
+                                                    ports, trapped, buffers)
+
+
+def lockstep_mismatch(num_envs: int, steps: int, official_bugs: bool, policies, seed: int = 0,
+                      episode_length: int = 100, threads_per_block: int = THREADS_PER_BLOCK) -> str | None:
+    """Step the CPU kernel and this CUDA kernel side by side from the same state with the same actions; the first
+    difference (step, and which output or state field), or None when every output and the whole state agree after
+    every step.
+
+    Envs cycle through B_lineAgent, RedMeanderAgent and SleepAgent; env j is defended by ``policies[j %
+    len(policies)]``, each called as ``policy(t, obs, rng) -> actions`` on the CPU kernel's observations.
+    """
+    n = num_envs
+    s, b = N.allocate_state(n), N.allocate_buffers(n)
+    N.seed_state(s, seed, np.array([T.RED_BLINE, T.RED_MEANDER, T.RED_SLEEP], np.int8)[np.arange(n) % 3])
+    N.reset_envs(s, b)
+    ds, db = to_device(s), to_device(b)
+    rng = np.random.default_rng(seed)
+    rows = np.arange(n)
+    for t in range(steps):
+        choices = np.stack([np.asarray(p(t % episode_length, b.obs, rng)) for p in policies])
+        a = choices[rows % len(policies), rows].astype(np.int64)
+        step(ds, cuda.to_device(a), db, episode_length, official_bugs, threads_per_block=threads_per_block)
+        N.step(s, a, b, episode_length, official_bugs)
+        for kind, cpu, dev in (("output", b, to_host(db)), ("state field", s, to_host(ds))):
+            for name, x, y in zip(cpu._fields, cpu, dev):
+                if not np.array_equal(x, y):
+                    return f"step {t}: {kind} {name} differs in {int((x != y).reshape(n, -1).any(1).sum())} envs"
+    return None
+
+
+__all__ = ["step", "to_device", "to_host", "lockstep_mismatch", "THREADS_PER_BLOCK"]
