@@ -3,8 +3,9 @@
 Kernel: the Mallows kernel, k(a, b) = s^2 exp(-||phi(a) - phi(b)||^2 / (2 l^2)) with phi the 10-dim pairwise-order
 embedding (+1/-1 per type pair). ||phi(a) - phi(b)||^2 = 40 * Kendall(a, b), so this is an RBF in Kendall distance,
 positive definite on permutations. Plus a white-noise term, or, where every observation is a mean over seeds, each
-observation's own noise variance (its squared standard error) as a per-sample ``alpha``. Signal variance, length scale and noise are fitted by
-maximising the marginal likelihood (scikit-learn's GaussianProcessRegressor, a few seeded restarts).
+observation's own noise variance (its squared standard error) as a per-sample ``alpha``. Signal variance, length
+scale and noise are fitted by maximising the marginal likelihood (scikit-learn's GaussianProcessRegressor, a few
+seeded restarts).
 
 UCB: score = mu + sqrt(beta_t) * sigma over all 120 candidates. By default beta_t follows Srinivas et al. (2010),
 Theorem 1 for a finite decision set: beta_t = 2 log(|D| t^2 pi^2 / (6 delta)), delta = 0.1; ``beta`` fixes it.

@@ -1,4 +1,5 @@
-"""GP-UCB (or ``strategy="random"``) search over the 120 workflows with policy inheritance, under an exact training-episode budget.
+"""GP-UCB (or ``strategy="random"``) search over the 120 workflows with policy inheritance, under an exact
+training-episode budget.
 
 Each iteration: choose a workflow (initial design, then the UCB argmax over the workflows not yet trained), warm
 start its policy from an already-trained workflow (``inherit``), train it until it complies or reaches its
