@@ -21,7 +21,10 @@ def _claim(workflow: str, budget: int) -> Proposal:
 
 
 def _tiny(**kw):
-    base = dict(n_envs=8, max_episodes=2, total_episodes=60, eval_episodes=16, seed=1, n_init=2, batch_workflows=2)
+    """Caps of 16 episodes (no post-gate phase: the gate cannot fire before min-episodes 5 anyway), so two claims
+    fit the 60-episode budget and the slots overlap."""
+    base = dict(n_envs=8, max_episodes=2, total_episodes=60, eval_episodes=16, seed=1, n_init=2, batch_workflows=2,
+                post_gate_episodes=0)
     base.update(kw)
     return SearchConfig(**base)
 

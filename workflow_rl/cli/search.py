@@ -1,10 +1,11 @@
-"""``workflow-rl search``: the GP-UCB workflow search (the main job)."""
+"""``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
+from workflow_rl.search.outputs import answer_line
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
 
 
@@ -78,10 +79,9 @@ def cmd_search(args) -> int:
     except (SearchInterrupted, KeyboardInterrupt):
         print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
         return 130
-    print(f"best workflow: {summary['best_workflow_codes']} ({' > '.join(summary['best_workflow'] or [])}) "
-          f"return {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
-          f"{'' if summary['best_is_compliant'] else ' (no workflow reached the compliance threshold)'}")
     print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
-          f"episodes, {summary['wall_time_s']:.0f} s")
-    print(f"report: {search.out / 'report.md'}")
+          f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")
+    if "ground_truth_statement" in summary:
+        print(f"ground truth: {search.out / 'ground_truth.csv'}. {summary['ground_truth_statement']}")
+    print(answer_line(summary))
     return 0

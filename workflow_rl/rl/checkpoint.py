@@ -34,6 +34,10 @@ class RunState:
     last_compliance: float = float("nan")
     last_counted: float = 0.0
     stop_reason: str | None = None
+    gate_at: int | None = None
+    """episodes per env (the fewest any env finished) when the compliance gate fired; None: not yet"""
+    gate_episodes: int | None = None
+    """training episodes of the run when the gate fired"""
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
 
     def __post_init__(self):
@@ -62,7 +66,8 @@ class RunState:
             "counters": {"update": self.update, "global_step": self.global_step,
                          "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
                          "stop_reason": self.stop_reason, "last_compliance": self.last_compliance,
-                         "round_active": self.round_active},
+                         "round_active": self.round_active, "gate_at": self.gate_at,
+                         "gate_episodes": self.gate_episodes},
             "rng": e.get("rng"), "env_state": e.get("env_state"), "obs": e.get("obs"), "access": e.get("access"),
             "tracker": e.get("tracker"), "episode_running": e.get("episode_running"),
             "recent": list(self.recent),
@@ -76,6 +81,7 @@ class RunState:
         return cls(n_envs, update=c["update"], global_step=c["global_step"], total_episodes=c["total_episodes"],
                    episodes_per_env=np.asarray(c["episodes_per_env"]).copy(),
                    round_active=c.get("round_active", n_envs), last_compliance=c["last_compliance"],
+                   gate_at=c.get("gate_at"), gate_episodes=c.get("gate_episodes"),
                    recent=deque(ck["recent"], maxlen=RECENT))
 
 

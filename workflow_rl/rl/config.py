@@ -69,7 +69,7 @@ def check_engine_device(engine: str, device: str) -> None:
 
 
 PER_RUN = ("workflow", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
-           "alignment_lambda", "n_workers", "checkpoint_every", "tensorboard")
+           "post_gate_episodes", "alignment_lambda", "n_workers", "checkpoint_every", "tensorboard")
 """The settings a run may hold on its own inside a batch of runs (its workflow, budget, stop rule, reward and
 bookkeeping); every other setting shapes the batch or its update, so all runs of one batch share it."""
 
@@ -95,11 +95,14 @@ class TrainConfig:
     min_episodes: int = 5
     """per env: the compliance gate is not checked before every env finished this many"""
     num_episodes: int | None = None
-    """total training episodes over all envs (never exceeded; default: max-episodes x n-envs)"""
+    """total training episodes over all envs (never exceeded; default: (max-episodes + post-gate-episodes) x n-envs)"""
     compliance_threshold: float = 0.95
     """stop once an update's compliance reaches this, in (0, 1]"""
     min_fixes: int = 50
     """counted (compliant or violating) fixes an update needs before its compliance can stop training"""
+    post_gate_episodes: int = 0
+    """per env: once the compliance gate fires, train exactly this many more episodes before stopping (not capped
+    by --max-episodes; compliance stays measured); 0 = stop at the gate"""
     alignment_lambda: float = 30.0
     """weight of the workflow-alignment reward bonus (>= 0)"""
     device: str = "cpu"
@@ -135,6 +138,8 @@ class TrainConfig:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
         if self.min_episodes < 0 or self.min_fixes < 0:
             raise ValueError("min-episodes and min-fixes must be >= 0")
+        if not isinstance(self.post_gate_episodes, int) or self.post_gate_episodes < 0:
+            raise ValueError(f"post-gate-episodes must be an integer >= 0, got {self.post_gate_episodes!r}")
         if self.num_episodes is not None and self.num_episodes < 1:
             raise ValueError(f"num-episodes must be >= 1, got {self.num_episodes}")
         if self.vectorization == EPISODE_WORKERS and self.update_every_steps != self.episode_length:
@@ -161,7 +166,9 @@ class TrainConfig:
 
     @property
     def budget(self) -> int:
-        cap = self.max_episodes * self.n_envs
+        """Training episodes this run may use: up to the gate at ``max_episodes`` per env, plus the post-gate
+        phase, unless ``num_episodes`` is smaller."""
+        cap = (self.max_episodes + self.post_gate_episodes) * self.n_envs
         return cap if self.num_episodes is None else min(cap, self.num_episodes)
 
     def to_dict(self) -> dict:

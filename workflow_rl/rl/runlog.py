@@ -11,6 +11,7 @@ import numpy as np
 
 from workflow_rl.envs.factory import parse_red_agent
 from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.workflow import Workflow
 
 LOG_COLUMNS = ["workflow_id", "workflow", "update", "episodes", "total_episodes", "env_reward", "alignment_bonus",
@@ -80,14 +81,15 @@ class RunLog:
 
 
 def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, updates: int, compliance: float,
-                stop_reason: str | None, recent) -> dict:
+                stop_reason: str | None, recent, gate_episodes: int | None = None) -> dict:
     """What a finished (or stopped) training run reports."""
     return {
         "workflow": workflow.names if workflow else None,
         "red_agent": parse_red_agent(cfg.red_agent), "engine": cfg.engine,
         "episodes": episodes, "updates": updates,
         "compliance": None if math.isnan(compliance) else compliance,
-        "compliant": stop_reason == "compliant", "stop_reason": stop_reason,
+        "compliant": passed_gate(stop_reason), "stop_reason": stop_reason,
+        "gate_episodes": gate_episodes, "post_gate_episodes": cfg.post_gate_episodes,
         "mean100": mean_or_nan(list(recent)),
     }
 

@@ -35,13 +35,35 @@ def plan_update(cfg: TrainConfig, global_step: int, left: int, round_active: int
     return None
 
 
-def stop_rule(cfg: TrainConfig, conditioned: bool, min_episodes_done: int, counted: float, compliance: float,
-              total_episodes: int) -> str | None:
-    """Why training stops after an update (None: go on). The compliance gate needs a workflow, every env past
-    ``min_episodes`` and at least ``min_fixes`` counted fixes in the update's finished episodes."""
-    if (conditioned and min_episodes_done >= cfg.min_episodes and counted >= max(1, cfg.min_fixes)
-            and compliance >= cfg.compliance_threshold):
-        return "compliant"
+PASSED_GATE = ("compliant", "post_gate")
+"""Stop reasons of a run that passed the compliance gate: at the gate (``post_gate_episodes`` 0) or after training
+its post-gate budget. Every reader of a stop reason asks :func:`passed_gate`."""
+
+
+def passed_gate(stop_reason: str | None) -> bool:
+    return stop_reason in PASSED_GATE
+
+
+def gate_fires(cfg: TrainConfig, conditioned: bool, min_episodes_done: int, counted: float,
+               compliance: float) -> bool:
+    """Whether an update passes the compliance gate: it needs a workflow, every env past ``min_episodes``, at
+    least ``min_fixes`` counted fixes in the update's finished episodes and batch compliance >= the threshold."""
+    return (conditioned and min_episodes_done >= cfg.min_episodes and counted >= max(1, cfg.min_fixes)
+            and compliance >= cfg.compliance_threshold)
+
+
+def stop_rule(cfg: TrainConfig, min_episodes_done: int, total_episodes: int, gate_at: int | None) -> str | None:
+    """Why training stops after an update (None: go on). ``gate_at``: the per-env episode count at which the
+    gate fired (None: not yet; see :func:`gate_fires`).
+
+    Before the gate: stop at ``max_episodes`` per env or when the budget is spent. After it the run trains exactly
+    ``post_gate_episodes`` more episodes per env (the post-gate phase is not capped by ``max_episodes``, which
+    bounds only the time to reach the gate), so the value a workflow is judged by comes after the same further
+    training whatever it started from; only the episode budget (``num_episodes``) can cut it ("budget")."""
+    if gate_at is not None:
+        if min_episodes_done >= gate_at + cfg.post_gate_episodes:
+            return "post_gate" if cfg.post_gate_episodes else "compliant"
+        return "budget" if total_episodes >= cfg.budget else None
     if min_episodes_done >= cfg.max_episodes:
         return "max_episodes"
     if total_episodes >= cfg.budget:

@@ -12,7 +12,8 @@ parameter tensor, so each member's optimiser state is its own (cleared when a ne
 size (``plan_update``), mid-episode checkpoints with an engine snapshot (so ``--resume`` continues bit-identically on
 the native engine), episode workers (``vectorization="episodes"``) and a progress line per update. It trains until
 the first of: batch compliance >= threshold (once every env finished ``min_episodes`` episodes and ``min_fixes``
-fixes were counted), every env finished ``max_episodes`` episodes, or the episode budget ``num_episodes`` is spent.
+fixes were counted; the *gate*), every env finished ``max_episodes`` episodes, or the episode budget ``num_episodes``
+is spent; after the gate it trains ``post_gate_episodes`` more episodes per env (``rl.schedule.stop_rule``).
 Ctrl-C finishes the current update, saves and exits.
 
 With several slots, slots change only between episodes: envs start together and episodes have one fixed length,
@@ -41,7 +42,7 @@ from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
-from workflow_rl.rl.schedule import plan_update, stop_rule
+from workflow_rl.rl.schedule import gate_fires, plan_update, stop_rule
 from workflow_rl.rl.stack import AgentStack, load_member_optimizer_state, member_optimizer_state, stacked_ppo_update
 from workflow_rl.workflow import Workflow
 
@@ -63,7 +64,7 @@ class Slot(RunState):
 
     def summary(self) -> dict:
         return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
-                           self.stop_reason, self.recent)
+                           self.stop_reason, self.recent, self.gate_episodes)
 
 
 def _empty_finished() -> dict:
@@ -236,8 +237,10 @@ class BatchedTrainer:
                "total_episodes": s.total_episodes, **ep, "collection_time": t_collect, "update_time": t_update,
                "sps": sps, "global_step": s.global_step, "mean100": mean_or_nan(list(s.recent)), **stats}
         s.log.write(row)
-        s.stop_reason = stop_rule(s.cfg, s.workflow is not None, int(s.episodes_per_env.min()), counted,
-                                  s.last_compliance, s.total_episodes)
+        done = int(s.episodes_per_env.min())
+        if s.gate_at is None and gate_fires(s.cfg, s.workflow is not None, done, counted, s.last_compliance):
+            s.gate_at, s.gate_episodes = done, s.total_episodes
+        s.stop_reason = stop_rule(s.cfg, done, s.total_episodes, s.gate_at)
         return row
 
     def _x(self, obs: torch.Tensor) -> torch.Tensor:

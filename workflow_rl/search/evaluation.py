@@ -12,6 +12,7 @@ import numpy as np
 
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_policy
+from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.rl.trainer import Trainer
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.records import Proposal, Record
@@ -51,7 +52,7 @@ def train_and_evaluate(cfg: SearchConfig, out: str | Path, p: Proposal, progress
 
 def seed_status(cfg: SearchConfig, p: Proposal, stop_reason: str | None) -> str:
     """Why one seed's training ended, as a record status."""
-    if stop_reason == "compliant":
+    if passed_gate(stop_reason):
         return "compliant"
     if stop_reason == "budget" and p.budget < cfg.workflow_cap:
         return "budget_cut"   # the search budget, not the workflow's own cap, ended it
@@ -93,4 +94,5 @@ def evaluate_record(cfg: SearchConfig, p: Proposal, agents: list, summaries: lis
         eval_compliance=_mean_or_none(e.compliance for e in evs),
         episodes_trained=sum(s["episodes"] for s in summaries), status=status,
         wall_time=time.perf_counter() - t0, started_at=started, finished_at=time.time(), run_dir=p.run_dir,
-        checkpoint=checkpoints[keep], seed_rewards=[e.mean for e in evs], seed_status=statuses)
+        checkpoint=checkpoints[keep], seed_rewards=[e.mean for e in evs], seed_status=statuses,
+        seed_eval_compliance=[e.compliance for e in evs], gate_episodes=[s.get("gate_episodes") for s in summaries])

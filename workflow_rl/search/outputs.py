@@ -1,5 +1,6 @@
 """What a search leaves in RUN_DIR besides its state: the GP log, the combined training log, one printed line per
-workflow, and at the end summary.json, best_workflow.json, best_policy.pt and report.md."""
+workflow, and at the end summary.json, best_workflow.json, best_policy.pt, report.md (and ground_truth.csv for a
+fixed workflow list)."""
 from __future__ import annotations
 
 import csv
@@ -7,6 +8,8 @@ import shutil
 from pathlib import Path
 
 from workflow_rl.envs.names import parse_red_agent
+from workflow_rl.search.answer import confidence_set
+from workflow_rl.search.ground_truth import best_set_statement, load_ground_truth, score_answer, write_ground_truth
 from workflow_rl.search.records import Record, atomic_json
 from workflow_rl.workflow import Workflow
 
@@ -44,32 +47,75 @@ def progress_line(r: Record, best: Record, episodes_used: int, total_episodes: i
             f"{r.reason}")
 
 
+def answer_summary(search) -> dict:
+    """The answer with how sure it is: its interval, the 95% confidence set and, with ``ground_truth``, its simple
+    regret and rank there."""
+    cfg, best = search.cfg, search.best()
+    threshold = cfg.train.compliance_threshold
+    cs = confidence_set(search.state.iterations, threshold, cfg.train.seed)
+    out = {
+        "best_workflow": Workflow.parse(best.workflow).names if best else None,
+        "best_workflow_codes": best.workflow if best else None,
+        "best_reward": best.observed_reward if best else None,
+        "best_ci95": best.observed_ci95 if best else None,
+        "best_interval_source": None if best is None else (
+            f"95% Student-t across {len(best.seed_rewards)} seeds" if len(best.seed_rewards) > 1 else
+            f"95% over {cfg.eval_episodes} evaluation episodes of one seed (seed noise not included)"),
+        "best_is_compliant": bool(best and best.status == "compliant"),
+        "best_is_eligible": bool(best and best.eligible(threshold)),
+        "best_eval_compliance": best.eval_compliance if best else None,
+        "confidence_set": cs["workflows"], "confidence_set_size": len(cs["workflows"]),
+        "confidence_set_method": cs["method"], "strategy": cfg.strategy,
+        "post_gate_episodes": cfg.train.post_gate_episodes,
+    }
+    if cfg.ground_truth:
+        table = load_ground_truth(cfg.ground_truth, cfg)
+        out.update({"ground_truth": str(cfg.ground_truth), **score_answer(table, out["best_workflow_codes"])})
+    return out
+
+
+def answer_line(summary: dict) -> str:
+    """The last line a search prints: the answer, its interval and its 95% confidence set (and regret)."""
+    if summary["best_workflow_codes"] is None:
+        return "no workflow trained"
+    cs = summary["confidence_set"]
+    shown = ", ".join(cs[:8]) + (f", ... (+{len(cs) - 8}; all in summary.json)" if len(cs) > 8 else "")
+    flag = "" if summary["best_is_eligible"] else " (NOT eligible: no workflow complied in training and evaluation)"
+    line = (f"answer: {summary['best_workflow_codes']} {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
+            f"{flag} | 95% confidence set: {len(cs)} of 120 workflow(s): {shown}")
+    if "regret" in summary:
+        regret = "n/a (answer not in the ground truth)" if summary["regret"] is None else f"{summary['regret']:.2f}"
+        line += f" | regret {regret}, rank {summary['answer_rank'] or 'n/a'}"
+    return line
+
+
 def finalize(search, wall: float) -> dict:
     """Write the end-of-search artefacts of a ``WorkflowSearch`` and return its summary."""
     cfg, state, best = search.cfg, search.state, search.best()
     summary = {
         "red_agent": parse_red_agent(cfg.train.red_agent), "engine": cfg.train.engine,
-        "best_workflow": Workflow.parse(best.workflow).names if best else None,
-        "best_workflow_codes": best.workflow if best else None,
-        "best_reward": best.observed_reward if best else None,
-        "best_ci95": best.observed_ci95 if best else None,
-        "best_is_compliant": bool(best and best.status == "compliant"),
+        **answer_summary(search),
         "episodes_used": state.episodes_used, "total_episodes": cfg.total_episodes,
         "workflows_evaluated": len(state.iterations),
         "n_compliant": sum(r.status == "compliant" for r in state.iterations),
+        "n_eligible": sum(r.eligible(cfg.train.compliance_threshold) for r in state.iterations),
         "batch_workflows": cfg.batch_workflows,
         "wall_time_s": wall,
     }
+    if cfg.workflows is not None and state.iterations:
+        rows = write_ground_truth(state.iterations, cfg, search.out / "ground_truth.csv")
+        summary["ground_truth_statement"] = best_set_statement(rows)
     if best:
         shutil.copyfile(search.out / best.checkpoint, search.out / "best_policy.pt")
         record = best.to_dict()
         atomic_json({**{k: record[k] for k in BEST_WORKFLOW_KEYS}, "names": Workflow.parse(best.workflow).names,
-                     "checkpoint": "best_policy.pt"}, search.out / "best_workflow.json")
+                     "checkpoint": "best_policy.pt", "confidence_set": summary["confidence_set"]},
+                    search.out / "best_workflow.json")
     atomic_json(summary, search.out / "summary.json")
     try:
         from workflow_rl.search.report import write_report
 
-        write_report(search)
+        write_report(search, summary)
     except Exception as e:  # noqa: BLE001 - a plotting failure must not lose the search results
         print(f"warning: report not written ({type(e).__name__}: {e})")
     return summary

@@ -91,6 +91,15 @@ class Record(_Saved):
     """the kept policy (the best compliant seed's), relative to RUN_DIR"""
     seed_rewards: list[float] = field(default_factory=list)
     seed_status: list[str] = field(default_factory=list)
+    seed_eval_compliance: list[float | None] = field(default_factory=list)
+    gate_episodes: list[int | None] = field(default_factory=list)
+    """per seed: its training episodes when the compliance gate fired (None: it never did)"""
+
+    def eligible(self, threshold: float) -> bool:
+        """Whether this workflow may be the answer: it passed the gate (and its post-gate phase) on every seed and
+        its greedy policy's evaluated compliance is >= ``threshold`` (None: no fix was counted in evaluation, so no
+        violation either)."""
+        return self.status == "compliant" and (self.eval_compliance is None or self.eval_compliance >= threshold)
 
 
 @dataclass

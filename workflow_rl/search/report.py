@@ -22,13 +22,15 @@ def _f(x) -> float:
         return math.nan
 
 
-def write_report(search) -> Path:
+def write_report(search, summary: dict) -> Path:
+    """report.md and its plots; ``summary``: the search's summary (its answer, confidence set and regret)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from workflow_rl.search.gp import N_CANDIDATES, fit_gp, posterior
+    from workflow_rl.search.answer import fit_records
+    from workflow_rl.search.gp import N_CANDIDATES, posterior
     from workflow_rl.workflow import Workflow, all_workflows
 
     cfg, out = search.cfg, search.out
@@ -62,7 +64,7 @@ def write_report(search) -> Path:
     if len(its) >= 2:
         ws = [Workflow.parse(r.workflow) for r in its]
         y = np.array([r.observed_reward for r in its])
-        gp = fit_gp(ws, y, seed=cfg.train.seed)
+        gp = fit_records(its, cfg.train.seed)
         mu, sd = posterior(gp)
         order = np.argsort(-mu)
         pos = {k: p for p, k in enumerate(order)}
@@ -119,8 +121,20 @@ def write_report(search) -> Path:
     if best:
         lines += [f"**Best workflow: {best.workflow}** ({' > '.join(Workflow.parse(best.workflow).names)}), "
                   f"evaluated return {best.observed_reward:.2f} ± {best.observed_ci95:.2f} "
-                  f"({cfg.eval_episodes} held-out episodes of {cfg.eval_length} steps), status "
-                  f"{best.status}. Policy: `best_policy.pt`.", ""]
+                  f"({summary['best_interval_source']}; {cfg.eval_episodes} held-out episodes of {cfg.eval_length} "
+                  f"steps), status {best.status}, eligible {summary['best_is_eligible']}. Policy: "
+                  "`best_policy.pt`.", "",
+                  f"**95% confidence set** ({summary['confidence_set_size']} of {N_CANDIDATES} workflows cannot be "
+                  f"excluded from being best): {', '.join(summary['confidence_set'])}.", "",
+                  f"How: {summary['confidence_set_method']}.", ""]
+    if "regret" in summary:
+        regret = "n/a (the answer is not in the ground truth)" if summary["regret"] is None else \
+            f"{summary['regret']:.2f}"
+        lines += [f"Against the ground truth `{summary['ground_truth']}` (best {summary['ground_truth_best']}): "
+                  f"simple regret {regret}, rank {summary['answer_rank'] or 'n/a'}, in its top set: "
+                  f"{summary['answer_in_top_set']}.", ""]
+    if "ground_truth_statement" in summary:
+        lines += ["## Ground truth", "", "`ground_truth.csv`: " + summary["ground_truth_statement"], ""]
     lines += ["## Iterations", "", "| it | workflow | why | parent | compliance | eval return | episodes | status |",
               "|---:|---|---|---|---:|---:|---:|---|"]
     for r in its:

@@ -1,4 +1,5 @@
-"""GP-UCB search over the 120 workflows with policy inheritance, under an exact training-episode budget.
+"""GP-UCB (or ``strategy="random"``) search over the 120 workflows with policy inheritance, under an exact
+training-episode budget.
 
 Each iteration: choose a workflow (initial design, then the UCB argmax over the workflows not yet trained), warm
 start its policy from an already-trained workflow (``inherit``), train it until it complies or reaches its
@@ -10,11 +11,12 @@ Rules (also in the README):
   exceeded: the last workflow's training is cut to what is left. Workflows running at once each claim a full cap
   at dispatch; a new one waits while less than a cap is unclaimed and others still run (they hand back what they
   do not use), so only the search's real last workflow is cut.
-* Every trained workflow is recorded with its observed value and status: ``compliant`` (reached the threshold),
+* Every trained workflow is recorded with its observed value and status: ``compliant`` (passed the gate and its
+  post-gate phase),
   ``not_compliant`` (hit its episode cap) or ``budget_cut`` (the budget ran out first). All observations feed the
   GP (it models how well a workflow's trained policy defends); a workflow is trained once and then leaves the
-  candidate set, so nothing is retried. The returned best workflow is the best *compliant* one (if none complied,
-  the best overall, flagged).
+  candidate set, so nothing is retried. The returned best workflow is the best *eligible* one (compliant, and
+  compliant in evaluation too; if none is, the best overall, flagged), with its 95% confidence set (``answer``).
 * Inheritance: ``nearest`` starts from the trained workflow at the smallest Kendall distance (the most recent on
   ties), ``previous`` from the last trained one, ``none`` from scratch. Only the network weights are inherited;
   the Adam state starts fresh, because its moment estimates belong to the parent's objective. When several
@@ -31,10 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.search.answer import best_record, fit_records
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.evaluation import SearchInterrupted, evaluate_record, train_and_evaluate
 from workflow_rl.search.executors import Executor, SearchJob, SerialExecutor
-from workflow_rl.search.gp import N_CANDIDATES, features, fit_gp, initial_design, posterior, srinivas_beta, ucb_select
+from workflow_rl.search.gp import (N_CANDIDATES, features, fit_gp, initial_design, posterior, seed_noise, srinivas_beta,
+                                   ucb_select)
 from workflow_rl.search.outputs import append_logs, finalize, progress_line
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
@@ -102,6 +106,23 @@ class WorkflowSearch:
             return Proposal(workflow=Workflow.parse(self.cfg.workflows[it]).codes, reason="listed (exhaustive)")
         if len(tried) >= N_CANDIDATES:
             return None
+        return self._strategies()[self.cfg.strategy](it, tried, busy)
+
+    def _strategies(self) -> dict:
+        """Strategy name -> its pick(iteration, tried, busy): the one place a new strategy is added (its name goes
+        to ``config.STRATEGIES``)."""
+        return {"gp-ucb": self._gp_ucb, "random": self._random}
+
+    def _random(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
+        """Uniform over the untried workflows; the draw depends only on the seed and the iteration, so a resumed
+        search draws what the uninterrupted one would."""
+        untried = [k for k in range(N_CANDIDATES) if k not in tried]
+        rng = np.random.default_rng([self.cfg.train.seed, it])
+        k = untried[int(rng.integers(len(untried)))]
+        return Proposal(workflow=all_workflows()[k].codes, reason=f"random among {len(untried)} untried")
+
+    def _gp_ucb(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
+        """The initial design first, then the UCB argmax over the untried workflows."""
         if it < self.cfg.n_init or len(self.state.iterations) < 2:
             return self._design_point(it, tried)
         mu, sd = self._posterior(busy)
@@ -127,13 +148,17 @@ class WorkflowSearch:
         return Proposal(workflow=wf.codes, reason=why)
 
     def _posterior(self, busy: set[int] = frozenset()):
-        ws = self._trained()
-        y = np.array([r.observed_reward for r in self.state.iterations])
-        model = fit_gp(ws, y, seed=self.cfg.train.seed)
+        its = self.state.iterations
+        model = fit_records(its, self.cfg.train.seed)
         if busy:
+            ws = self._trained()
             extra = [all_workflows()[k] for k in sorted(busy)]
             y_fake = model.predict(features(extra))
-            model = fit_gp(ws + extra, np.concatenate([y, y_fake]), kernel=model.kernel_)
+            noise = seed_noise([r.seed_rewards for r in its])
+            if noise is not None:   # a hallucinated point is as precise as a typical observation
+                noise = np.concatenate([noise, np.full(len(extra), np.median(noise))])
+            y = np.array([r.observed_reward for r in its])
+            model = fit_gp(ws + extra, np.concatenate([y, y_fake]), kernel=model.kernel_, noise_var=noise)
         return posterior(model)
 
     def _parent(self, wf: Workflow) -> Record | None:
@@ -214,9 +239,6 @@ class WorkflowSearch:
         print(progress_line(record, self.best(), self.state.episodes_used, self.cfg.total_episodes), flush=True)
 
     def best(self) -> Record | None:
-        """The best compliant workflow so far (the best overall, if none complied)."""
-        its = self.state.iterations
-        if not its:
-            return None
-        compliant = [r for r in its if r.status == "compliant"]
-        return max(compliant or its, key=lambda r: r.observed_reward)
+        """The answer so far: the best eligible workflow (compliant in training and evaluation; the best overall,
+        if none is)."""
+        return best_record(self.state.iterations, self.cfg.train.compliance_threshold)

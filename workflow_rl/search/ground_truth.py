@@ -1,0 +1,130 @@
+"""The ground truth: every listed workflow trained K times under one protocol (``search --exhaustive
+--seeds-per-workflow K``), written as ``ground_truth.csv``; and reading such a file back to score a search's answer
+(simple regret, rank).
+
+A ground truth only scores a search run under the same *protocol*, the settings that define what a workflow's value
+means (PROTOCOL_FIELDS): a file for another red agent, post-gate budget, threshold or evaluation length is refused.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from workflow_rl.envs.names import parse_red_agent
+from workflow_rl.rl.evaluate import across_seeds
+from workflow_rl.search.records import Record
+from workflow_rl.search.stats import ALPHA, distinguishable_from_best
+from workflow_rl.workflow import Workflow
+
+PROTOCOL_FIELDS = ("red_agent", "n_envs", "episode_length", "post_gate_episodes", "compliance_threshold",
+                   "eval_length")
+"""The settings that define a workflow's value (its training protocol and evaluation); every row carries them."""
+
+COLUMNS = ["workflow", "mean", "ci95", "std", "n_seeds", "seed_values", "compliance", "eval_compliance",
+           "episodes", "gate_episodes", "status", "eligible", "rank", "p_value", "distinguishable_from_best",
+           *PROTOCOL_FIELDS]
+
+
+def protocol(cfg) -> dict:
+    """The protocol of a search's settings, in the form the CSV holds."""
+    t = cfg.train
+    return {"red_agent": parse_red_agent(t.red_agent), "n_envs": t.n_envs, "episode_length": t.episode_length,
+            "post_gate_episodes": t.post_gate_episodes, "compliance_threshold": t.compliance_threshold,
+            "eval_length": cfg.eval_length}
+
+
+def ground_truth_rows(records: list[Record], cfg) -> list[dict]:
+    """One row per trained workflow, best first: mean and 95% t interval over seeds, and, among eligible workflows
+    (``Record.eligible``), whether each is distinguishable from the best (Holm-corrected one-sided Welch t-tests
+    against the best; ``stats``). Ineligible workflows are not ranked or tested."""
+    threshold = cfg.train.compliance_threshold
+    ok = {r.workflow: r.seed_rewards or [r.observed_reward] for r in records if r.eligible(threshold)}
+    tests, best = {}, None
+    if ok:
+        best, tests = distinguishable_from_best(ok, ALPHA)
+    means = sorted((sum(v) / len(v) for v in ok.values()), reverse=True)
+    rows = []
+    for r in records:
+        values = r.seed_rewards or [r.observed_reward]
+        spread = across_seeds(values)
+        decision, p = tests.get(r.workflow, (None, None))
+        rows.append({
+            "workflow": r.workflow, "mean": spread["mean"], "ci95": spread["ci95"], "std": spread["std"],
+            "n_seeds": len(values), "seed_values": ";".join(f"{v:.4f}" for v in values),
+            "compliance": r.compliance, "eval_compliance": r.eval_compliance, "episodes": r.episodes_trained,
+            "gate_episodes": ";".join("" if g is None else str(g) for g in r.gate_episodes), "status": r.status,
+            "eligible": r.workflow in ok, "rank": means.index(spread["mean"]) + 1 if r.workflow in ok else None,
+            "p_value": p, "distinguishable_from_best": (False if r.workflow == best else decision),
+            **protocol(cfg)})
+    return sorted(rows, key=lambda row: (not row["eligible"], -row["mean"]))
+
+
+def write_ground_truth(records: list[Record], cfg, path: Path) -> list[dict]:
+    rows = ground_truth_rows(records, cfg)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: "" if v is None else v for k, v in row.items()})
+    return rows
+
+
+def best_set_statement(rows: list[dict]) -> str:
+    """One sentence: which workflows cannot be told apart from the best, and how that was decided."""
+    ok = [r for r in rows if r["eligible"]]
+    if not ok:
+        return "No workflow is eligible (compliant in training and evaluation): there is no best."
+    top = [r["workflow"] for r in ok if not r["distinguishable_from_best"]]
+    untested = sum(r["p_value"] in (None, "") and r["workflow"] != ok[0]["workflow"] for r in ok)
+    return (f"Best: {ok[0]['workflow']}. Not distinguishable from it at family-wise 95% (Holm-corrected one-sided "
+            f"Welch t-tests against the best over {len(ok)} eligible workflows): {len(top)} workflow(s)"
+            + (f", {untested} of them untestable (fewer than 2 seeds)" if untested else "") + f": {', '.join(top)}.")
+
+
+def load_ground_truth(path: str | Path, cfg) -> dict[str, dict]:
+    """{workflow codes: row} of a ground_truth.csv written under ``cfg``'s protocol; a ValueError naming the
+    problem (missing, malformed, another protocol) otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--ground-truth {path}: no such file (write one with `workflow-rl search --exhaustive "
+                         "--seeds-per-workflow 3 --out DIR`: DIR/ground_truth.csv)")
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        missing = [c for c in COLUMNS if rows and c not in rows[0]]
+        if not rows or missing:
+            raise ValueError("no rows" if not rows else f"missing columns {', '.join(missing)}")
+        table = {Workflow.parse(r["workflow"]).codes: {**r, "mean": float(r["mean"]),
+                                                        "eligible": r["eligible"] == "True"} for r in rows}
+    except (ValueError, csv.Error, UnicodeDecodeError) as e:
+        raise ValueError(f"--ground-truth {path} is not a ground_truth.csv ({e})") from None
+    want = {k: str(v) for k, v in protocol(cfg).items()}
+    for k, v in want.items():
+        got = {r[k] for r in rows}
+        if got != {v} and not _same_number(got, v):
+            raise ValueError(f"--ground-truth {path} was measured with {k} {', '.join(sorted(got))}, this search "
+                             f"uses {v}: use a ground truth of the same protocol")
+    return table
+
+
+def _same_number(got: set[str], want: str) -> bool:
+    try:
+        return len(got) == 1 and math.isclose(float(next(iter(got))), float(want))
+    except ValueError:
+        return False
+
+
+def score_answer(table: dict[str, dict], answer: str | None) -> dict:
+    """The answer's simple regret (ground-truth best eligible mean minus the answer's ground-truth mean), its rank
+    among the eligible workflows and whether it is in the ground truth's top set; None where the answer is not in
+    the file (never guessed)."""
+    ok = [r for r in table.values() if r["eligible"]]
+    row = table.get(answer) if answer else None
+    if row is None or not ok:
+        return {"regret": None, "answer_rank": None, "answer_in_top_set": None, "ground_truth_best": None}
+    best = max(ok, key=lambda r: r["mean"])
+    return {"regret": best["mean"] - row["mean"],
+            "answer_rank": 1 + sum(r["mean"] > row["mean"] for r in ok) if row["eligible"] else None,
+            "answer_in_top_set": row["eligible"] and row["distinguishable_from_best"] != "True",
+            "ground_truth_best": best["workflow"]}

@@ -1,0 +1,87 @@
+"""Which workflows cannot be excluded from being the best: the multiple-comparison-aware tests behind the ground
+truth's "distinguishable from the best" and a search's confidence set.
+
+Both ask the same question of each workflow i other than the reference (the best): is mu_best > mu_i at family-wise
+level alpha? One one-sided test per i, and Holm's step-down correction over all of them, so the probability that
+*any* workflow as good as the best is wrongly excluded stays <= alpha (whatever the dependence between the tests).
+The workflows not excluded, with the best, form the confidence set.
+
+* Seeds (the ground truth: every workflow trained K >= 2 times): Welch's t-test on the per-seed values (unequal
+  variances, Welch-Satterthwaite degrees of freedom). A workflow with one seed has no spread to test with: it is
+  never excluded (the honest side).
+* GP posterior (a search: most workflows untried): a z-test on the posterior of mu_best - mu_i, whose variance uses
+  the posterior covariance, so correlated workflows are compared as such.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.05
+"""Family-wise error rate of every "cannot be excluded from being best" statement (95%)."""
+
+
+def holm(pvalues: list[float | None], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure: which hypotheses are rejected at family-wise level ``alpha``. ``None`` (no test
+    possible) counts as a hypothesis that is never rejected, and still counts in the family size."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: math.inf if pvalues[i] is None else pvalues[i])
+    rejected = [False] * m
+    for rank, i in enumerate(order):
+        p = pvalues[i]
+        if p is None or p > alpha / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def welch_greater(best: list[float], other: list[float]) -> float | None:
+    """One-sided Welch p-value of H0: mean(best) <= mean(other) (None with fewer than 2 values on a side)."""
+    if len(best) < 2 or len(other) < 2:
+        return None
+    a, b = np.asarray(best, float), np.asarray(other, float)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    diff = a.mean() - b.mean()
+    if va + vb == 0:
+        return 0.0 if diff > 0 else 1.0
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if va and vb else \
+        len(a if va else b) - 1
+    return float(stats.t.sf(diff / math.sqrt(va + vb), df))
+
+
+def distinguishable_from_best(samples: dict[str, list[float]], alpha: float = ALPHA) -> tuple[str, dict]:
+    """(best, {workflow: (holm-adjusted decision, raw p)}) over per-seed values: the best is the highest mean,
+    and each other workflow is tested against it with Welch's t (Holm-corrected)."""
+    best = max(samples, key=lambda w: np.mean(samples[w]))
+    others = [w for w in samples if w != best]
+    ps = [welch_greater(samples[best], samples[w]) for w in others]
+    rej = holm(ps, alpha)
+    return best, {w: (r, p) for w, r, p in zip(others, rej, ps)}
+
+
+def posterior_confidence_set(mu: np.ndarray, cov: np.ndarray, ref: int, candidates: list[int],
+                             alpha: float = ALPHA) -> list[int]:
+    """Candidates whose posterior cannot be shown worse than ``ref``'s (Holm-corrected one-sided z-tests on
+    mu_ref - mu_i with the posterior covariance); ``ref`` is always in."""
+    others = [i for i in candidates if i != ref]
+    ps = []
+    for i in others:
+        var = cov[ref, ref] + cov[i, i] - 2 * cov[ref, i]
+        d = mu[ref] - mu[i]
+        ps.append(float(stats.norm.sf(d / math.sqrt(var))) if var > 1e-12 else (0.0 if d > 0 else 1.0))
+    rej = holm(ps, alpha)
+    return [ref] + [i for i, r in zip(others, rej) if not r]
+
+
+def median_interval(values: list[float], level: float = 1 - ALPHA) -> tuple[float, float, float]:
+    """(median, low, high) with the distribution-free order-statistic interval [x_(j), x_(n+1-j)], j the largest
+    with P(Binomial(n, 1/2) <= j-1) <= (1-level)/2 (no resampling noise). Below 6 values no j reaches 95%: the
+    interval is then the sample's range."""
+    v = np.sort(np.asarray(values, float))
+    n = len(v)
+    j = 1
+    while j + 1 <= (n + 1) // 2 and stats.binom.cdf(j, n, 0.5) <= (1 - level) / 2:
+        j += 1
+    return float(np.median(v)), float(v[j - 1]), float(v[n - j])
