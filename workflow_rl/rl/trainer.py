@@ -77,6 +77,7 @@ class BatchedTrainer:
 
     def __init__(self, cfg: TrainConfig, n_slots: int):
         cfg.validate()
+        cfg.check_memory(n_slots)
         if cfg.vectorization == "episodes" and n_slots > 1:
             raise ValueError("batched training steps one vector env: use vectorization sync, pipes or shared_memory")
         self.cfg, self.q, self.n = cfg, int(n_slots), cfg.n_envs
