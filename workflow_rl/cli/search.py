@@ -1,9 +1,11 @@
 """``workflow-rl search``: the GP-UCB workflow search (the main job)."""
 from __future__ import annotations
 
+from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
+from workflow_rl.rl.rundir import RunDirLock
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
 
@@ -42,6 +44,7 @@ def _search(args):
 
     if args.resume:
         return WorkflowSearch.resume(args.resume, progress=not args.no_progress)
+    check_out_dir("--out", args.out)
     cfg = SearchConfig(**{**settings(args, args.config_names), "workflows": _workflow_list(args)})
     search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
     if search.state_path.exists():
@@ -64,11 +67,21 @@ def _ray_executor(args, cfg: SearchConfig):
 
 
 def cmd_search(args) -> int:
-    """GP-UCB workflow search with policy inheritance under an exact episode budget."""
+    """GP-UCB workflow search with policy inheritance under an exact episode budget; one process per RUN_DIR."""
+    if args.resume:
+        check_out_dir("--resume", args.resume)
+    _search(args)   # every flag and the state file checked before the folder is touched
+    with RunDirLock(args.resume or args.out):
+        search = _search(args)   # again under the lock: what another process left is what counts
+        executor = _ray_executor(args, search.cfg)
+        return _run(search, executor, fresh=not args.resume)
+
+
+def _run(search, executor, fresh: bool) -> int:
+    """Run the search and report; a new search that fails before its first workflow is recorded removes its
+    state file, so the folder does not then demand a ``--resume`` that would repeat the failure."""
     from workflow_rl.search.search import SearchInterrupted
 
-    search = _search(args)
-    executor = _ray_executor(args, search.cfg)
     c, t = search.cfg, search.cfg.train
     print(f"workflow search vs {t.red_agent} on {t.engine}: budget {c.total_episodes:,} training episodes, "
           f"{t.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
@@ -78,6 +91,10 @@ def cmd_search(args) -> int:
     except (SearchInterrupted, KeyboardInterrupt):
         print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
         return 130
+    except Exception:
+        if fresh and not search.state.iterations:
+            search.state_path.unlink(missing_ok=True)
+        raise
     print(f"best workflow: {summary['best_workflow_codes']} ({' > '.join(summary['best_workflow'] or [])}) "
           f"return {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
           f"{'' if summary['best_is_compliant'] else ' (no workflow reached the compliance threshold)'}")

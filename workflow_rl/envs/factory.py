@@ -5,6 +5,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from workflow_rl.checks import check_bool, check_memory
 from workflow_rl.envs.names import ENGINES, RED_AGENTS, check_device, parse_red_agent  # noqa: F401 (re-exported)
 from workflow_rl.sim import tables as T
 
@@ -41,6 +42,10 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
 
     if engine == "native":
         _check_options(engine_options, {"official_bugs", "copy", "backend", "compile"}, engine)
+        for name in ("official_bugs", "copy", "compile"):
+            if name in engine_options:
+                check_bool(name, engine_options[name])
+        check_memory(f"num_envs={num_envs:,}", num_envs * engine_bytes_per_env(), "use fewer envs")
         backend = engine_options.pop("backend", "numba" if device == "cpu" else "torch")
         if backend not in ("numba", "torch"):
             raise ValueError(f"unknown backend {backend!r}: use 'numba' (CPU kernel) or 'torch' (tensor path)")
@@ -68,3 +73,11 @@ def _check_options(options: dict, allowed: set, engine: str) -> None:
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)} for engine {engine!r}: allowed are "
                          f"{', '.join(sorted(allowed))}")
+
+
+def engine_bytes_per_env() -> int:
+    """Bytes the native engine holds per env: its state and step buffers (the real CybORG engine holds far more
+    per env, in its own processes; the native figure is the floor)."""
+    from workflow_rl.sim import native as N
+
+    return N.state_bytes_per_env(N.allocate_state(1)) + sum(a.nbytes for a in N.allocate_buffers(1))

@@ -88,11 +88,14 @@ def atomic_save(obj, path: Path) -> None:
     """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:   # a failed or interrupted write leaves no temporary file (a kill's is removed by the next run)
+        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> dict:

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from workflow_rl.checks import check_float, check_int, check_memory, check_seed, check_types, flag  # noqa: F401
+from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, PPOConfig
 from workflow_rl.workflow import Workflow
@@ -22,14 +23,6 @@ BACKENDS = ("numba", "torch")
 ROLLOUT_BYTES = (OBS_DIM + WORKFLOW_DIM) * 4 + 8 + 8 * 4
 """Bytes one transition takes in a rollout: the float32 input, the int64 action and eight float32 per-step
 fields (log-prob, value, reward, bootstrap value, end flag, advantage, return, mask)."""
-
-
-def engine_bytes_per_env() -> int:
-    """Bytes the native engine holds per env: its state and step buffers (the real CybORG engine holds far more
-    per env, in its own processes; the native figure is the floor)."""
-    from workflow_rl.sim import native as N
-
-    return N.state_bytes_per_env(N.allocate_state(1)) + sum(a.nbytes for a in N.allocate_buffers(1))
 
 
 def one_of(default, options) -> dataclasses.Field:
@@ -155,8 +148,6 @@ class TrainConfig:
         check_types(self.ppo)
         parse_red_agent(self.red_agent)
         if self.workflow is not None:
-            if not self.workflow.strip():
-                raise ValueError("--workflow is empty: name a workflow (e.g. critical_first), or 'none' for plain PPO")
             Workflow.parse(self.workflow)
         check_choices(self)
         for name in ("n_envs", "episode_length", "update_every_steps", "max_episodes", "checkpoint_every"):

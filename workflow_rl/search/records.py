@@ -167,11 +167,14 @@ class SearchState:
 def atomic_json(obj, path: Path) -> None:
     """Write ``obj`` so that a crash leaves either the old file or the new one, never half of one."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=_json_default)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, default=_json_default)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:   # an interrupted write leaves no temporary file (a kill's is removed by the next run)
+        tmp.unlink(missing_ok=True)
 
 
 def _json_default(x):
