@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.checks import check_out_dir, check_seed
+from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
+from workflow_rl.rl.checkpoint import check_same_run, load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig, engine_backend
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.rundir import RunDirLock
@@ -83,6 +84,10 @@ def cmd_train(args) -> int:
     check_seed("--seed + --seeds - 1", cfg.seed + args.seeds - 1)
     cfg.check_memory(args.seeds)
     _check_existing_run(out, ckpt_dir, args)
+    if args.resume:   # every checkpoint usable and of this run before anything is written
+        for i in range(args.seeds):
+            path = ckpt_dir / "latest.pt" if args.seeds == 1 else out / f"seed_{i}" / "checkpoints" / "latest.pt"
+            check_same_run(load_checkpoint(path, cfg.device), cfg)
     with RunDirLock(out):
         if args.seeds > 1:
             return _train_seeds(cfg, workflow, out, args)
@@ -110,7 +115,6 @@ def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
 
 def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args) -> int:
     """One run (``--seeds 1``): trained, evaluated, summarised."""
-    from workflow_rl.rl.checkpoint import load_checkpoint
     from workflow_rl.rl.trainer import Trainer
 
     trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
