@@ -250,7 +250,7 @@ def _api_cases():
         (lambda: make_vector_env(2, official_bugs="no"), "official_bugs must be True or False"),
         (lambda: make_vector_env(2, copy="yes"), "copy must be True or False"),
         (lambda: make_vector_env(10**12), "GiB of memory"),
-        (lambda: TrainConfig(learning_rate=inf).validate(), "--learning-rate"),
+        (lambda: TrainConfig.from_flat({"learning_rate": inf}).validate(), "--learning-rate"),
         (lambda: TrainConfig(alignment_lambda=nan).validate(), "--alignment-lambda"),
         (lambda: TrainConfig(seed=2**64).validate(), "--seed"),
         (lambda: TrainConfig(n_envs="50").validate(), "--n-envs must be an integer"),
@@ -339,6 +339,7 @@ def test_a_search_that_fails_leaves_nothing_that_blocks_the_next(tmp_path, capsy
 # ----------------------------------------------------------------------------------------- abort paths end
 def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
     """A SIGSTOPped worker ignores SIGTERM: the abort path must still end (SIGKILL after a grace)."""
+    sys.path.insert(0, str(Path(__file__).parent / "envs"))
     from fault_envs import FaultyFn
 
     from workflow_rl.envs.cyborg_vector import EngineWorkerError, make_cyborg_vector_env
