@@ -89,6 +89,8 @@ def cmd_train(args) -> int:
             path = ckpt_dir / "latest.pt" if args.seeds == 1 else out / f"seed_{i}" / "checkpoints" / "latest.pt"
             check_same_run(load_checkpoint(path, cfg.device), cfg)
     with RunDirLock(out):
+        if args.overwrite:
+            _remove_previous_run(out, ckpt_dir)
         if args.seeds > 1:
             return _train_seeds(cfg, workflow, out, args)
         return _train_one(cfg, workflow, out, ckpt_dir, args)
@@ -96,7 +98,7 @@ def cmd_train(args) -> int:
 
 def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
     """``--out`` onto a finished or running run is refused unless ``--resume`` continues it or ``--overwrite``
-    replaces it (then its old summary and checkpoints go first, so nothing stale survives a new run)."""
+    replaces it."""
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
     runs = [ckpt_dir / "latest.pt", out / "config.json", out / "training_log.csv", out / "summary.json",
@@ -107,10 +109,16 @@ def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
     if not args.overwrite:
         raise ValueError(f"{out} already holds a training run ({existing[0].name}): continue it with --resume, "
                          "replace it with --overwrite, or choose another --out")
-    with RunDirLock(out):   # never delete under a live run
-        for p in [out / "summary.json", ckpt_dir / "latest.pt", *out.glob("seed_*/checkpoints/latest.pt"),
-                  *out.glob("seed_*/summary.json")]:
-            p.unlink(missing_ok=True)
+
+
+def _remove_previous_run(out: Path, ckpt_dir: Path) -> None:
+    """``--overwrite`` (under the run folder's lock): the old run's summaries, checkpoints and batch state go
+    first, so nothing stale survives the new run (its config and log are rewritten from its first update)."""
+    from workflow_rl.rl.trainer import BATCH_FILE
+
+    for p in [out / "summary.json", out / BATCH_FILE, ckpt_dir / "latest.pt", *out.glob("seed_*/summary.json"),
+              *out.glob("seed_*/checkpoints/latest.pt")]:
+        p.unlink(missing_ok=True)
 
 
 def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args) -> int:

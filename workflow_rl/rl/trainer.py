@@ -434,6 +434,9 @@ class Trainer:
                         s.stop_reason = "interrupted"
                     if s.stop_reason is not None or (resumable and self.batch._checkpoint_due(s)):
                         self.save()
+        except BaseException:   # a second Ctrl-C or a failure: stop the workers now, so the process can end
+            self.close()
+            raise
         finally:
             bar.close()
         self.save()
