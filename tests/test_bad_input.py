@@ -359,6 +359,15 @@ def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
     assert not any(p.is_alive() for p in procs) and procs[0].exitcode == -signal.SIGKILL
 
 
+def test_demo_reports_each_round(capsys):
+    """A demo of many episodes runs for minutes: it must say where it is (a line per round with --no-progress)."""
+    rc, out, _ = _run_main(["demo", "--n-envs", "2", "--episodes", "5", "--red-agents", "sleep", "--no-progress"],
+                           capsys)
+    assert rc == 0
+    assert [ln.split(":")[1].strip() for ln in out.splitlines() if "round" in ln] == [
+        "round 1/3 (2 episodes)", "round 2/3 (4 episodes)", "round 3/3 (6 episodes)"]
+
+
 def test_temp_file_of_a_failed_write_is_removed(tmp_path):
     from workflow_rl.rl.checkpoint import atomic_save
 
