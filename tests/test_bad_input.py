@@ -359,6 +359,35 @@ def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
     assert not any(p.is_alive() for p in procs) and procs[0].exitcode == -signal.SIGKILL
 
 
+def test_ctrl_c_while_waiting_on_workers_stops_them_all():
+    """Ctrl-C during a step that a worker never finishes ends the wait and every worker (a stopped one too)."""
+    sys.path.insert(0, str(Path(__file__).parent / "envs"))
+    from fault_envs import FaultyFn
+
+    from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
+
+    env = make_cyborg_vector_env(2, "B_lineAgent", 100, 0, vectorization="pipes", start_method="fork",
+                                 timeout=120.0, env_fn=FaultyFn("hang"))
+    env.reset()
+    for _ in range(2):
+        env.step(np.zeros(2, np.int64))
+    procs = env.unwrapped.processes
+    os.kill(procs[1].pid, signal.SIGSTOP)
+
+    def ctrl_c(*a):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, ctrl_c)
+    signal.alarm(2)   # the third step hangs in every worker; Ctrl-C arrives while the step waits
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros(2, np.int64))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not any(p.is_alive() for p in procs)
+
+
 def test_demo_reports_each_round(capsys):
     """A demo of many episodes runs for minutes: it must say where it is (a line per round with --no-progress)."""
     rc, out, _ = _run_main(["demo", "--n-envs", "2", "--episodes", "5", "--red-agents", "sleep", "--no-progress"],
