@@ -337,16 +337,24 @@ def test_a_search_that_fails_leaves_nothing_that_blocks_the_next(tmp_path, capsy
 
 
 # ----------------------------------------------------------------------------------------- abort paths end
-def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
-    """A SIGSTOPped worker ignores SIGTERM: the abort path must still end (SIGKILL after a grace)."""
+def _fault_env(fault: str, timeout: float):
+    """Two worker processes over pipes playing ``fault_envs.FaultyEnv`` (no CybORG needed), reset."""
     sys.path.insert(0, str(Path(__file__).parent / "envs"))
     from fault_envs import FaultyFn
 
-    from workflow_rl.envs.cyborg_vector import EngineWorkerError, make_cyborg_vector_env
+    from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
 
     env = make_cyborg_vector_env(2, "B_lineAgent", 100, 0, vectorization="pipes", start_method="fork",
-                                 timeout=1.0, env_fn=FaultyFn("none"))
+                                 timeout=timeout, env_fn=FaultyFn(fault))
     env.reset()
+    return env
+
+
+def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
+    """A SIGSTOPped worker ignores SIGTERM: the abort path must still end (SIGKILL after a grace)."""
+    from workflow_rl.envs.cyborg_vector import EngineWorkerError
+
+    env = _fault_env("none", timeout=1.0)
     procs = env.unwrapped.processes
     os.kill(procs[0].pid, signal.SIGSTOP)
     signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("abort path hung")))
@@ -361,14 +369,7 @@ def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
 
 def test_ctrl_c_while_waiting_on_workers_stops_them_all():
     """Ctrl-C during a step that a worker never finishes ends the wait and every worker (a stopped one too)."""
-    sys.path.insert(0, str(Path(__file__).parent / "envs"))
-    from fault_envs import FaultyFn
-
-    from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
-
-    env = make_cyborg_vector_env(2, "B_lineAgent", 100, 0, vectorization="pipes", start_method="fork",
-                                 timeout=120.0, env_fn=FaultyFn("hang"))
-    env.reset()
+    env = _fault_env("hang", timeout=120.0)
     for _ in range(2):
         env.step(np.zeros(2, np.int64))
     procs = env.unwrapped.processes
