@@ -127,7 +127,10 @@ _INDEX = {p: i for i, p in enumerate(itertools.permutations(range(5)))}
 
 
 def parse_workflow_arg(text: str | None) -> Workflow | None:
-    """CLI helper: 'none' (any case) or empty means no workflow (plain PPO)."""
-    if text is None or str(text).strip().lower() in ("", "none"):
+    """CLI helper: 'none' (any case) means no workflow (plain PPO). An empty text is refused: it is far more
+    likely an unset shell variable than a request for plain PPO."""
+    if text is None or str(text).strip().lower() == "none":
         return None
+    if not str(text).strip():
+        raise ValueError("--workflow is empty: name a workflow (e.g. critical_first), or 'none' for plain PPO")
     return Workflow.parse(text)

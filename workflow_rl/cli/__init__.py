@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workflow_rl import __version__
 from workflow_rl.cli.evaluate import add_evaluate
 from workflow_rl.cli.search import add_search
 from workflow_rl.cli.tools import add_tools
@@ -20,7 +21,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="workflow-rl", description=__doc__.split("\n")[0])
+    p = _Parser(prog="workflow-rl", description=__doc__.split("\n")[0].replace("``", ""))
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     add_train(sub)
     add_evaluate(sub)

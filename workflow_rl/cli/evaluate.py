@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workflow_rl.cli.numbers import positive_int
+from workflow_rl.checks import check_out_dir
+from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags, engine_opts
 from workflow_rl.envs.names import ENGINES
 
@@ -21,9 +22,14 @@ def cmd_evaluate(args) -> int:
     from workflow_rl.workflow import Workflow, parse_workflow_arg
 
     check_device_available(args.device)
+    if args.out:
+        check_out_dir("--out", args.out)
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = args.lengths
-    workflow = parse_workflow_arg(args.workflow) if args.workflow else None
+    workflow = parse_workflow_arg(args.workflow)
+    if args.checkpoint not in BASELINES and not Path(args.checkpoint).exists():
+        raise ValueError(f"no checkpoint at {args.checkpoint} and no baseline of that name: pass a checkpoint file "
+                         f"or one of the baselines {', '.join(BASELINES)}")
     if args.checkpoint in BASELINES:
         if args.checkpoint == "greedy_workflow":
             if workflow is None:
@@ -86,7 +92,7 @@ def add_evaluate(sub) -> None:
     e.add_argument("--episodes", type=positive_int, default=1000)
     e.add_argument("--mode", default="both", choices=["greedy", "sampled", "both"])
     e.add_argument("--device", default="cpu")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=seed_int, default=0)
     add_cyborg_flags(e, "shared_memory")
     e.add_argument("--out", default=None, help="folder for evaluation.json and evaluation.md")
     e.set_defaults(func=cmd_evaluate)

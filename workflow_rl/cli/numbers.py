@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from workflow_rl.checks import MAX_SEED
+
 
 def number(cast, ok, requirement: str):
     """An argparse type: ``cast`` the text and check ``ok``, with one readable message for each failure."""
@@ -21,3 +23,5 @@ def number(cast, ok, requirement: str):
 
 positive_int = number(int, lambda v: v >= 1, ">= 1")
 positive_float = number(float, lambda v: v > 0, "> 0")
+non_negative_int = number(int, lambda v: v >= 0, ">= 0")
+seed_int = number(int, lambda v: 0 <= v <= MAX_SEED, f"in 0..{MAX_SEED} (a 64-bit seed)")

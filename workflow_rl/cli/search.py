@@ -1,9 +1,11 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
+from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
+from workflow_rl.rl.rundir import RunDirLock
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.search.outputs import answer_line
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
@@ -43,6 +45,7 @@ def _search(args):
 
     if args.resume:
         return WorkflowSearch.resume(args.resume, progress=not args.no_progress)
+    check_out_dir("--out", args.out)
     cfg = SearchConfig(**{**settings(args, args.config_names), "workflows": _workflow_list(args)})
     search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
     if search.state_path.exists():
@@ -65,11 +68,21 @@ def _ray_executor(args, cfg: SearchConfig):
 
 
 def cmd_search(args) -> int:
-    """GP-UCB workflow search with policy inheritance under an exact episode budget."""
+    """GP-UCB workflow search with policy inheritance under an exact episode budget; one process per RUN_DIR."""
+    if args.resume:
+        check_out_dir("--resume", args.resume)
+    _search(args)   # every flag and the state file checked before the folder is touched
+    with RunDirLock(args.resume or args.out):
+        search = _search(args)   # again under the lock: what another process left is what counts
+        executor = _ray_executor(args, search.cfg)
+        return _run(search, executor, fresh=not args.resume)
+
+
+def _run(search, executor, fresh: bool) -> int:
+    """Run the search and report; a new search that fails before its first workflow is recorded removes its
+    state file, so the folder does not then demand a ``--resume`` that would repeat the failure."""
     from workflow_rl.search.search import SearchInterrupted
 
-    search = _search(args)
-    executor = _ray_executor(args, search.cfg)
     c, t = search.cfg, search.cfg.train
     print(f"workflow search vs {t.red_agent} on {t.engine}: budget {c.total_episodes:,} training episodes, "
           f"{t.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
@@ -79,6 +92,10 @@ def cmd_search(args) -> int:
     except (SearchInterrupted, KeyboardInterrupt):
         print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
         return 130
+    except Exception:
+        if fresh and not search.state.iterations:
+            search.state_path.unlink(missing_ok=True)
+        raise
     print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
           f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")
     if "ground_truth_statement" in summary:

@@ -5,49 +5,65 @@ import time
 
 import numpy as np
 
-from workflow_rl.cli.numbers import positive_int
+from workflow_rl.checks import check_out_dir
+from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
 
 def cmd_demo(args) -> int:
     """Scripted defender on native envs against B_line and Meander: returns at 30/50/100 steps and throughput."""
-    from workflow_rl import make_vector_env
+    from workflow_rl import make_vector_env, parse_red_agent
     from workflow_rl.policies import POLICIES
 
     if args.policy not in POLICIES:
         raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
     policy = POLICIES[args.policy]
-    from workflow_rl import parse_red_agent
-
     reds = [parse_red_agent(r) for r in args.red_agents]
     rng = np.random.default_rng(args.seed)
     print(f"native engine, {args.n_envs} envs, defender '{args.policy}', {args.episodes} episodes per red agent")
     print(f"{'red agent':16s} {'30 steps':>18s} {'50 steps':>18s} {'100 steps':>18s} {'env-steps/s':>12s}")
     for red in reds:
         env = make_vector_env(args.n_envs, red, seed=args.seed, copy=False)
-        obs, _ = env.reset()
-        rounds = -(-args.episodes // args.n_envs)
-        totals = {30: [], 50: [], 100: []}
-        stepped, t_env = 0, 0.0
-        for _ in range(rounds):
-            ret = np.zeros(args.n_envs)
-            for t in range(100):
-                act = policy(t, obs, rng)
-                t0 = time.perf_counter()
-                obs, r, _, _, _ = env.step(act)
-                t_env += time.perf_counter() - t0
-                stepped += args.n_envs
-                ret += r
-                if t + 1 in totals:
-                    totals[t + 1].append(ret.copy())
+        try:
+            totals, steps_per_s = _demo_rounds(env, policy, rng, args, red)
+        finally:
+            env.close()
         cells = []
         for length in (30, 50, 100):
             x = np.concatenate(totals[length])[: args.episodes]
             cells.append(f"{x.mean():9.2f} ± {x.std(ddof=1) / np.sqrt(len(x)):5.2f}")
-        print(f"{red:16s} {cells[0]:>18s} {cells[1]:>18s} {cells[2]:>18s} {stepped / t_env:12,.0f}")
-        env.close()
+        print(f"{red:16s} {cells[0]:>18s} {cells[1]:>18s} {cells[2]:>18s} {steps_per_s:12,.0f}")
     print("(mean ± standard error of the blue return; real CybORG reference values are in tests/data)")
     return 0
+
+
+def _demo_rounds(env, policy, rng, args, red: str) -> tuple[dict, float]:
+    """Enough rounds of ``n_envs`` 100-step episodes for ``args.episodes``: each round's running returns at 30, 50
+    and 100 steps, and env-steps per second. A huge episode count takes minutes, so it shows a progress bar (a line
+    per round with ``--no-progress``) rather than looking dead."""
+    from workflow_rl.rl.runlog import progress_bar
+
+    obs, _ = env.reset()
+    rounds = -(-args.episodes // args.n_envs)
+    totals = {30: [], 50: [], 100: []}
+    stepped, t_env = 0, 0.0
+    bar = progress_bar(rounds * args.n_envs, 0, not args.no_progress)
+    for i in range(rounds):
+        ret = np.zeros(args.n_envs)
+        for t in range(100):
+            act = policy(t, obs, rng)
+            t0 = time.perf_counter()
+            obs, r, _, _, _ = env.step(act)
+            t_env += time.perf_counter() - t0
+            stepped += args.n_envs
+            ret += r
+            if t + 1 in totals:
+                totals[t + 1].append(ret.copy())
+        bar.update(args.n_envs)
+        if args.no_progress:
+            print(f"{red}: round {i + 1}/{rounds} ({(i + 1) * args.n_envs:,} episodes)", flush=True)
+    bar.close()
+    return totals, stepped / t_env
 
 
 def cmd_parity(args) -> int:
@@ -58,6 +74,13 @@ def cmd_parity(args) -> int:
     from workflow_rl.policies import POLICIES
 
     policies = args.policies or list(POLICIES)
+    unknown = sorted(set(policies) - set(POLICIES))
+    if unknown:
+        raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
+    if args.out:
+        if Path(args.out).is_dir():
+            raise ValueError(f"--out {args.out} is a folder: parity writes one Markdown file; name a file")
+        check_out_dir("--out", Path(args.out).parent)
     print(f"parity: {len(policies)} policies x {len(args.red_agents)} red agents, {args.episodes} CybORG episodes "
           f"and {args.native_episodes} native episodes per cell")
     cells = parity(args.red_agents, policies, args.episodes, args.native_episodes, args.seed, args.vectorization,
@@ -74,7 +97,11 @@ def cmd_parity(args) -> int:
 def cmd_bench(args) -> int:
     """Transitions/s of every engine mode over n_envs; Markdown + CSV + PNG."""
     from workflow_rl.bench import run_bench
+    from workflow_rl.rl.config import check_device_available
 
+    check_out_dir("--out", args.out)
+    if args.modes and "native-cuda" in args.modes:
+        check_device_available("cuda")
     run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
               args.parallel_start_method)
     print(f"wrote {args.out}/engines.md, engines.csv and engines.png")
@@ -98,7 +125,8 @@ def add_tools(sub) -> None:
     d.add_argument("--episodes", type=positive_int, default=8192, help="episodes per red agent")
     d.add_argument("--policy", default="restore_compromised")
     d.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--seed", type=seed_int, default=0)
+    d.add_argument("--no-progress", action="store_true", help="print a line per round instead of a progress bar")
     d.set_defaults(func=cmd_demo)
 
     q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")
@@ -106,7 +134,7 @@ def add_tools(sub) -> None:
     q.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
     q.add_argument("--episodes", type=positive_int, default=200, help="CybORG episodes per cell")
     q.add_argument("--native-episodes", type=positive_int, default=20_000)
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=seed_int, default=0)
     add_cyborg_flags(q, "shared_memory")
     q.add_argument("--out", default=None, help="also write the Markdown table here")
     q.set_defaults(func=cmd_parity)

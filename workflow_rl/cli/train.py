@@ -4,11 +4,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workflow_rl.checks import check_out_dir, check_seed
 from workflow_rl.cli.flags import add_flags, settings
-from workflow_rl.cli.numbers import positive_int
+from workflow_rl.cli.numbers import non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
+from workflow_rl.rl.checkpoint import check_same_run, load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
+from workflow_rl.rl.rundir import RunDirLock
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
@@ -35,8 +38,9 @@ def add_train(sub) -> None:
     t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
     t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
     t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
+    t.add_argument("--overwrite", action="store_true", help="replace the run already in RUN_DIR (default: refuse)")
     t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
-    t.add_argument("--eval-episodes", type=int, default=1000, help="held-out evaluation episodes (0: skip)")
+    t.add_argument("--eval-episodes", type=non_negative_int, default=1000, help="held-out evaluation episodes (0: skip)")
     t.add_argument("--eval-length", type=positive_int, default=100)
     t.add_argument("--eval-engine", default="native", choices=ENGINES)
     t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")
@@ -66,8 +70,6 @@ def engine_opts(vectorization: str, start_method: str | None, scenario: str | No
 def cmd_train(args) -> int:
     """Train a workflow-conditioned PPO policy; write logs, checkpoints, summary.json."""
     from workflow_rl import parse_red_agent
-    from workflow_rl.rl.checkpoint import load_checkpoint
-    from workflow_rl.rl.trainer import Trainer
     from workflow_rl.workflow import parse_workflow_arg
 
     given = settings(args, args.config_names)
@@ -75,10 +77,52 @@ def cmd_train(args) -> int:
     cfg = TrainConfig.from_flat({**given, "workflow": workflow.codes if workflow else None,
                                  "red_agent": parse_red_agent(given["red_agent"])})
     cfg.validate()
-    out = Path(args.out)
-    if args.seeds > 1:
-        return _train_seeds(cfg, workflow, out, args)
-    ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoints"
+    out = check_out_dir("--out", args.out)
+    ckpt_dir = check_out_dir("--checkpoint-dir", args.checkpoint_dir or out / "checkpoints")
+    check_seed("--seed + --seeds - 1", cfg.seed + args.seeds - 1)
+    cfg.check_memory(args.seeds)
+    _check_existing_run(out, ckpt_dir, args)
+    if args.resume:   # every checkpoint usable and of this run before anything is written
+        for i in range(args.seeds):
+            path = ckpt_dir / "latest.pt" if args.seeds == 1 else out / f"seed_{i}" / "checkpoints" / "latest.pt"
+            check_same_run(load_checkpoint(path, cfg.device), cfg)
+    with RunDirLock(out):
+        if args.overwrite:
+            _remove_previous_run(out, ckpt_dir)
+        if args.seeds > 1:
+            return _train_seeds(cfg, workflow, out, args)
+        return _train_one(cfg, workflow, out, ckpt_dir, args)
+
+
+def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
+    """``--out`` onto a finished or running run is refused unless ``--resume`` continues it or ``--overwrite``
+    replaces it."""
+    if args.resume and args.overwrite:
+        raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
+    runs = [ckpt_dir / "latest.pt", out / "config.json", out / "training_log.csv", out / "summary.json",
+            *out.glob("seed_*/config.json")]
+    existing = [p for p in runs if p.exists()]
+    if not existing or args.resume:
+        return
+    if not args.overwrite:
+        raise ValueError(f"{out} already holds a training run ({existing[0].name}): continue it with --resume, "
+                         "replace it with --overwrite, or choose another --out")
+
+
+def _remove_previous_run(out: Path, ckpt_dir: Path) -> None:
+    """``--overwrite`` (under the run folder's lock): the old run's summaries, checkpoints and batch state go
+    first, so nothing stale survives the new run (its config and log are rewritten from its first update)."""
+    from workflow_rl.rl.trainer import BATCH_FILE
+
+    for p in [out / "summary.json", out / BATCH_FILE, ckpt_dir / "latest.pt", *out.glob("seed_*/summary.json"),
+              *out.glob("seed_*/checkpoints/latest.pt")]:
+        p.unlink(missing_ok=True)
+
+
+def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args) -> int:
+    """One run (``--seeds 1``): trained, evaluated, summarised."""
+    from workflow_rl.rl.trainer import Trainer
+
     trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
     if args.resume:
         trainer.restore(load_checkpoint(ckpt_dir / "latest.pt", cfg.device))

@@ -3,6 +3,7 @@ writing observations into shared memory (gymnasium ``SyncVectorEnv`` / ``AsyncVe
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -26,6 +27,25 @@ class EngineWorkerError(RuntimeError):
     """A worker process raised, died or stopped answering; the vector env has been closed."""
 
 
+STOP_GRACE_S = 2.0
+"""Seconds a worker gets to exit after SIGTERM before it is killed (SIGKILL also ends a stopped process)."""
+
+
+def stop_processes(procs, grace: float = STOP_GRACE_S, wait_first: float = 0.0) -> None:
+    """Wait up to ``wait_first`` seconds for ``procs`` to exit by themselves, terminate the rest, wait at most
+    ``grace`` seconds, then kill and reap whoever is left: an abort path that always ends, even when a worker is
+    stopped (SIGSTOP) or ignores SIGTERM."""
+    for signal_them in (None, "terminate", "kill"):
+        alive = [p for p in procs if p.is_alive()]
+        for p in alive:
+            if signal_them:
+                getattr(p, signal_them)()
+        wait = {None: wait_first, "terminate": grace, "kill": None}[signal_them]
+        deadline = None if wait is None else time.monotonic() + wait
+        for p in alive:
+            p.join(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
 class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
     """gymnasium's AsyncVectorEnv with a step timeout, and worker failures turned into one clear error.
 
@@ -39,10 +59,12 @@ class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
         self.timeout = timeout
 
     def _abort(self) -> None:
-        """Kill every worker without waiting for the pending call (gymnasium's close would wait on it)."""
+        """Kill every worker without waiting for the pending call (gymnasium's close would wait on it), and
+        without waiting on a worker that ignores SIGTERM (a stopped one): it is killed after a short grace."""
         from gymnasium.vector.async_vector_env import AsyncState
 
         self._state = AsyncState.DEFAULT
+        stop_processes(self.processes)
         self.close(terminate=True)
 
     def _guard(self, fn, what: str):
@@ -58,6 +80,9 @@ class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
             raise EngineWorkerError(f"a CybORG worker process died during {what} (exit codes {codes}); all workers "
                                     "were stopped") from None
         except EngineWorkerError:
+            raise
+        except KeyboardInterrupt:   # Ctrl-C while waiting on workers: stop them all, so the run ends
+            self._abort()
             raise
         except Exception as e:  # noqa: BLE001 - a worker's own exception, re-raised by gymnasium
             self._abort()

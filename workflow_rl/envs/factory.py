@@ -5,6 +5,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from workflow_rl.checks import check_bool, check_memory
 from workflow_rl.envs.names import ENGINES, RED_AGENTS, check_device, parse_red_agent  # noqa: F401 (re-exported)
 from workflow_rl.sim import tables as T
 
@@ -42,6 +43,10 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
 
     if engine == "native":
         _check_native_options(engine_options, device)
+        for name in ("official_bugs", "copy"):
+            if name in engine_options:
+                check_bool(name, engine_options[name])
+        check_memory(f"num_envs={num_envs:,}", num_envs * engine_bytes_per_env(), "use fewer envs")
         from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv
 
         if device.startswith("cuda"):
@@ -77,3 +82,11 @@ def _check_options(options: dict, allowed: set, engine: str) -> None:
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)} for engine {engine!r}: allowed are "
                          f"{', '.join(sorted(allowed))}")
+
+
+def engine_bytes_per_env() -> int:
+    """Bytes the native engine holds per env: its state and step buffers (the real CybORG engine holds far more
+    per env, in its own processes; the native figure is the floor)."""
+    from workflow_rl.sim import native as N
+
+    return N.state_bytes_per_env(N.allocate_state(1)) + sum(a.nbytes for a in N.allocate_buffers(1))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workflow_rl.checks import check_int, check_types
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.workflow import Workflow
@@ -93,11 +94,14 @@ def atomic_save(obj, path: Path) -> None:
     """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:   # a failed or interrupted write leaves no temporary file (a kill's is removed by the next run)
+        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> dict:
@@ -114,7 +118,32 @@ def load_checkpoint(path: Path, device: str = "cpu") -> dict:
     if ck.get("version") != CHECKPOINT_VERSION:
         raise CheckpointError(f"checkpoint {path} has version {ck.get('version')}, this workflow-rl reads "
                               f"{CHECKPOINT_VERSION}: retrain, or use the workflow-rl release that wrote it")
+    try:
+        check_fields(ck)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        why = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+        raise CheckpointError(f"checkpoint {path} is damaged ({why}): use another checkpoint or retrain") from None
     return ck
+
+
+def check_fields(ck: dict) -> None:
+    """The fields a resume, an evaluation or an inheritance reads, checked for type, range and consistency: its
+    config (every setting's type and range), the weights and the counters."""
+    cfg = TrainConfig.from_dict(ck["config"])
+    check_types(cfg)
+    check_types(cfg.ppo)
+    if not isinstance(ck["agent"], dict):
+        raise ValueError("agent weights are missing")
+    c = ck["counters"]
+    for name in ("update", "global_step", "total_episodes", "round_active"):
+        if name in c:
+            check_int(name, c[name], 0)
+    per_env = np.asarray(c["episodes_per_env"])
+    if per_env.shape != (cfg.n_envs,) or per_env.dtype.kind not in "iu" or (per_env < 0).any():
+        raise ValueError(f"episodes_per_env is not {cfg.n_envs} counts >= 0")
+    if int(per_env.sum()) > c["total_episodes"]:
+        raise ValueError(f"episodes_per_env sums to {int(per_env.sum())}, more than total_episodes "
+                         f"{c['total_episodes']}")
 
 
 def check_same_run(ck: dict, cfg: TrainConfig) -> None:

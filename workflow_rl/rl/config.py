@@ -8,22 +8,24 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from workflow_rl.checks import check_float, check_int, check_memory, check_seed, check_types, flag  # noqa: F401
+from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
-from workflow_rl.rl.ppo import PPOConfig
+from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, PPOConfig
 from workflow_rl.workflow import Workflow
 
 EPISODE_WORKERS = "episodes"
 """The vectorization that runs whole episodes in worker processes (either engine) instead of stepping envs."""
 
 
+ROLLOUT_BYTES = (OBS_DIM + WORKFLOW_DIM) * 4 + 8 + 8 * 4
+"""Bytes one transition takes in a rollout: the float32 input, the int64 action and eight float32 per-step
+fields (log-prob, value, reward, bootstrap value, end flag, advantage, return, mask)."""
+
+
 def one_of(default, options) -> dataclasses.Field:
     """A setting restricted to ``options``: the command line offers them as choices and ``validate`` checks them."""
     return field(default=default, metadata={"choices": tuple(options)})
-
-
-def flag(name: str) -> str:
-    """The command-line spelling of a setting, as error messages name it."""
-    return "--" + name.replace("_", "-")
 
 
 def check_choices(config) -> None:
@@ -127,35 +129,58 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
     def validate(self) -> None:
-        """Every setting usable, the device present and the backend decided, before a run allocates anything."""
+        """Every setting usable, the device present, the backend decided and the batch's memory available, before
+        a run allocates or writes anything; each refusal names its flag and the fix."""
+        check_types(self)
+        check_types(self.ppo)
         parse_red_agent(self.red_agent)
         if self.workflow is not None:
             Workflow.parse(self.workflow)
         check_choices(self)
         for name in ("n_envs", "episode_length", "update_every_steps", "max_episodes", "checkpoint_every"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        if self.min_episodes < 0 or self.min_fixes < 0:
-            raise ValueError("min-episodes and min-fixes must be >= 0")
-        if not isinstance(self.post_gate_episodes, int) or self.post_gate_episodes < 0:
-            raise ValueError(f"post-gate-episodes must be an integer >= 0, got {self.post_gate_episodes!r}")
-        if self.num_episodes is not None and self.num_episodes < 1:
-            raise ValueError(f"num-episodes must be >= 1, got {self.num_episodes}")
+            check_int(flag(name), getattr(self, name), 1)
+        for name in ("min_episodes", "min_fixes", "post_gate_episodes"):
+            check_int(flag(name), getattr(self, name), 0)
+        for name in ("num_episodes", "n_workers"):
+            if getattr(self, name) is not None:
+                check_int(flag(name), getattr(self, name), 1)
+        check_seed(flag("seed"), self.seed)
         if self.vectorization == EPISODE_WORKERS and self.update_every_steps != self.episode_length:
             raise ValueError("episode workers return whole episodes: use update-every-steps = episode-length")
-        if not 0.0 < self.compliance_threshold <= 1.0:
-            raise ValueError(f"compliance-threshold must be in (0, 1], got {self.compliance_threshold}")
-        if self.alignment_lambda < 0:
-            raise ValueError(f"alignment-lambda must be >= 0, got {self.alignment_lambda}")
-        if self.ppo.learning_rate <= 0:
-            raise ValueError(f"learning-rate must be > 0, got {self.ppo.learning_rate}")
-        for name in ("update_epochs", "num_minibatches"):
-            v = getattr(self.ppo, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        check_float(flag("compliance_threshold"), self.compliance_threshold, 0.0, 1.0, lo_open=True)
+        check_float(flag("alignment_lambda"), self.alignment_lambda, 0.0)
+        self._validate_ppo()
         check_device_available(self.device)
         check_engine_device(self.engine, self.device)
+        self.check_memory(1)
+
+    def _validate_ppo(self) -> None:
+        """PPO's settings: finite, in range, and no more minibatches than one update has transitions."""
+        p = self.ppo
+        check_float(flag("learning_rate"), p.learning_rate, 0.0, lo_open=True)
+        for name in ("gamma", "gae_lambda"):
+            check_float(flag(name), getattr(p, name), 0.0, 1.0)
+        for name in ("clip_coef", "max_grad_norm", "reward_scale"):
+            check_float(flag(name), getattr(p, name), 0.0, lo_open=True)
+        for name in ("ent_coef", "vf_coef"):
+            check_float(flag(name), getattr(p, name), 0.0)
+        check_int(flag("update_epochs"), p.update_epochs, 1)
+        for h in p.hidden:
+            check_int(flag("hidden"), h, 1)
+        check_int(flag("num_minibatches"), p.num_minibatches, 1)
+        batch = self.n_envs * self.update_every_steps
+        if p.num_minibatches > batch:
+            raise ValueError(f"--num-minibatches {p.num_minibatches} exceeds the {batch} transitions of one update "
+                             "(n-envs x update-every-steps): use at most that many")
+
+    def check_memory(self, slots: int) -> None:
+        """Refuse a batch of ``slots`` runs whose engine state and rollout would not fit in this machine's memory
+        (estimate: engine bytes per env plus the transitions of one update, held about three times over)."""
+        envs = slots * self.n_envs
+        need = envs * (engine_bytes_per_env() + 3 * ROLLOUT_BYTES * self.update_every_steps)
+        runs = f" in each of {slots} runs" if slots > 1 else ""
+        check_memory(f"--n-envs {self.n_envs}{runs} with --update-every-steps {self.update_every_steps}", need,
+                     "use fewer envs (or fewer steps per update)")
 
     def engine_options(self) -> dict:
         """``make_vector_env`` options of this run's engine."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workflow_rl.envs.cyborg_vector import EngineWorkerError
+from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
 from workflow_rl.rl.compliance import ComplianceTracker, fix_hosts
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
@@ -180,11 +180,7 @@ class EpisodeWorkerPool:
                 c.send(("close",))
             except (BrokenPipeError, OSError):
                 pass
-        for p in self.procs:
-            p.join(timeout=2)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=2)
+        stop_processes(self.procs, wait_first=2.0)   # whoever did not exit: SIGTERM, then SIGKILL after a grace
         for q in (self.tasks, self.results):
             q.close()
             q.cancel_join_thread()

@@ -78,6 +78,7 @@ class BatchedTrainer:
 
     def __init__(self, cfg: TrainConfig, n_slots: int):
         cfg.validate()
+        cfg.check_memory(n_slots)
         if cfg.vectorization == "episodes" and n_slots > 1:
             raise ValueError("batched training steps one vector env: use vectorization sync, pipes or shared_memory")
         self.cfg, self.q, self.n = cfg, int(n_slots), cfg.n_envs
@@ -436,6 +437,9 @@ class Trainer:
                         s.stop_reason = "interrupted"
                     if s.stop_reason is not None or (resumable and self.batch._checkpoint_due(s)):
                         self.save()
+        except BaseException:   # a second Ctrl-C or a failure: stop the workers now, so the process can end
+            self.close()
+            raise
         finally:
             bar.close()
         self.save()
@@ -482,6 +486,8 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
             slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_seed=cfg.seed + i)
             if ck is not None:
                 slot.stop_reason = ck["counters"].get("stop_reason")
+        if resume:
+            _restore_batch(bt, out)
         bar = progress_bar(cfg.budget * n_seeds, sum(s.total_episodes for s in bt.slots), progress)
         interrupted = False
         with GracefulInterrupt("this episode round") as stop:
@@ -490,9 +496,13 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
                     for k, s in enumerate(bt.slots):
                         if s.stop_reason is None:
                             bt.save(k)
+                    _save_batch(bt, out)
                     interrupted = True
                     break
+                saved = [s.saved_update for s in bt.slots]
                 bt.run_round()
+                if saved != [s.saved_update for s in bt.slots]:
+                    _save_batch(bt, out)
                 bar.n = sum(s.total_episodes for s in bt.slots)
                 line = " | ".join(f"seed {k}: {s.total_episodes} eps, mean100 {mean_or_nan(list(s.recent)):.2f}"
                                   + ("" if math.isnan(s.last_compliance) else f", compliance {s.last_compliance:.3f}")
@@ -504,6 +514,31 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
     finally:
         bt.close()
     return [s.summary() for s in bt.slots], [bt.member(k) for k in range(n_seeds)], interrupted
+
+
+BATCH_FILE = "batch.pt"
+"""``train --seeds``: the batch's own state (RNG, engine, observations), saved next to the seeds' checkpoints."""
+
+
+def _save_batch(bt: BatchedTrainer, out: Path) -> None:
+    """The batch's engine snapshot, tagged with the update of each slot's checkpoint it goes with: the seeds share
+    one generator and one vector env, so their checkpoints alone would resume on fresh env streams."""
+    atomic_save({**bt.engine_snapshot(), "global_step": bt.global_step, "updates": [s.update for s in bt.slots]},
+                out / BATCH_FILE)
+
+
+def _restore_batch(bt: BatchedTrainer, out: Path) -> bool:
+    """Continue the batch's engine where the seeds' checkpoints left it, so a resumed ``train --seeds`` run is
+    identical to an uninterrupted one; returns False (fresh episodes, still a valid run) when the file is missing
+    or belongs to other checkpoints (a kill between the checkpoints and this file)."""
+    path = out / BATCH_FILE
+    if not path.is_file():
+        return False
+    snap = torch.load(path, map_location=bt.device, weights_only=False)
+    if not isinstance(snap, dict) or snap.get("updates") != [s.update for s in bt.slots]:
+        return False
+    bt.global_step = snap["global_step"]
+    return bt.restore_engine(snap)
 
 
 def check_batchable(cfg: TrainConfig) -> None:

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workflow_rl.checks import check_float, check_int, check_types, flag
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import TrainConfig, check_choices, one_of
 from workflow_rl.workflow import Workflow
@@ -125,17 +126,15 @@ class SearchConfig:
 
     def validate(self) -> None:
         """Every setting usable before the first workflow trains (a bad checkpoint fails now, not an hour in)."""
+        check_types(self)
         check_choices(self)
-        if not isinstance(self.total_episodes, int) or self.total_episodes < 1:
-            raise ValueError(f"total-episodes must be an integer >= 1, got {self.total_episodes!r}")
-        if self.gp_beta is not None and self.gp_beta < 0:
-            raise ValueError(f"gp-beta must be >= 0, got {self.gp_beta}")
+        check_int(flag("total_episodes"), self.total_episodes, 1)
+        if self.gp_beta is not None:
+            check_float(flag("gp_beta"), self.gp_beta, 0.0)
         for name in ("n_init", "eval_episodes", "eval_length", "batch_workflows", "seeds_per_workflow"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        if self.max_iterations is not None and self.max_iterations < 1:
-            raise ValueError(f"max-iterations must be >= 1, got {self.max_iterations}")
+            check_int(flag(name), getattr(self, name), 1)
+        if self.max_iterations is not None:
+            check_int(flag("max_iterations"), self.max_iterations, 1)
         if self.init_checkpoint is not None:
             load_checkpoint(Path(self.init_checkpoint))
         if self.workflows is not None:
@@ -152,3 +151,4 @@ class SearchConfig:
             from workflow_rl.rl.trainer import check_batchable
 
             check_batchable(tcfg)
+        tcfg.check_memory(self.batch_workflows * self.seeds_per_workflow)

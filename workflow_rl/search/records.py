@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.checks import check_int, check_types
+
 STATUSES = ("compliant", "not_compliant", "budget_cut")
 """A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
 
@@ -132,25 +134,56 @@ class SearchState:
 
     @classmethod
     def load(cls, path: Path) -> "SearchState":
-        """The state in ``path``; a ValueError naming the fix if it is missing or damaged."""
+        """The state in ``path``, checked field by field; a ValueError naming the fix if it is missing, damaged or
+        edited into something no search could have written."""
         if not path.is_file():
             raise ValueError(f"no search to resume in {path.parent} (missing {path.name}): start one with "
                              f"`workflow-rl search --out {path.parent}`")
         try:
-            return cls.from_dict(json.loads(path.read_text()))
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path} is damaged ({type(e).__name__}); start a new search in another folder") \
-                from None
+            state = cls.from_dict(json.loads(path.read_text()))
+            state.check()
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as e:
+            why = str(e) if isinstance(e, ValueError) and not isinstance(e, json.JSONDecodeError) else \
+                type(e).__name__
+            raise ValueError(f"{path} is damaged ({why}); start a new search in another folder") from None
+        return state
+
+    def check(self) -> None:
+        """Types, ranges and consistency of a loaded state: what ``resume`` relies on (the episodes used are the
+        sum of the recorded workflows', every dispatch is recorded or pending once)."""
+        if not isinstance(self.config, dict):
+            raise ValueError("config is not an object")
+        spell = "{}".format
+        check_types(self, spell)
+        for item in (*self.iterations, *self.pending):
+            check_types(item, spell)
+        check_int("episodes_used", self.episodes_used, 0)
+        check_int("dispatched", self.dispatched, 0)
+        for r in self.iterations:
+            check_int("episodes_trained", r.episodes_trained, 0)
+            if r.status not in STATUSES:
+                raise ValueError(f"status {r.status!r} is not one of {', '.join(STATUSES)}")
+        for p in self.pending:
+            check_int("budget", p.budget, 0)
+        if self.episodes_used != sum(r.episodes_trained for r in self.iterations):
+            raise ValueError(f"episodes_used {self.episodes_used} is not the sum of the recorded workflows' "
+                             "episodes_trained")
+        numbers = [x.iteration for x in (*self.iterations, *self.pending)]
+        if len(set(numbers)) != len(numbers) or any(not 1 <= n <= self.dispatched for n in numbers):
+            raise ValueError(f"iteration numbers {sorted(numbers)} do not fit dispatched = {self.dispatched}")
 
 
 def atomic_json(obj, path: Path) -> None:
     """Write ``obj`` so that a crash leaves either the old file or the new one, never half of one."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=_json_default)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, default=_json_default)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:   # an interrupted write leaves no temporary file (a kill's is removed by the next run)
+        tmp.unlink(missing_ok=True)
 
 
 def _json_default(x):

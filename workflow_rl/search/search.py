@@ -65,10 +65,15 @@ class WorkflowSearch:
         state = SearchState.load(out / "search_state.json")
         try:
             cfg = SearchConfig.from_dict({**state.config, **overrides})
+            s = cls(cfg, out, progress)
         except TypeError as e:
             raise ValueError(f"{out / 'search_state.json'} is damaged ({e}); start a new search in another "
                              "folder") from None
-        s = cls(cfg, out, progress)
+        except ValueError as e:   # a setting edited into a bad value, or one this machine cannot run
+            raise ValueError(f"{out / 'search_state.json'}: {e}") from None
+        if state.episodes_used > cfg.total_episodes:
+            raise ValueError(f"{out / 'search_state.json'} is damaged (episodes_used {state.episodes_used} exceeds "
+                             f"total_episodes {cfg.total_episodes}); start a new search in another folder")
         state.config = cfg.to_dict()
         s.state = state
         return s

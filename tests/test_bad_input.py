@@ -1,0 +1,496 @@
+"""Whatever a user types or does, the answer is one ``error:`` line naming the fix (exit status 2), never a
+traceback, a hang or a silent acceptance (issue J). The battery runs the command line in-process (fast); a few
+cases go through a real subprocess, and the interrupt tests send real signals to real runs."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from workflow_rl.cli import main
+from workflow_rl.rl.rundir import RunDirLock
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
+        "--no-progress"]
+"""A training run small enough for a test (its flags, shared by train and search)."""
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Things on disk the battery points at: a plain file, a damaged checkpoint, an existing run, search states
+    edited in every way a hand can damage them."""
+    d = tmp_path_factory.mktemp("bad")
+    (d / "file").write_text("not a folder")
+    (d / "ro").mkdir()
+    (d / "ro").chmod(0o555)
+    torch.save({"format": "workflow-rl", "version": 1, "agent": {}, "config": {"n_envs": "4"},
+                "counters": {}}, d / "edited.pt")
+    (d / "garbage.pt").write_bytes(b"\x00garbage")
+    (d / "run").mkdir()
+    (d / "run" / "config.json").write_text("{}")
+    (d / "empty").mkdir()
+    from workflow_rl.search.config import SearchConfig
+    from workflow_rl.search.records import SearchState
+
+    good = SearchState(config=SearchConfig(n_envs=4, total_episodes=40).to_dict()).to_dict()
+    edits = {
+        "episodes_string": {"episodes_used": "12"},
+        "episodes_negative": {"episodes_used": -5},
+        "episodes_inconsistent": {"episodes_used": 8},
+        "dispatched_float": {"dispatched": 1.5},
+        "finished_string": {"finished": "no"},
+        "config_n_envs_string": {"config": {**good["config"], "n_envs": "4"}},
+        "config_gp_beta_nan": {"config": {**good["config"], "gp_beta": float("nan")}},
+        "config_lr_inf": {"config": {**good["config"], "learning_rate": float("inf")}},
+        "iterations_not_list": {"iterations": 3},
+        "pending_bad_iteration": {"pending": [{"workflow": "D,E,OS,OH,U", "reason": "x", "iteration": 7}]},
+        "config_not_object": {"config": [1, 2]},
+    }
+    for name, edit in edits.items():
+        (d / name).mkdir()
+        (d / name / "search_state.json").write_text(json.dumps({**good, **edit}))
+    (d / "json_broken").mkdir()
+    (d / "json_broken" / "search_state.json").write_text('{"config": ')
+    (d / "search_done").mkdir()
+    (d / "search_done" / "search_state.json").write_text(json.dumps(good))
+    yield d
+    (d / "ro").chmod(0o755)
+
+
+STATE_EDITS = ["episodes_string", "episodes_negative", "episodes_inconsistent", "dispatched_float",
+               "finished_string", "config_n_envs_string", "config_gp_beta_nan", "config_lr_inf",
+               "iterations_not_list", "pending_bad_iteration", "config_not_object", "json_broken"]
+
+# (arguments with {d} for the files folder, what the error line must mention)
+CASES = [
+    # ---- train: numbers that are not finite, out of range, or not numbers
+    (["train", "--learning-rate", "inf"], "--learning-rate must be a finite"),
+    (["train", "--learning-rate", "nan"], "--learning-rate must be a finite"),
+    (["train", "--learning-rate", "0"], "--learning-rate must be > 0"),
+    (["train", "--alignment-lambda", "inf"], "--alignment-lambda must be a finite"),
+    (["train", "--alignment-lambda", "-1"], "--alignment-lambda must be >= 0"),
+    (["train", "--compliance-threshold", "nan"], "--compliance-threshold must be a finite"),
+    (["train", "--compliance-threshold", "1.2"], "--compliance-threshold"),
+    (["train", "--gamma", "1.5"], "--gamma must be in"),
+    (["train", "--gae-lambda", "nan"], "--gae-lambda"),
+    (["train", "--clip-coef", "0"], "--clip-coef must be > 0"),
+    (["train", "--ent-coef", "-1"], "--ent-coef must be >= 0"),
+    (["train", "--vf-coef", "inf"], "--vf-coef"),
+    (["train", "--max-grad-norm", "-inf"], "--max-grad-norm"),
+    (["train", "--reward-scale", "nan"], "--reward-scale"),
+    (["train", "--num-minibatches", "100000"], "--num-minibatches 100000 exceeds"),
+    (["train", "--num-minibatches", "0"], "--num-minibatches must be"),
+    (["train", "--update-epochs", "0"], "--update-epochs"),
+    (["train", "--n-envs", "0"], "--n-envs"),
+    (["train", "--n-envs", "abc"], "--n-envs"),
+    (["train", "--n-envs", "1000000000"], "GiB of memory"),
+    (["train", "--episode-length", "0"], "--episode-length"),
+    (["train", "--max-episodes", "0"], "--max-episodes"),
+    (["train", "--min-episodes", "-1"], "--min-episodes"),
+    (["train", "--num-episodes", "0"], "--num-episodes"),
+    (["train", "--checkpoint-every", "0"], "--checkpoint-every"),
+    (["train", "--hidden", "0"], "--hidden"),
+    (["train", "--seed", "-1"], "--seed must be in"),
+    (["train", "--seed", str(2**64)], "--seed must be in"),
+    (["train", "--seed", str(2**63 - 1), "--seeds", "2"], "--seed \\+ --seeds"),
+    (["train", "--seeds", "0"], "--seeds"),
+    (["train", "--eval-episodes", "-5"], "--eval-episodes"),
+    (["train", "--eval-length", "0"], "--eval-length"),
+    # ---- train: names, devices, folders, runs
+    (["train", "--workflow", ""], "--workflow is empty"),
+    (["train", "--workflow", "D,E"], "missing"),
+    (["train", "--red-agent", "nobody"], "unknown red agent"),
+    (["train", "--engine", "gpu"], "--engine"),
+    (["train", "--device", "cuda:99"], "--device cuda:99"),
+    (["train", "--device", "tpu9"], "unknown device"),
+    (["train", "--device", "cpu:1"], "unknown device"),
+    (["train", "--compile"], "--compile"),
+    (["train", "--vectorization", "episodes", "--update-every-steps", "50"], "episode workers"),
+    (["train", "--out", "{d}/file"], "--out .* is a file"),
+    (["train", "--out", "{d}/file/sub"], "cannot be created"),
+    (["train", "--out", "{d}/ro/sub"], "not writable"),
+    (["train", "--out", "{d}/empty", "--checkpoint-dir", "{d}/file"], "--checkpoint-dir"),
+    (["train", "--out", "{d}/run"], "already holds a training run"),
+    (["train", "--out", "{d}/run", "--resume", "--overwrite"], "use one"),
+    (["train", "--out", "{d}/empty", "--resume"], "no checkpoint"),
+    (["train", "--seeds", "2", "--checkpoint-dir", "{d}/x"], "applies to a single run"),
+    (["train", "--bogus-flag"], "unrecognized arguments"),
+    # ---- evaluate
+    (["evaluate", "{d}/nonexistent.pt"], "no checkpoint"),
+    (["evaluate", "greedy_workflw"], "baselines sleep, random, greedy_workflow"),
+    (["evaluate", "greedy_workflow"], "needs --workflow"),
+    (["evaluate", "sleep", "--workflow", ""], "--workflow is empty"),
+    (["evaluate", "{d}/garbage.pt"], "corrupt"),
+    (["evaluate", "{d}/edited.pt"], "damaged"),
+    (["evaluate", "sleep", "--episodes", "0"], "--episodes"),
+    (["evaluate", "sleep", "--episodes", "-5"], "--episodes"),
+    (["evaluate", "sleep", "--lengths", "0"], "--lengths"),
+    (["evaluate", "sleep", "--device", "cuda:99"], "--device cuda:99"),
+    (["evaluate", "sleep", "--device", "tpu9"], "unknown device"),
+    (["evaluate", "sleep", "--seed", str(2**64)], "--seed"),
+    (["evaluate", "sleep", "--out", "{d}/file"], "--out .* is a file"),
+    (["evaluate", "sleep", "--red-agents", "nobody"], "unknown red agent"),
+    (["evaluate", "sleep", "--mode", "bogus"], "--mode"),
+    # ---- search
+    (["search", "--gp-beta", "nan"], "--gp-beta must be a finite"),
+    (["search", "--gp-beta", "inf"], "--gp-beta must be a finite"),
+    (["search", "--gp-beta", "-1"], "--gp-beta must be >= 0"),
+    (["search", "--total-episodes", "0"], "--total-episodes"),
+    (["search", "--eval-episodes", "-5"], "--eval-episodes"),
+    (["search", "--n-init", "0"], "--n-init"),
+    (["search", "--max-iterations", "0"], "--max-iterations"),
+    (["search", "--batch-workflows", "0"], "--batch-workflows"),
+    (["search", "--learning-rate", "inf"], "--learning-rate"),
+    (["search", "--n-envs", "1000000000"], "GiB of memory"),
+    (["search", "--n-envs", "100000000", "--batch-workflows", "40"], "GiB of memory"),
+    (["search", "--device", "cuda:99"], "--device cuda:99"),
+    (["search", "--seed", str(2**64)], "--seed"),
+    (["search", "--workflows", "D,E"], "missing"),
+    (["search", "--inherit", "bogus"], "--inherit"),
+    (["search", "--init-checkpoint", "{d}/nonexistent.pt"], "no checkpoint"),
+    (["search", "--ray", "--batch-workflows", "2"], "--ray"),
+    (["search", "--out", "{d}/file"], "--out .* is a file"),
+    (["search", "--out", "{d}/search_done"], "already holds a search"),
+    (["search", "--resume", "{d}/empty"], "no search to resume"),
+    (["search", "--resume", "{d}/file"], "is a file"),
+    *[(["search", "--resume", "{d}/" + name], "search_state.json") for name in STATE_EDITS],
+    # ---- demo, parity, bench, top level
+    (["demo", "--n-envs", "0"], "--n-envs"),
+    (["demo", "--n-envs", "1000000000"], "GiB of memory"),
+    (["demo", "--policy", "bogus"], "unknown policy"),
+    (["demo", "--red-agents", "nobody"], "unknown red agent"),
+    (["demo", "--seed", "-1"], "--seed"),
+    (["demo", "--episodes", "0"], "--episodes"),
+    (["parity", "--policies", "bogus"], "unknown --policies"),
+    (["parity", "--out", "{d}/empty"], "is a folder"),
+    (["parity", "--episodes", "0"], "--episodes"),
+    (["parity", "--seed", str(2**64)], "--seed"),
+    (["bench", "--out", "{d}/file"], "--out .* is a file"),
+    (["bench", "--sizes", "0"], "--sizes"),
+    (["bench", "--modes", "bogus"], "--modes"),
+    ([], "required"),
+    (["fly"], "invalid choice"),
+]
+
+
+def _run_main(args, capsys) -> tuple[int, str, str]:
+    try:
+        rc = main(args)
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _assert_one_error_line(rc, err, match):
+    import re
+
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert rc == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert "Traceback" not in err
+    assert re.search(match, lines[0]), lines[0]
+
+
+@pytest.mark.parametrize("args,match", CASES, ids=[" ".join(a)[:60] or "no-command" for a, _ in CASES])
+def test_cli_refuses_in_one_line(args, match, files, capsys, tmp_path, monkeypatch):
+    if os.geteuid() == 0 and "{d}/ro" in " ".join(args):
+        pytest.skip("root writes anywhere")
+    monkeypatch.chdir(tmp_path)   # a refused run must write nothing: default folders land here, checked below
+    argv = [a.replace("{d}", str(files)) for a in args]
+    before = {p: p.stat().st_mtime_ns for p in files.rglob("*") if p.is_file()}
+    rc, _, err = _run_main(argv, capsys)
+    _assert_one_error_line(rc, err, match)
+    assert {p: p.stat().st_mtime_ns for p in files.rglob("*") if p.is_file()} == before, "a refused run wrote"
+    assert not list(tmp_path.rglob("search_state.json")) and not list(tmp_path.rglob("config.json"))
+
+
+def test_bench_native_cuda_without_a_gpu(capsys, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    rc, _, err = _run_main(["bench", "--modes", "native-cuda", "--out", str(tmp_path)], capsys)
+    _assert_one_error_line(rc, err, "CUDA")
+
+
+@pytest.mark.parametrize("args,match", [
+    (["train", "--gp-beta", "1"], "unrecognized"),
+    (["search", "--gp-beta", "nan"], "--gp-beta must be a finite"),
+    (["train", "--seed", str(2**64)], "--seed must be in"),
+    (["evaluate", "greedy_workflw"], "baselines"),
+])
+def test_cli_refuses_in_one_line_in_a_real_process(args, match, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
+                       env=ENV, cwd=tmp_path, timeout=300)
+    _assert_one_error_line(r.returncode, r.stderr, match)
+
+
+# ---------------------------------------------------------------------------------------------- Python API
+def _api_cases():
+    from workflow_rl import make_vector_env
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.search.config import SearchConfig
+
+    inf, nan = float("inf"), float("nan")
+    return [
+        (lambda: make_vector_env(2, official_bugs="no"), "official_bugs must be True or False"),
+        (lambda: make_vector_env(2, copy="yes"), "copy must be True or False"),
+        (lambda: make_vector_env(10**12), "GiB of memory"),
+        (lambda: TrainConfig.from_flat({"learning_rate": inf}).validate(), "--learning-rate"),
+        (lambda: TrainConfig(alignment_lambda=nan).validate(), "--alignment-lambda"),
+        (lambda: TrainConfig(seed=2**64).validate(), "--seed"),
+        (lambda: TrainConfig(n_envs="50").validate(), "--n-envs must be an integer"),
+        (lambda: TrainConfig(n_envs=True).validate(), "--n-envs must be an integer"),
+        (lambda: TrainConfig(official_bugs="no").validate(), "--official-bugs must be True or False"),
+        (lambda: TrainConfig(workflow="").validate(), "missing"),
+        (lambda: SearchConfig(gp_beta=nan).validate(), "--gp-beta"),
+        (lambda: SearchConfig(eval_episodes=-1).validate(), "--eval-episodes"),
+        (lambda: SearchConfig(total_episodes=1.5).validate(), "--total-episodes"),
+    ]
+
+
+@pytest.mark.parametrize("i", range(13))
+def test_python_api_refuses_with_a_value_error(i):
+    call, match = _api_cases()[i]
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_checkpoint_counters_are_checked_field_by_field(tmp_path):
+    from helpers import train_cfg
+
+    from workflow_rl.rl.checkpoint import CheckpointError, load_checkpoint
+    from workflow_rl.rl.trainer import Trainer
+
+    t = Trainer(train_cfg(n_envs=4, max_episodes=1), tmp_path, progress=False)
+    t.run()
+    path = tmp_path / "checkpoints" / "latest.pt"
+    good = load_checkpoint(path)
+    for counters, match in [({"total_episodes": "4"}, "total_episodes"), ({"update": -1}, "update"),
+                            ({"episodes_per_env": np.array([1, 1])}, "episodes_per_env"),
+                            ({"episodes_per_env": np.full(4, 9)}, "more than total_episodes")]:
+        torch.save({**good, "counters": {**good["counters"], **counters}}, tmp_path / "bad.pt")
+        with pytest.raises(CheckpointError, match=match):
+            load_checkpoint(tmp_path / "bad.pt")
+
+
+# ------------------------------------------------------------------------------------------ one writer per dir
+def test_a_second_process_on_a_run_dir_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    with RunDirLock(out):   # another process (flock is per open file, so this holder counts as one)
+        for argv in (["train", *TINY, "--out", str(out)], ["search", *TINY, "--out", str(out)]):
+            rc, _, err = _run_main(argv, capsys)
+            _assert_one_error_line(rc, err, f"in use by process {os.getpid()}")
+    assert not (out / "config.json").exists() and not (out / "search_state.json").exists()
+
+
+def test_a_dead_holders_lock_and_temp_files_are_taken_over(tmp_path):
+    dead = _dead_pid()
+    (tmp_path / "checkpoints").mkdir(parents=True)
+    (tmp_path / ".lock").write_text(str(dead))
+    stale = tmp_path / "checkpoints" / f"latest.pt.tmp{dead}"
+    stale.write_bytes(b"")
+    live = tmp_path / f"search_state.json.tmp{os.getppid()}"   # a live writer's file is not touched
+    live.write_bytes(b"")
+    with RunDirLock(tmp_path):
+        assert (tmp_path / ".lock").read_text() == str(os.getpid())
+    assert not stale.exists() and live.exists()
+
+
+def test_train_onto_an_existing_run_needs_overwrite(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", *TINY, "--max-episodes", "1", "--eval-episodes", "0", "--out", str(out)]
+    assert _run_main(argv, capsys)[0] == 0
+    first = (out / "checkpoints" / "latest.pt").read_bytes()
+    rc, _, err = _run_main(argv, capsys)
+    _assert_one_error_line(rc, err, "--overwrite")
+    assert (out / "checkpoints" / "latest.pt").read_bytes() == first
+    assert _run_main([*argv, "--overwrite", "--seed", "5"], capsys)[0] == 0
+    assert json.loads((out / "config.json").read_text())["seed"] == 5
+
+
+def test_a_search_that_fails_leaves_nothing_that_blocks_the_next(tmp_path, capsys, monkeypatch):
+    from workflow_rl.search import search as search_module
+
+    def fail(*a, **kw):
+        raise ValueError("training failed on purpose")
+
+    monkeypatch.setattr(search_module, "train_and_evaluate", fail)
+    argv = ["search", *TINY, "--total-episodes", "8", "--eval-episodes", "2", "--out", str(tmp_path / "s")]
+    rc, _, err = _run_main(argv, capsys)
+    _assert_one_error_line(rc, err, "on purpose")
+    assert not (tmp_path / "s" / "search_state.json").exists()
+
+
+# ----------------------------------------------------------------------------------------- abort paths end
+def _fault_env(fault: str, timeout: float):
+    """Two worker processes over pipes playing ``fault_envs.FaultyEnv`` (no CybORG needed), reset."""
+    sys.path.insert(0, str(Path(__file__).parent / "envs"))
+    from fault_envs import FaultyFn
+
+    from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
+
+    env = make_cyborg_vector_env(2, "B_lineAgent", 100, 0, vectorization="pipes", start_method="fork",
+                                 timeout=timeout, env_fn=FaultyFn(fault))
+    env.reset()
+    return env
+
+
+def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
+    """A SIGSTOPped worker ignores SIGTERM: the abort path must still end (SIGKILL after a grace)."""
+    from workflow_rl.envs.cyborg_vector import EngineWorkerError
+
+    env = _fault_env("none", timeout=1.0)
+    procs = env.unwrapped.processes
+    os.kill(procs[0].pid, signal.SIGSTOP)
+    signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("abort path hung")))
+    signal.alarm(60)
+    try:
+        with pytest.raises(EngineWorkerError, match="did not finish"):
+            env.step(np.zeros(2, np.int64))
+    finally:
+        signal.alarm(0)
+    assert not any(p.is_alive() for p in procs) and procs[0].exitcode == -signal.SIGKILL
+
+
+def test_ctrl_c_while_waiting_on_workers_stops_them_all():
+    """Ctrl-C during a step that a worker never finishes ends the wait and every worker (a stopped one too)."""
+    env = _fault_env("hang", timeout=120.0)
+    for _ in range(2):
+        env.step(np.zeros(2, np.int64))
+    procs = env.unwrapped.processes
+    os.kill(procs[1].pid, signal.SIGSTOP)
+
+    def ctrl_c(*a):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, ctrl_c)
+    signal.alarm(2)   # the third step hangs in every worker; Ctrl-C arrives while the step waits
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros(2, np.int64))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not any(p.is_alive() for p in procs)
+
+
+def test_demo_reports_each_round(capsys):
+    """A demo of many episodes runs for minutes: it must say where it is (a line per round with --no-progress)."""
+    rc, out, _ = _run_main(["demo", "--n-envs", "2", "--episodes", "5", "--red-agents", "sleep", "--no-progress"],
+                           capsys)
+    assert rc == 0
+    assert [ln.split(":")[1].strip() for ln in out.splitlines() if "round" in ln] == [
+        "round 1/3 (2 episodes)", "round 2/3 (4 episodes)", "round 3/3 (6 episodes)"]
+
+
+def test_temp_file_of_a_failed_write_is_removed(tmp_path):
+    from workflow_rl.rl.checkpoint import atomic_save
+
+    with pytest.raises(Exception):
+        atomic_save({"x": lambda: 0}, tmp_path / "latest.pt")   # a lambda cannot be pickled
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_version_and_help_without_rest_markup():
+    from workflow_rl import __version__
+    from workflow_rl.cli import build_parser
+
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
+    assert not [name for name, p in {"": parser, **subcommands}.items() if "``" in p.format_help()]
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "--version"], capture_output=True, text=True,
+                       env=ENV, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == f"workflow-rl {__version__}"
+
+
+# ------------------------------------------------------------------------------------- real signals, resume
+def _popen(args, cwd):
+    return subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=cwd)
+
+
+def _wait_for(path: Path, rows: int, proc) -> None:
+    """Until ``path`` (a CSV) has ``rows`` data rows, or the process ended."""
+    while proc.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) > rows:
+            return
+        time.sleep(0.2)
+
+
+def _params(path: Path) -> dict:
+    return torch.load(path, weights_only=False)["agent"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_train_killed_mid_run_resumes_to_the_same_weights(tmp_path, sig):
+    args = ["train", "--n-envs", "8", "--max-episodes", "12", "--min-episodes", "12", "--update-every-steps", "50",
+            "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress"]
+    assert subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "full")],
+                          env=ENV, capture_output=True, timeout=600).returncode == 0
+    p = _popen([*args, "--out", str(tmp_path / "part")], tmp_path)
+    _wait_for(tmp_path / "part" / "training_log.csv", 3, p)
+    p.send_signal(sig)
+    p.wait(timeout=300)
+    assert p.returncode in (130, -signal.SIGKILL)
+    assert not list((tmp_path / "part").rglob("*.tmp*")) or sig == signal.SIGKILL
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part"),
+                        "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert not list((tmp_path / "part").rglob("*.tmp*"))
+    full, part = (_params(tmp_path / d / "checkpoints" / "latest.pt") for d in ("full", "part"))
+    assert all(torch.equal(full[k], part[k]) for k in full)
+
+
+@pytest.mark.slow
+def test_train_seeds_interrupted_resumes_identical_to_uninterrupted(tmp_path):
+    """Fails without the batch file: the seeds' checkpoints alone resume on fresh env streams and RNG."""
+    args = ["train", "--seeds", "2", "--n-envs", "8", "--max-episodes", "12", "--min-episodes", "12",
+            "--update-every-steps", "50", "--checkpoint-every", "2", "--eval-episodes", "0", "--no-progress"]
+    assert subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "full")],
+                          env=ENV, capture_output=True, timeout=600).returncode == 0
+    p = _popen([*args, "--out", str(tmp_path / "part")], tmp_path)
+    _wait_for(tmp_path / "part" / "seed_1" / "training_log.csv", 4, p)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=300)
+    assert p.returncode == 130
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part"),
+                        "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    for i in range(2):
+        full, part = (_params(tmp_path / d / f"seed_{i}" / "checkpoints" / "latest.pt") for d in ("full", "part"))
+        assert all(torch.equal(full[k], part[k]) for k in full)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_search_killed_mid_run_resumes_within_budget(tmp_path, sig):
+    args = ["search", "--n-envs", "4", "--max-episodes", "2", "--min-episodes", "2", "--total-episodes", "24",
+            "--eval-episodes", "4", "--n-init", "2", "--checkpoint-every", "1", "--no-progress"]
+    p = _popen([*args, "--out", str(tmp_path / "s")], tmp_path)
+    _wait_for(tmp_path / "s" / "gp_log.csv", 1, p)
+    p.send_signal(sig)
+    p.wait(timeout=300)
+    # a second process on the folder while none runs is fine; resume finishes within the budget
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--resume", str(tmp_path / "s"),
+                        "--no-progress"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    state = json.loads((tmp_path / "s" / "search_state.json").read_text())
+    assert state["finished"] and state["episodes_used"] <= 24
+    assert not list((tmp_path / "s").rglob("*.tmp*"))
+    assert not math.isnan(float(state["iterations"][-1]["observed_reward"]))

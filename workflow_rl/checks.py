@@ -1,0 +1,133 @@
+"""The value checks every layer shares: one helper per kind of check (type, finite range, seed, output folder,
+memory), so a setting is refused the same way, naming its flag and the fix, wherever it enters (the command line,
+a config dataclass, ``make_vector_env``, a state file). Below every other layer: it imports nothing of the package.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+import typing
+from pathlib import Path
+
+MAX_SEED = 2**63 - 1
+"""Seeds are 64-bit signed integers in torch and numpy: larger ones overflow deep inside a generator."""
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of a setting, as error messages name it."""
+    return "--" + name.replace("_", "-")
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` if it is a real bool: the string 'no' is truthy, so a mistyped option must not mean True."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_int(name: str, value, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` if it is an integer (not a bool) within [lo, hi]; otherwise one message naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    _check_bounds(name, value, lo, hi, "")
+    return value
+
+
+def check_float(name: str, value, lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> float:
+    """``value`` if it is a finite number within [lo, hi] ((lo, hi] with ``lo_open``): nan and inf are refused,
+    because every comparison with nan is False and an infinite weight or step size turns training into NaNs."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if lo_open and lo is not None and value <= lo:
+        raise ValueError(f"{name} must be > {lo:g}, got {value:g}")
+    _check_bounds(name, value, lo, hi, "g")
+    return value
+
+
+def _check_bounds(name: str, value, lo, hi, fmt: str) -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        want = (f"in [{lo:{fmt}}, {hi:{fmt}}]" if lo is not None and hi is not None else
+                f">= {lo:{fmt}}" if lo is not None else f"<= {hi:{fmt}}")
+        raise ValueError(f"{name} must be {want}, got {value:{fmt}}")
+
+
+def check_seed(name: str, value) -> int:
+    """A seed torch and numpy both accept: an integer in 0..2**63-1."""
+    return check_int(name, value, 0, MAX_SEED)
+
+
+def check_types(config, spell=flag) -> None:
+    """Every field of dataclass ``config`` holds a value of its annotated type (``X | None``, ``tuple[int, ...]``
+    and ``list[str]`` included; nested dataclasses are checked by their own ``validate``): a state file or a Python
+    caller that passes '50' or 'no' is refused here, before the value is compared or used. ``spell`` names a
+    field in the message (default: its flag)."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        hint, value = hints[f.name], getattr(config, f.name)
+        if not dataclasses.is_dataclass(hint):
+            _check_type(spell(f.name), value, hint)
+
+
+def _check_type(name: str, value, hint) -> None:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        hint = next(a for a in args if a is not type(None))
+        args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (tuple, list):
+        if not isinstance(value, (tuple, list)):
+            raise ValueError(f"{name} must be a list, got {value!r}")
+        for v in value:
+            _check_type(name, v, args[0])
+    elif hint is bool:
+        check_bool(name, value)
+    elif hint is int:
+        check_int(name, value)
+    elif hint is float:
+        check_float(name, value)
+    elif hint is str and not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+
+
+def check_out_dir(name: str, path) -> Path:
+    """``path`` as a folder a run can write into: it is one, or can be created (its nearest existing ancestor is a
+    writable folder). Checked before a run starts, so a file or a read-only place is one line, not a traceback an
+    hour in."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{name} {p} is a file, not a folder: choose a folder (existing or new)")
+    anc = p
+    while not anc.exists():
+        anc = anc.parent
+    if not anc.is_dir():
+        raise ValueError(f"{name} {p} cannot be created: {anc} is a file; choose another folder")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {p} is not writable here (no write permission in {anc}): choose another folder")
+    return p
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(what: str, need: int, fix: str, limit: int | None = None) -> None:
+    """Refuse a request whose estimated memory ``need`` exceeds ``limit`` (default: this machine's physical
+    memory), with the estimate and the limit, instead of dying of MemoryError (or the OOM killer) once allocated."""
+    limit = physical_memory() if limit is None else limit
+    if limit is not None and need > limit:
+        raise ValueError(f"{what} would need about {_gib(need)} of memory, more than this machine's {_gib(limit)}: "
+                         f"{fix}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"

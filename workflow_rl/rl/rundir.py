@@ -1,0 +1,81 @@
+"""One writer per run directory: an exclusive lock held for the whole run, and the clean-up of the temporary files
+a killed writer leaves behind.
+
+The lock is ``RUN_DIR/.lock`` held with ``flock``: the kernel releases it when its holder exits, however it dies
+(SIGKILL included), so a lock left by a dead process is stale by construction and the next run simply takes it;
+the file records the holder's pid so a refused run can say who holds it.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from pathlib import Path
+
+LOCK_NAME = ".lock"
+_TMP = re.compile(r"\.tmp(\d+)$")
+"""The suffix ``atomic_save`` and ``atomic_json`` give their temporary files: ``.tmp<pid of the writer>``."""
+
+
+class RunDirBusy(ValueError):
+    """Another live process holds the run directory."""
+
+
+class RunDirLock:
+    """Exclusive use of ``run_dir`` for one process (a context manager): a second ``train``, ``search`` or resume
+    of the same folder is refused at once instead of interleaving its log, config and checkpoints with the first."""
+
+    def __init__(self, run_dir: str | Path):
+        self.dir = Path(run_dir)
+        self._fd: int | None = None
+
+    def acquire(self) -> "RunDirLock":
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirBusy(f"{self.dir} is in use by process {owner}: wait for it to finish (or stop it), or "
+                             "choose another folder") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        remove_stale_temps(self.dir)
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "RunDirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> bool:
+        self.release()
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(run_dir: str | Path) -> list[Path]:
+    """Delete the ``*.tmp<pid>`` files under ``run_dir`` whose writer is gone (a checkpoint or state write killed
+    half-way); returns them. Called with the lock held, so no live writer of this folder is racing it."""
+    removed = []
+    for p in Path(run_dir).rglob("*.tmp*"):
+        m = _TMP.search(p.name)
+        if m and p.is_file() and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1)))):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
