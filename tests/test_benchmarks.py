@@ -9,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow   # every stage end to end: training and two searches (minutes on a 2-core CPU)
 def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     pytest.importorskip("workflow_rl.sim.cuda", reason="the equality stage needs numba-cuda (its CUDA simulator)")
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",

@@ -119,6 +119,7 @@ def test_one_slot_batch_trains_like_the_trainer(tmp_path, workflow):
         assert torch.equal(p, r)
 
 
+@pytest.mark.slow
 def test_slots_keep_their_own_budget_workflow_and_checkpoint(tmp_path):
     cfg = _cfg(num_episodes=40)
     bt = BatchedTrainer(cfg, 2)
@@ -140,6 +141,7 @@ def test_slots_keep_their_own_budget_workflow_and_checkpoint(tmp_path):
     assert all(torch.equal(bt.opt.state[p]["exp_avg"], kept[id(p)]) for p in bt.member(0).parameters())
 
 
+@pytest.mark.slow
 def test_trainer_resumes_a_checkpoint_without_engine_state(tmp_path):
     """A batched slot's checkpoint (taken between episodes, no engine state) continues in the single trainer with
     fresh episodes; the budget stays exact."""
@@ -188,6 +190,7 @@ def test_seeds_are_independent_runs_with_their_own_dirs(tmp_path):
     assert all(torch.equal(p, r) for p, r in zip(fresh.member(0).parameters(), single.agent.parameters()))
 
 
+@pytest.mark.slow
 def test_seeds_interrupt_and_resume(tmp_path):
     from workflow_rl.rl import trainer as batched
 

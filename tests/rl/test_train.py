@@ -20,6 +20,7 @@ def _params(trainer):
     return torch.cat([p.detach().flatten() for p in trainer.agent.parameters()])
 
 
+@pytest.mark.slow
 def test_same_seed_identical_logs_and_weights(tmp_path):
     a, b = Trainer(_cfg(), tmp_path / "a", progress=False), Trainer(_cfg(), tmp_path / "b", progress=False)
     a.run(), b.run()
@@ -30,6 +31,7 @@ def test_same_seed_identical_logs_and_weights(tmp_path):
     assert not torch.equal(_params(a), _params(c))
 
 
+@pytest.mark.slow
 def test_resume_equals_uninterrupted(tmp_path):
     full = Trainer(_cfg(), tmp_path / "full", progress=False)
     full.run()
@@ -43,6 +45,7 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert _log(tmp_path / "full") == _log(tmp_path / "part")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps,expected", [(100, 37), (25, 37), (200, 36)])
 def test_budget_is_exact_and_never_exceeded(tmp_path, steps, expected):
     """Exact when rollouts hold whole episodes or episodes span whole rollouts; with two episodes per env per
@@ -58,6 +61,7 @@ def test_compliance_gate_stops_early(tmp_path):
     assert s["stop_reason"] == "compliant" and s["episodes"] < 20 * 16
 
 
+@pytest.mark.slow
 def test_unconditioned_ppo_has_no_compliance(tmp_path):
     t = Trainer(_cfg(workflow=None, max_episodes=2), tmp_path, progress=False)
     s = t.run()
@@ -99,6 +103,7 @@ def _cli(*args, **kw):
                           timeout=600, **kw)
 
 
+@pytest.mark.slow
 def test_cli_tiny_train_and_evaluate(tmp_path):
     out = tmp_path / "run"
     r = _cli("train", "--workflow", "D,E,OS,OH,U", "--n-envs", "8", "--max-episodes", "2", "--eval-episodes", "20",
@@ -131,6 +136,7 @@ def test_cli_bad_input_is_one_line(args, match):
     assert len(lines) == 1 and lines[0].startswith("error:") and __import__("re").search(match, lines[0]), r.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_and_resume_continues(tmp_path):
     out = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", "train", "--n-envs", "64", "--max-episodes",

@@ -45,6 +45,7 @@ def test_gate_needs_every_condition():
     assert not gate_fires(cfg, True, 5, 10, 0.89)
 
 
+@pytest.mark.slow
 def test_trainer_runs_exactly_post_gate_episodes_after_the_gate(tmp_path):
     from workflow_rl.rl.trainer import Trainer
 
