@@ -52,8 +52,8 @@ class RunLog:
 
     def __init__(self, out: Path, prefix: dict | None = None, tensorboard: bool = False):
         self.out, self.prefix = Path(out), dict(prefix or {})
-        self._file = self._writer = None
-        self._tb = tensorboard_writer(self.out / "tb") if tensorboard else None
+        self._file = self._writer = self._tb = None
+        self._tensorboard = tensorboard_writer_class() if tensorboard else None   # missing package: refused now
 
     def write(self, row: dict) -> None:
         if self._file is None:
@@ -66,7 +66,9 @@ class RunLog:
                 self._writer.writeheader()
         self._writer.writerow({**self.prefix, **row})
         self._file.flush()
-        if self._tb is not None:
+        if self._tensorboard is not None:
+            if self._tb is None:   # opened with the first row, like the CSV: a slot restarted on resume opens one
+                self._tb = self._tensorboard(str(self.out / "tb"))
             for k in TB_SCALARS:
                 if isinstance(row[k], float) and not math.isnan(row[k]):
                     self._tb.add_scalar(f"train/{k}", row[k], row["global_step"])
@@ -117,9 +119,10 @@ def progress_bar(total: int, initial: int, enabled: bool):
     return tqdm(total=total, initial=initial, unit="ep", disable=not enabled, dynamic_ncols=True, leave=False)
 
 
-def tensorboard_writer(path: Path):
+def tensorboard_writer_class():
+    """TensorBoard's ``SummaryWriter``, or a ValueError naming the package to install."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         raise ValueError("--tensorboard needs the tensorboard package: pip install 'workflow-rl[tb]'") from None
-    return SummaryWriter(str(path))
+    return SummaryWriter

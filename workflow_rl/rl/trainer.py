@@ -37,7 +37,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save, check_same_run, load_checkpoint
 from workflow_rl.rl.compliance import ComplianceTracker
-from workflow_rl.rl.config import PER_RUN, TrainConfig
+from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
@@ -79,8 +79,8 @@ class BatchedTrainer:
     def __init__(self, cfg: TrainConfig, n_slots: int):
         cfg.validate()
         cfg.check_memory(n_slots)
-        if cfg.vectorization == "episodes" and n_slots > 1:
-            raise ValueError("batched training steps one vector env: use vectorization sync, pipes or shared_memory")
+        if n_slots > 1:
+            check_batchable(cfg)
         self.cfg, self.q, self.n = cfg, int(n_slots), cfg.n_envs
         self.device = torch.device(cfg.device)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
@@ -89,7 +89,7 @@ class BatchedTrainer:
         total = self.q * self.n
         self.pool = self.env = self.stepper = None
         self.obs = self.access = None
-        if cfg.vectorization == "episodes":
+        if cfg.vectorization == EPISODE_WORKERS:
             from workflow_rl.rl.episode_workers import EpisodeWorkerPool
 
             self.pool = EpisodeWorkerPool(cfg.n_workers or max(1, min(cfg.n_envs, os.cpu_count() or 1)),
@@ -547,5 +547,5 @@ def check_batchable(cfg: TrainConfig) -> None:
     if length % steps and steps % length:
         raise ValueError(f"batched training needs update-every-steps ({steps}) to divide or be a multiple of "
                          f"episode-length ({length})")
-    if cfg.vectorization == "episodes":
+    if cfg.vectorization == EPISODE_WORKERS:
         raise ValueError("batched training steps one vector env: use vectorization sync, pipes or shared_memory")
