@@ -148,6 +148,16 @@ def _time_engine(n: int, red: str, device: str, repeats: int = 5) -> list[float]
     return runs
 
 
+def _first_step_s() -> float | str:
+    code = ("import time, torch; t = time.perf_counter(); from workflow_rl import make_vector_env; "
+            "e = make_vector_env(1024, 'bline', seed=0, device='cuda'); e.reset(); "
+            "e.step_tensor(torch.zeros(1024, dtype=torch.int64, device='cuda')); torch.cuda.synchronize(); "
+            "print(time.perf_counter() - t)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                       timeout=120)
+    return float(r.stdout.split()[-1]) if r.returncode == 0 else "failed: " + r.stderr.strip()[-300:]
+
+
 # ------------------------------------------------------------------------------------------------- stage runner
 def _run_stage(name: str, args, out: Path, cap: float) -> dict:
     """One stage of this script in its own process (a crash or hang there costs only that stage)."""
@@ -244,6 +254,11 @@ def main() -> None:
     results = {"gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none (cpu dry run)",
                **_versions()}
     _save(out, results)
+    if args.device.startswith("cuda"):
+        results["kernel_cache"] = {"first_step_s": [_first_step_s() for _ in range(2)],
+                                   "note": "a fresh process's first CUDA step, twice: compile + write the cache, "
+                                           "then load it"}
+        _save(out, results)
     for name in STAGES:
         results[name] = _run_stage(name, args, out, min(args.stage_timeout, left()))
         _save(out, results)
