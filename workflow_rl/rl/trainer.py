@@ -44,7 +44,7 @@ from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, plan_update, stop_rule
-from workflow_rl.rl.stack import AgentStack, StackedAdam, stacked_ppo_update
+from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 from workflow_rl.workflow import Workflow
 
 _SHARED = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in PER_RUN)
@@ -87,6 +87,7 @@ class BatchedTrainer:
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.agents = AgentStack(self.q, cfg.ppo.hidden).to(self.device)
         self.opt = StackedAdam(self.agents.flat, lr=cfg.ppo.learning_rate)
+        self.updater = StackedUpdate(self.agents, self.opt, cfg.ppo, graphs=cfg.cuda_graphs)
         total = self.q * self.n
         self.pool = self.env = self.stepper = None
         self.obs = self.access = None
@@ -218,10 +219,8 @@ class BatchedTrainer:
         batch, mask, finished = self._collect_from_workers(active) if self.pool is not None else self._collect(
             steps, active)
         t1 = time.perf_counter()
-        live = [int(k) for k in np.flatnonzero(active)]   # empty slots cost nothing in the update
-        if len(live) < self.q:
-            batch, mask = Rollout(*(getattr(batch, f.name)[live] for f in dataclasses.fields(Rollout))), mask[live]
-        stats = dict(zip(live, stacked_ppo_update(self.agents, self.opt, batch, mask, self.cfg.ppo, self.gen, live)))
+        live = [int(k) for k in np.flatnonzero(active)]
+        stats = dict(zip(live, self.updater.run(batch, mask, self.gen, live)))
         t2 = time.perf_counter()
         self.global_step += steps
         sps = steps * int(active.sum()) / (t2 - t0)
