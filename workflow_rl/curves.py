@@ -424,3 +424,107 @@ def plot_panel(nat: PanelCounts, cyb: PanelCounts, path: str | os.PathLike) -> N
     fig.savefig(tmp, dpi=80)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------------------ command
+def add_arguments(p) -> None:
+    """The flags of ``workflow-rl curves`` (and of ``python -m workflow_rl.curves``); numbers are checked in
+    :func:`run`, so both entries refuse bad values with the same one-line message."""
+    p.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
+    p.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
+    p.add_argument("--episodes", type=int, default=2000, help="CybORG episodes per panel")
+    p.add_argument("--shard-episodes", type=int, default=50,
+                   help="CybORG episodes per shard file (the most a killed run can lose per worker)")
+    p.add_argument("--workers", type=int, default=1, help="CybORG worker processes")
+    p.add_argument("--native-episodes", type=int, default=8192, help="native episodes per panel")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scenario", default=None, help="folder with Scenario2.yaml and images/")
+    p.add_argument("--out", default="runs/curves", help="folder: shards/, cyborg_curves.csv, curves.md, plots/")
+    p.add_argument("--collect-only", action="store_true", help="run the CybORG shards and write the counts; no "
+                   "native run, no plots (for a machine without numba or matplotlib)")
+    p.add_argument("--report-only", action="store_true", help="use the shards already in OUT/shards; run no CybORG")
+    p.add_argument("--cyborg-csv", default=None, help="compare against this counts file (e.g. "
+                   "tests/data/cyborg_curves.csv) instead of shards")
+
+
+def run(args) -> int:
+    """Per-step, per-host red access, native vs real CybORG: collect CybORG shards (resumable), then compare the
+    late-window shares (Holm over hosts x levels x panels), plot each panel, and write the counts file the fidelity
+    test reads (``tests/data/cyborg_curves.csv`` is a copy of ``OUT/cyborg_curves.csv``)."""
+    from workflow_rl.checks import check_int, check_out_dir, check_seed
+    from workflow_rl.envs.names import parse_red_agent
+
+    for name in ("episodes", "shard_episodes", "workers", "native_episodes"):
+        check_int(f"--{name.replace('_', '-')}", getattr(args, name), 1)
+    check_seed("--seed", args.seed)
+    policies = args.policies or list(POLICIES)
+    unknown = sorted(set(policies) - set(POLICIES))
+    if unknown:
+        raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
+    reds = [parse_red_agent(r) for r in args.red_agents]
+    if "SleepAgent" in reds:
+        raise ValueError("--red-agents SleepAgent: red never moves, there is no curve to compare; use B_line and/or "
+                         "Meander")
+    if args.collect_only and (args.report_only or args.cyborg_csv):
+        raise ValueError("--collect-only runs CybORG only; --report-only/--cyborg-csv skip it: choose one")
+    out = check_out_dir("--out", args.out)
+    if args.cyborg_csv:
+        cyborg = {k: v for k, v in read_counts_csv(args.cyborg_csv).items() if k[0] in reds and k[1] in policies}
+        if not cyborg:
+            raise ValueError(f"{args.cyborg_csv} holds none of these panels")
+    else:
+        if not args.report_only:
+            collect_cyborg(reds, policies, args.episodes, out, args.workers, args.seed, args.shard_episodes,
+                           args.scenario)
+        cyborg = load_shards(out / "shards", args.seed) if (out / "shards").is_dir() else {}
+        cyborg = {k: v for k, v in cyborg.items() if k[0] in reds and k[1] in policies}
+        if not cyborg:
+            raise ValueError(f"no CybORG shards in {out / 'shards'} for these panels: run without --report-only")
+        order = [(r, p) for r in reds for p in policies if (r, p) in cyborg]
+        write_counts_csv([cyborg[k] for k in order], out / "cyborg_curves.csv")
+        print(f"wrote {out / 'cyborg_curves.csv'} ({', '.join(f'{r}/{p}: {cyborg[(r, p)].episodes}' for r, p in order)}"
+              " episodes)")
+    if args.collect_only:
+        return 0
+    native = {k: native_counts(k[0], k[1], args.native_episodes, args.seed) for k in cyborg}
+    rows = compare(native, cyborg)
+    md = markdown(rows)
+    print(md)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "curves.md").write_text(md + "\n")
+    plots = out / "plots"
+    plots.mkdir(exist_ok=True)
+    for key in cyborg:
+        plot_panel(native[key], cyborg[key], plots / f"{key[0]}__{key[1]}.png")
+    with open(out / "host_rows.csv", "w") as f:
+        f.write("red,policy,level,host,native_n,native,cyborg_n,cyborg,points,z,p,holm,flagged\n")
+        for r in rows:
+            f.write(f"{r.red},{r.policy},{r.level},{r.host},{r.native_n},{r.native:.6f},{r.cyborg_n},{r.cyborg:.6f},"
+                    f"{r.points:.3f},{r.z:.3f},{r.p:.3g},{int(r.holm)},{int(r.flagged)}\n")
+    print(f"wrote {out / 'curves.md'}, {out / 'host_rows.csv'} and {len(cyborg)} plots in {plots}")
+    return 1 if any(r.flagged for r in rows) else 0
+
+
+def main(argv=None) -> int:
+    """``python -m workflow_rl.curves``: the same command without the CLI's imports (scikit-learn, tqdm, ...), for a
+    machine that has only numpy and the CybORG wheels. Bad input: one ``error:`` line, exit status 2."""
+    import argparse
+    import sys
+
+    from workflow_rl.envs.cyborg import CybORGUnavailable
+
+    p = argparse.ArgumentParser(prog="python -m workflow_rl.curves", description=__doc__.split("\n")[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError, CybORGUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted (finished shards are kept; rerun the same command to go on)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

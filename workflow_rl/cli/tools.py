@@ -95,62 +95,11 @@ def cmd_parity(args) -> int:
 
 
 def cmd_curves(args) -> int:
-    """Per-step, per-host red access, native vs real CybORG: collect CybORG shards (resumable), then compare the
-    late-window shares (Holm over hosts x levels x panels), plot each panel, and write the counts file the fidelity
-    test reads (``tests/data/cyborg_curves.csv`` is a copy of ``OUT/cyborg_curves.csv``)."""
-    from pathlib import Path
+    """Per-step, per-host red access, native vs real CybORG (the whole command lives in :mod:`workflow_rl.curves`,
+    which also runs as ``python -m workflow_rl.curves`` on a machine without the CLI's other dependencies)."""
+    from workflow_rl.curves import run
 
-    from workflow_rl.curves import (collect_cyborg, compare, load_shards, markdown, native_counts, plot_panel,
-                                    read_counts_csv, write_counts_csv)
-    from workflow_rl.envs.factory import parse_red_agent
-    from workflow_rl.policies import POLICIES
-
-    policies = args.policies or list(POLICIES)
-    unknown = sorted(set(policies) - set(POLICIES))
-    if unknown:
-        raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
-    reds = [parse_red_agent(r) for r in args.red_agents]
-    if "SleepAgent" in reds:
-        raise ValueError("--red-agents SleepAgent: red never moves, there is no curve to compare; use B_line and/or "
-                         "Meander")
-    if args.collect_only and (args.report_only or args.cyborg_csv):
-        raise ValueError("--collect-only runs CybORG only; --report-only/--cyborg-csv skip it: choose one")
-    out = check_out_dir("--out", args.out)
-    if args.cyborg_csv:
-        cyborg = {k: v for k, v in read_counts_csv(args.cyborg_csv).items() if k[0] in reds and k[1] in policies}
-        if not cyborg:
-            raise ValueError(f"{args.cyborg_csv} holds none of these panels")
-    else:
-        if not args.report_only:
-            collect_cyborg(reds, policies, args.episodes, out, args.workers, args.seed, args.shard_episodes,
-                           args.scenario)
-        cyborg = load_shards(out / "shards", args.seed) if (out / "shards").is_dir() else {}
-        cyborg = {k: v for k, v in cyborg.items() if k[0] in reds and k[1] in policies}
-        if not cyborg:
-            raise ValueError(f"no CybORG shards in {out / 'shards'} for these panels: run without --report-only")
-        order = [(r, p) for r in reds for p in policies if (r, p) in cyborg]
-        write_counts_csv([cyborg[k] for k in order], out / "cyborg_curves.csv")
-        print(f"wrote {out / 'cyborg_curves.csv'} ({', '.join(f'{r}/{p}: {cyborg[(r, p)].episodes}' for r, p in order)}"
-              " episodes)")
-    if args.collect_only:
-        return 0
-    native = {k: native_counts(k[0], k[1], args.native_episodes, args.seed) for k in cyborg}
-    rows = compare(native, cyborg)
-    md = markdown(rows)
-    print(md)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "curves.md").write_text(md + "\n")
-    plots = out / "plots"
-    plots.mkdir(exist_ok=True)
-    for key in cyborg:
-        plot_panel(native[key], cyborg[key], plots / f"{key[0]}__{key[1]}.png")
-    with open(out / "host_rows.csv", "w") as f:
-        f.write("red,policy,level,host,native_n,native,cyborg_n,cyborg,points,z,p,holm,flagged\n")
-        for r in rows:
-            f.write(f"{r.red},{r.policy},{r.level},{r.host},{r.native_n},{r.native:.6f},{r.cyborg_n},{r.cyborg:.6f},"
-                    f"{r.points:.3f},{r.z:.3f},{r.p:.3g},{int(r.holm)},{int(r.flagged)}\n")
-    print(f"wrote {out / 'curves.md'}, {out / 'host_rows.csv'} and {len(cyborg)} plots in {plots}")
-    return 1 if any(r.flagged for r in rows) else 0
+    return run(args)
 
 
 def cmd_bench(args) -> int:
@@ -198,22 +147,10 @@ def add_tools(sub) -> None:
     q.add_argument("--out", default=None, help="also write the Markdown table here")
     q.set_defaults(func=cmd_parity)
 
+    from workflow_rl.curves import add_arguments
+
     v = sub.add_parser("curves", help="per-step, per-host red access: native vs real CybORG (resumable shards)")
-    v.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
-    v.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
-    v.add_argument("--episodes", type=positive_int, default=2000, help="CybORG episodes per panel")
-    v.add_argument("--shard-episodes", type=positive_int, default=50,
-                   help="CybORG episodes per shard file (the unit a killed run can lose)")
-    v.add_argument("--workers", type=positive_int, default=1, help="CybORG worker processes")
-    v.add_argument("--native-episodes", type=positive_int, default=8192, help="native episodes per panel")
-    v.add_argument("--seed", type=seed_int, default=0)
-    v.add_argument("--scenario", default=None, help="folder with Scenario2.yaml and images/")
-    v.add_argument("--out", default="runs/curves", help="folder: shards/, cyborg_curves.csv, curves.md, plots/")
-    v.add_argument("--collect-only", action="store_true", help="run the CybORG shards and write the counts; no "
-                   "native run, no plots (for a machine without matplotlib)")
-    v.add_argument("--report-only", action="store_true", help="use the shards already in OUT/shards; run no CybORG")
-    v.add_argument("--cyborg-csv", default=None, help="compare against this counts file (e.g. "
-                   "tests/data/cyborg_curves.csv) instead of shards")
+    add_arguments(v)
     v.set_defaults(func=cmd_curves)
 
     b = sub.add_parser("bench", help="engine throughput: CybORG modes and native, over n_envs")
