@@ -233,8 +233,12 @@ def plan_shards(reds, policies, episodes: int, shard_episodes: int, seed: int, s
             for first in range(0, episodes, shard_episodes) for red in reds for policy in policies]
 
 
+def _say(message: str) -> None:
+    print(message, flush=True)   # a log file of a long run shows each shard as it lands
+
+
 def collect_cyborg(reds, policies, episodes: int, out: str | os.PathLike, workers: int = 1, seed: int = 0,
-                   shard_episodes: int = 50, scenario=None, progress=print) -> int:
+                   shard_episodes: int = 50, scenario=None, progress=_say) -> int:
     """Run the CybORG shards missing from ``out/shards``; returns how many ran. ``workers`` processes (spawned:
     forking a parent with numba/torch thread pools can deadlock), or in-process with ``workers == 1``."""
     folder = Path(out) / "shards"
