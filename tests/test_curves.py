@@ -108,6 +108,9 @@ def test_collect_resumes_from_finished_shards_and_refuses_another_seed(tmp_path,
         np.testing.assert_array_equal(again[key].curve, first[key].curve)
     with pytest.raises(ValueError, match="--seed 3"):
         C.collect_cyborg(*args, tmp_path, workers=1, seed=4, shard_episodes=10, progress=None)
+    C.write_shard(C.shard_path(tmp_path / "shards", "B_lineAgent", "sleep", 5, 10), _fake_access("", "", 3, 5, 10), 3)
+    with pytest.raises(ValueError, match="overlaps"):   # a second --shard-episodes would count episodes twice
+        C.load_shards(tmp_path / "shards", 3)
 
 
 def test_native_counts_are_reproducible_and_user0_is_always_held():

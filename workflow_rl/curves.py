@@ -212,16 +212,22 @@ def write_shard(path: Path, access: np.ndarray, seed: int) -> None:
 def load_shards(folder: str | os.PathLike, seed: int | None = None) -> dict[tuple[str, str], PanelCounts]:
     """Every finished shard in ``folder`` merged per panel; ValueError if a shard was made with another seed."""
     out: dict = {}
+    covered: dict = {}
     for p in sorted(Path(folder).glob("*.npz")):
         m = _SHARD.match(p.name)
         if not m:
             continue
+        key, first, n = (m["red"], m["policy"]), int(m["first"]), int(m["n"])
+        episodes = covered.setdefault(key, set())
+        if episodes & set(range(first, first + n)):
+            raise ValueError(f"shard {p.name} overlaps another shard of {key[0]}/{key[1]} in {folder} (made with "
+                             "another --shard-episodes?): keep one --shard-episodes per --out folder")
+        episodes.update(range(first, first + n))
         with np.load(p) as z:
             if seed is not None and int(z["seed"]) != seed:
                 raise ValueError(f"shard {p} was made with --seed {int(z['seed'])}, not {seed}: use that seed or "
                                  "another --out")
             part = PanelCounts.from_access(m["red"], m["policy"], z["access"])
-        key = (m["red"], m["policy"])
         out[key] = part if key not in out else out[key] + part
     return out
 
@@ -261,8 +267,9 @@ def collect_cyborg(reds, policies, episodes: int, out: str | os.PathLike, worker
     def done(i, job, access, secs):
         write_shard(shard_path(folder, job[0], job[1], job[3], job[4]), access, seed)
         if progress:
+            elapsed = time.perf_counter() - t0
             progress(f"  shard {i + 1}/{len(jobs)}: {job[0]}/{job[1]} episodes {job[3]}-{job[3] + job[4] - 1} "
-                     f"({secs:.1f} s; {time.perf_counter() - t0:.0f} s elapsed)")
+                     f"({secs:.1f} s; {elapsed:.0f} s elapsed, ~{elapsed / (i + 1) * (len(jobs) - i - 1):.0f} s to go)")
 
     if workers == 1:
         for i, job in enumerate(jobs):
