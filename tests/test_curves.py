@@ -120,3 +120,17 @@ def test_native_counts_are_reproducible_and_user0_is_always_held():
     assert (a.curve[:, :, T.USER0] == 64).all()
     assert (a.curve[:, :, T.DEFENDER] == 0).all()
     assert a.curve[0, 99].sum() > 64          # red holds more than its foothold at the end
+
+
+def test_standalone_entry_refuses_bad_input_in_one_line():
+    """``python -m workflow_rl.curves`` (the device entry, without the CLI's imports) answers like the CLI."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for args, match in ((["--workers", "0"], "--workers must be >= 1"), (["--episodes", "x"], "invalid int")):
+        r = subprocess.run([sys.executable, "-m", "workflow_rl.curves", *args], cwd=root, capture_output=True,
+                           text=True, timeout=120)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], r.stderr

@@ -524,7 +524,11 @@ def main(argv=None) -> int:
 
     from workflow_rl.envs.cyborg import CybORGUnavailable
 
-    p = argparse.ArgumentParser(prog="python -m workflow_rl.curves", description=__doc__.split("\n")[0])
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):   # one line, as the workflow-rl CLI does
+            self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+    p = Parser(prog="python -m workflow_rl.curves", description=__doc__.split("\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
     try:
