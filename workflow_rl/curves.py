@@ -492,6 +492,7 @@ def run(args) -> int:
         if not cyborg:
             raise ValueError(f"no CybORG shards in {out / 'shards'} for these panels: run without --report-only")
         order = [(r, p) for r in reds for p in policies if (r, p) in cyborg]
+        cyborg = {k: cyborg[k] for k in order}   # tables and the counts file in --red-agents x --policies order
         write_counts_csv([cyborg[k] for k in order], out / "cyborg_curves.csv")
         print(f"wrote {out / 'cyborg_curves.csv'} ({', '.join(f'{r}/{p}: {cyborg[(r, p)].episodes}' for r, p in order)}"
               " episodes)")
