@@ -3,7 +3,7 @@ step both engines with the same blue action, and ask how likely the native engin
 
 Red access, red's memory, blue's observation and the reward of a CybORG step must be an outcome the native rules can
 produce from the same state; the native copies differ only in their random keys, so their outcomes sample the
-native transition distribution. Decoys are not read (policies that place none are used).
+native transition distribution.
 """
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ _PRIVILEGED = ("root", "SYSTEM")
 _HOST = {h: i for i, h in enumerate(T.HOSTS)}
 _PORT_BIT = {p: i for i, p in enumerate(T.PORT_NUMBERS)}
 _COMPROMISED = {"No": 0, "Unknown": 1, "User": 2, "Privileged": 3}
+_DECOY = {"apache2": T.D_APACHE, "femitter": T.D_FEMITTER, "haraka": T.D_HARAKA, "Smss.exe": T.D_SMSS,
+          "Sshd.exe": T.D_SSHD, "Svchost.exe": T.D_SVCHOST, "Tomcat.exe": T.D_TOMCAT, "vsftpd": T.D_VSFTPD}
+"""Process name of each decoy (csle_cyborg/shared/actions/concrete_actions/decoy_*.py)."""
 _SUBNET = {"Enterprise": T.SUBNET_ENTERPRISE, "Operational": T.SUBNET_OPERATIONAL, "User": T.SUBNET_USER}
 
 
@@ -44,8 +47,13 @@ def read_state(env) -> dict:
             f["rem"][h] += 1            # Remove would find and kill it (SPEC §3.2)
         else:
             f["user"][h] += 1
-    if any(p.decoy_type.value for h in T.HOSTS for p in st.hosts[h].processes):
-        raise ValueError("decoys are not read: use a policy that places none")
+    f["decoys"], f["vsftpd"] = np.zeros(T.N_HOSTS, np.int16), np.zeros(T.N_HOSTS, np.int8)
+    for h, name in enumerate(T.HOSTS):
+        for p in st.hosts[name].processes:
+            if p.decoy_type.value:   # DecoyType.NONE is 0; blue's decoys are the only ones in Scenario2
+                k = _DECOY[p.name]
+                f["decoys"][h] |= 1 << k
+                f["vsftpd"][h] += k == T.D_VSFTPD
     f["file"] = np.array([any(x.density >= 0.9 for x in st.hosts[h].files) for h in T.HOSTS], np.int8)
     ports, scanned = np.zeros(T.N_HOSTS, np.int16), np.zeros(T.N_HOSTS, np.int8)
     for ip, plist in foothold.ports.items():
@@ -96,7 +104,7 @@ def _meander_memory(agent, ctrl, st) -> dict:
 def write_state(s: N.SimState, f: dict) -> None:
     """Every env of ``s`` set to the CybORG state ``f`` (keys untouched, so the copies draw differently)."""
     s.sess_priv[:], s.sess_rem[:], s.sess_user[:] = f["priv"], f["rem"], f["user"]
-    s.red_file[:], s.decoys[:], s.vsftpd[:] = f["file"], 0, 0
+    s.red_file[:], s.decoys[:], s.vsftpd[:] = f["file"], f["decoys"], f["vsftpd"]
     s.ot_down[:], s.ot_broken[:], s.ot_known[:] = f["ot_down"], f["ot_broken"], f["ot_known"]
     s.red_ports[:], s.red_scanned[:], s.obs_comp[:] = f["ports"], f["scanned"], f["comp"]
     s.last_success[:], s.last_dns_empty[:] = f["ok"], f["dns_empty"]

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.cyborg
 
 
 @pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
-@pytest.mark.parametrize("policy", ["restore_compromised", "remove_then_restore", "analyse_flagged"])
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_every_cyborg_step_is_a_native_outcome(red, policy):
     from workflow_rl.envs.cyborg import CybORGEnv
 
