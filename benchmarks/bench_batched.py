@@ -29,7 +29,7 @@ WORKFLOWS = ["critical_first", "U,OH,OS,E,D", "D,E,OS,OH,U", "OS,OH,E,D,U", "E,U
 
 def _cfg(args, wf: str) -> TrainConfig:
     return TrainConfig(workflow=wf, n_envs=args.n_envs, update_every_steps=25, max_episodes=10**6,
-                       device=args.device, seed=0, checkpoint_every=10**6)
+                       device=args.device, seed=0, checkpoint_every=10**6, cuda_graphs=args.cuda_graphs)
 
 
 def _sync(device: str) -> None:
@@ -84,6 +84,7 @@ def main() -> None:
     p.add_argument("--n-envs", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--cuda-graphs", action="store_true", help="replay the PPO minibatch step as a CUDA graph")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
     samples: dict[str, list[float]] = {"single": []}
@@ -103,7 +104,8 @@ def main() -> None:
     dev = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
            else f"cpu ({torch.get_num_threads()} threads)")
     cmd = (f"python benchmarks/bench_batched.py --device {args.device} --slots "
-           f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}")
+           f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}"
+           + (" --cuda-graphs" if args.cuda_graphs else ""))
     lines = [f"Training throughput, {args.n_envs} envs per workflow, 25 steps per update, device {dev}, median of "
              f"{args.repeats} (`{cmd}`)", "",
              "| mode | workflows at once | transitions/s | vs one workflow | rollout ms | update ms |",

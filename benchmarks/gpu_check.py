@@ -160,8 +160,10 @@ def _first_step_s() -> float | str:
 
 # ------------------------------------------------------------------------------------------------------ stage 3
 def stage_graphs(args) -> dict:
-    """The PPO update replayed as CUDA graphs against the same update launched kernel by kernel: same weights, Adam
-    state and statistics after two updates (one with a slot empty), and the time of one update each way."""
+    """The PPO update replayed as CUDA graphs against the same update launched kernel by kernel: after one update
+    the weights must be bit-equal (the same kernels on the same buffers); after a second update with a slot left out
+    the eager path gathers 15 members' rows (other GEMM shapes, so rounding may differ: reported, not required),
+    then five more; and the time of one update each way."""
     from workflow_rl.rl.ppo import PPOConfig, Rollout
     from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 
@@ -180,17 +182,21 @@ def stage_graphs(args) -> dict:
         opt = StackedAdam(stack.flat, lr=5e-4)
         upd = StackedUpdate(stack, opt, PPOConfig(), graphs=graphs)
         gen = torch.Generator(device=dev).manual_seed(1)
-        stats = [upd.run(batch, mask, gen), upd.run(batch, mask, gen, [k for k in range(q) if k != 5])]
+        stats = [upd.run(batch, mask, gen)]
+        first = stack.flat.detach().clone()   # one update: the same kernels either way, so bit-equal is expected
+        stats.append(upd.run(batch, mask, gen, [k for k in range(q) if k != 5]))   # eager gathers 15 members here
         _sync(dev)
         t0 = time.perf_counter()
         for _ in range(5):
             upd.run(batch, mask, gen)
         _sync(dev)
         out["graphs" if graphs else "eager"] = {"update_ms": (time.perf_counter() - t0) / 5 * 1e3,
-                                                "flat": stack.flat.detach().clone(), "stats": stats,
+                                                "flat": stack.flat.detach().clone(), "stats": stats, "first": first,
                                                 "adam": opt.exp_avg.clone()}
     e, gr = out["eager"], out["graphs"]
-    return {"max_abs_weight_diff": float((e["flat"] - gr["flat"]).abs().max()),
+    return {"first_update_weights_equal": bool(torch.equal(e["first"], gr["first"])),
+            "first_update_stats_equal": e["stats"][0] == gr["stats"][0],
+            "max_abs_weight_diff": float((e["flat"] - gr["flat"]).abs().max()),
             "max_abs_adam_diff": float((e["adam"] - gr["adam"]).abs().max()),
             "stats_equal": e["stats"] == gr["stats"], "eager_update_ms": e["update_ms"],
             "graph_update_ms": gr["update_ms"], "rows_per_member": n, "members": q}
@@ -231,7 +237,8 @@ def _timed(cmd: list[str], timeout: float) -> dict:
 def _training_stages(args, out: Path, results: dict, left) -> None:
     dev = args.device
     bench = [sys.executable, str(Path(__file__).with_name("bench_batched.py")), "--device", dev, "--slots",
-             *map(str, args.batch_slots), "--repeats", "1", "--out", str(out)]
+             *map(str, args.batch_slots), "--repeats", "1", "--out", str(out),
+             *(["--cuda-graphs"] if dev.startswith("cuda") else [])]
     results["batched_training"] = _timed_script(bench, min(args.search_timeout, left()))
     table = out / f"batched_{'cuda' if dev.startswith('cuda') else 'cpu'}.md"
     if table.exists():
