@@ -197,8 +197,9 @@ def stacked_ppo_update(agents: AgentStack, optimizer: StackedAdam, batch: Rollou
 class StackedUpdate:
     """PPO epochs over minibatches for every member at once.
 
-    ``batch`` fields are (len(members), N, ...); ``mask`` (len(members), N) marks the rows a member trains on (a
-    member whose budget covers fewer envs has rows masked out, an empty slot has none). Losses are means over each
+    ``batch`` fields are (n, N, ...) for all n members of the stack; ``mask`` (n, N) marks the rows a member trains
+    on (a member whose budget covers fewer envs has rows masked out, an empty slot has none); ``members`` may list
+    the members that have rows at all, so that the eager path skips the others. Losses are means over each
     member's own rows of a minibatch; gradients are clipped per member; a member with no rows in a minibatch is not
     stepped (its weights and Adam state stay as they were). Nothing waits for the device until the statistics at the
     end.
