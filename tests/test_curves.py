@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from workflow_rl import curves as C
+from workflow_rl.multitest import holm
 from workflow_rl.sim import tables as T
 
 
@@ -58,9 +59,12 @@ def test_pooled_two_sample_z_matches_the_direct_computation():
 
 def test_holm_rejects_step_down_and_ignores_non_tests():
     # m = 4 tests: 0.001 <= 0.05/4, 0.013 <= 0.05/3, 0.04 > 0.05/2 stops; nan is not a test
-    assert C.holm([0.04, 0.001, float("nan"), 0.013, 0.9]) == [False, True, False, True, False]
+    assert holm([0.04, 0.001, float("nan"), 0.013, 0.9], 0.05, count_untested=False) == [False, True, False, True,
+                                                                                         False]
+    # counted in the family (the search's rule), the untested one makes 0.013 > 0.05/4 stop the procedure
+    assert holm([0.04, 0.001, None, 0.013, 0.9], 0.05) == [False, True, False, False, False]
     # Holm rejects the second where Bonferroni (0.05/4 = 0.0125) would not
-    assert C.holm([0.001, 0.016, 0.5, 0.6]) == [True, True, False, False]
+    assert holm([0.001, 0.016, 0.5, 0.6], 0.05) == [True, True, False, False]
 
 
 def test_compare_flags_a_real_shift_and_not_a_resample():

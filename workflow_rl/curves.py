@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
 from workflow_rl.sim import tables as T
 
@@ -322,20 +323,6 @@ class HostRow:
 ALPHA = 0.05
 
 
-def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down rejections: sort p ascending, reject while p_(k) <= alpha / (m - k) (k = 0..m-1); NaNs are
-    not tests. Controls the family-wise error over every host x level x panel compared."""
-    idx = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
-    idx.sort(key=lambda i: pvalues[i])
-    out = [False] * len(pvalues)
-    m = len(idx)
-    for k, i in enumerate(idx):
-        if pvalues[i] > alpha / (m - k):
-            break
-        out[i] = True
-    return out
-
-
 def two_sample_z(s1: float, q1: float, n1: int, s2: float, q2: float, n2: int) -> tuple[float, float, float]:
     """(se, z, p) of mean1 - mean2 from each sample's sum ``s``, sum of squares ``q`` and size ``n``.
 
@@ -367,7 +354,8 @@ def compare(native: dict, cyborg: dict, alpha: float = ALPHA) -> list[HostRow]:
                 se, z, p = two_sample_z(sn, qn, nat.episodes, sc, qc, cyb.episodes)
                 rows.append(HostRow(key[0], key[1], level, host, nat.episodes, float(mn[h]), cyb.episodes,
                                     float(mc[h]), se, z, p))
-    for r, rej in zip(rows, holm([r.p for r in rows], alpha)):
+    # a host neither engine could test (NaN) is no test: it leaves the family
+    for r, rej in zip(rows, holm([r.p for r in rows], alpha, count_untested=False)):
         r.holm = rej
     return rows
 

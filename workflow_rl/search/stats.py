@@ -19,22 +19,16 @@ import math
 import numpy as np
 from scipy import stats
 
+from workflow_rl import multitest
+
 ALPHA = 0.05
 """Family-wise error rate of every "cannot be excluded from being best" statement (95%)."""
 
 
 def holm(pvalues: list[float | None], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down procedure: which hypotheses are rejected at family-wise level ``alpha``. ``None`` (no test
-    possible) counts as a hypothesis that is never rejected, and still counts in the family size."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: math.inf if pvalues[i] is None else pvalues[i])
-    rejected = [False] * m
-    for rank, i in enumerate(order):
-        p = pvalues[i]
-        if p is None or p > alpha / (m - rank):
-            break
-        rejected[i] = True
-    return rejected
+    """Holm at family level ``alpha``; a workflow that could not be tested (None) is never rejected and still counts
+    in the family size."""
+    return multitest.holm(pvalues, alpha, count_untested=True)
 
 
 def welch_greater(best: list[float], other: list[float]) -> float | None:
