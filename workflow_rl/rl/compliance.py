@@ -24,6 +24,15 @@ from workflow_rl.sim import tables
 
 _HOST_TYPE = torch.as_tensor(tables.HOST_UNIT_TYPE, dtype=torch.int64)
 _TYPE_ONEHOT = torch.nn.functional.one_hot(_HOST_TYPE, 5).to(torch.float32)   # (13, 5) host -> unit type
+_ON_DEVICE: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _host_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(host -> unit type, its one-hot) on ``device``, copied there once: a copy per step would be two host-to-GPU
+    transfers inside every rollout step."""
+    if device not in _ON_DEVICE:
+        _ON_DEVICE[device] = (_HOST_TYPE.to(device), _TYPE_ONEHOT.to(device))
+    return _ON_DEVICE[device]
 
 
 def fix_hosts(actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,11 +49,11 @@ def classify_fixes(actions: torch.Tensor, access_before: torch.Tensor, type_rank
     (N, 13). ``type_rank`` (N, 5) or (5,) holds each unit type's rank in the env's workflow (0 = first)."""
     is_fix, host = fix_hosts(actions)
     device = actions.device
-    host_type = _HOST_TYPE.to(device)
+    host_type, type_onehot = _host_tables(device)
     compromised = access_before.to(device) > 0
     compromised[:, tables.USER0] = False
     n = actions.shape[0]
-    type_comp = (compromised.to(torch.float32) @ _TYPE_ONEHOT.to(device)) > 0   # (N, 5): a host of that type
+    type_comp = (compromised.to(torch.float32) @ type_onehot) > 0   # (N, 5): a host of that type
     rank = type_rank.to(device).expand(n, 5)
     target = torch.where(type_comp, rank, torch.full_like(rank, 99)).argmin(1)
     any_comp = type_comp.any(1)
