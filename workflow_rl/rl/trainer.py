@@ -42,7 +42,7 @@ from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
-from workflow_rl.rl.schedule import gate_fires, plan_update, stop_rule
+from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
 from workflow_rl.rl.stack import AgentStack, load_member_optimizer_state, member_optimizer_state, stacked_ppo_update
 from workflow_rl.workflow import Workflow
 
@@ -218,6 +218,8 @@ class BatchedTrainer:
             steps, active)
         t1 = time.perf_counter()
         live = [int(k) for k in np.flatnonzero(active)]   # empty slots cost nothing in the update
+        self.opt.param_groups[0]["lr"] = learning_rate(self.cfg, [min(1.0, self.slots[k].total_episodes /
+                                                                      self.slots[k].cfg.budget) for k in live])
         sub = Rollout(*(getattr(batch, f.name)[live] for f in dataclasses.fields(Rollout)))
         stats = dict(zip(live, stacked_ppo_update(self.agents, self.opt, sub, mask[live], self.cfg.ppo, self.gen,
                                                   live)))
