@@ -21,6 +21,9 @@ from workflow_rl.workflow import Workflow
 # act(obs (N,52) float tensor, t) -> actions (N,) int64 tensor
 ActFn = Callable[[torch.Tensor, int], torch.Tensor]
 EVAL_SEED = 20_240_601   # held out: training seeds never reach this stream (see evaluate())
+CAGE2_WINNER = {("B_lineAgent", 30): -3.47, ("B_lineAgent", 50): -6.41, ("B_lineAgent", 100): -13.76,
+                ("RedMeanderAgent", 30): -5.64, ("RedMeanderAgent", 50): -8.69, ("RedMeanderAgent", 100): -16.6}
+"""The CAGE2 leaderboard winner's scores (CardiffUni: two PPO specialists and red fingerprinting), per cell."""
 
 
 @dataclass
