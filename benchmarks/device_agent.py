@@ -176,6 +176,7 @@ def select_phase(out: Path, runs: list[dict], procs: int, episodes: int, log) ->
 
         counters = torch.load(ck, map_location="cpu", weights_only=False)["counters"]
         rows.append({"candidate": cand, "seed": seed, "checkpoint": ck, "episodes": counters["total_episodes"],
+                     "stop_reason": counters.get("stop_reason"),
                      "cells": {k: v["mean"] for k, v in cells.items()},
                      "ci95": {k: v["ci95"] for k, v in cells.items()},
                      "sum": sum(v["mean"] for v in cells.values())})
@@ -256,8 +257,10 @@ def main() -> int:
     log("kernels compiled")
 
     budgets = {name: (a.episodes_h256 if "256" in " ".join(f) else a.episodes) for name, f in CANDIDATES.items()}
+    t_train = time.monotonic()
     runs = train_phase(out, a.procs, T0 + a.train_seconds, budgets, log)
-    phase("train", runs=runs, budgets=budgets)
+    t_train = time.monotonic() - t_train
+    phase("train", runs=runs, budgets=budgets, seconds=round(t_train, 1))
     log("training stopped")
 
     rows = select_phase(out, runs, a.procs, a.selection_episodes, log)
@@ -282,12 +285,17 @@ def main() -> int:
     p.wait()
     phase("eval_native", returncode=p.returncode)
     log(f"native evaluation done ({p.returncode})")
+    cmd = next(r["cmd"] for r in runs if r["candidate"] == best["candidate"] and best["seed"] in r["seeds"])
     card = {"name": "cage2", "kind": "unconstrained PPO (no workflow), one network for both red agents",
             "candidate": best["candidate"], "seed": best["seed"],
-            "reproduce": next(r["cmd"] for r in runs if r["candidate"] == best["candidate"]
-                              and best["seed"] in r["seeds"]) + f"  # seed_{best['seed'] % 2}; stopped by SIGINT at "
-                              f"{a.train_seconds:.0f} s from the job's start",
-            "episodes_trained": best["episodes"], "training_seconds_cap": a.train_seconds,
+            "reproduce": cmd.replace(sys.executable + " -m workflow_rl.cli", "workflow-rl").replace(str(out), "OUT")
+            + f"  # run seed_{best['seed'] % 2} of the two; "
+            + ("ran to its budget" if best["stop_reason"] == "budget" else
+               f"stopped ({best['stop_reason']}) by the job's time cap after {best['episodes']:,} episodes"),
+            "episodes_trained": best["episodes"], "stop_reason": best["stop_reason"],
+            "training_seconds": round(t_train, 1),
+            "training_note": f"{len(runs)} training processes at once, one core each (two seeds per process), on "
+                             "the device machine below; not the 2-core development box",
             "machine": status["machine"], "selection": {"set": f"{a.selection_episodes} native episodes per red, "
                                                                f"seed {SELECTION_SEED}", "sum": best["sum"]}}
     if (native / "evaluation.json").is_file():

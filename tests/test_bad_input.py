@@ -149,6 +149,7 @@ CASES = [
     (["evaluate", "sleep", "--out", "{d}/file"], "--out .* is a file"),
     (["evaluate", "sleep", "--red-agents", "nobody"], "unknown red agent"),
     (["evaluate", "sleep", "--red-agents", "mix:1"], "unknown red agent 'mix'"),
+    (["evaluate", "pretrained:nobody"], "no pretrained agent 'nobody'"),
     (["evaluate", "sleep", "--mode", "bogus"], "--mode"),
     # ---- search
     (["search", "--gp-beta", "nan"], "--gp-beta must be a finite"),
