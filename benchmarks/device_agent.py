@@ -143,6 +143,33 @@ def train_phase(out: Path, procs: int, until: float, episodes: dict, log) -> lis
     return runs
 
 
+def plot_curves(logs: dict[str, Path], png: Path, length: int = 100) -> None:
+    """Learning curves: each run's mean return of its last 100 training episodes (the sampled policy, environment
+    reward) against the env-steps it has trained on (episodes x episode length)."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, path in logs.items():
+        if not Path(path).is_file():
+            continue
+        rows = [r for r in csv.DictReader(open(path)) if r["mean100"] not in ("", "nan")]
+        ax.plot([int(r["total_episodes"]) * length for r in rows], [float(r["mean100"]) for r in rows], label=label,
+                lw=1)
+    ax.set_xlabel("env-steps")
+    ax.set_ylabel("mean return of the last 100 episodes (sampled)")
+    ax.set_title("PPO vs the B_line/Meander mixture (100-step episodes)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
 def _evaluate(ck: str, out_dir: Path, extra: list) -> subprocess.Popen:
     cmd = _cli("evaluate", ck, "--red-agents", *REDS, "--lengths", 30, 50, 100, "--out", out_dir, *extra)
     return subprocess.Popen(cmd, stdout=open(str(out_dir) + ".log", "w"), stderr=subprocess.STDOUT, env=_env(),
@@ -262,6 +289,11 @@ def main() -> int:
     t_train = time.monotonic() - t_train
     phase("train", runs=runs, budgets=budgets, seconds=round(t_train, 1))
     log("training stopped")
+    try:
+        plot_curves({f"{r['candidate']} seed {seed}": Path(r["dir"]) / f"seed_{i}" / "training_log.csv"
+                     for r in runs for i, seed in enumerate(r["seeds"])}, out / "curves.png")
+    except Exception as e:  # noqa: BLE001 - a plot must not cost the evaluations
+        log(f"learning-curve plot failed: {type(e).__name__}: {e}")
 
     rows = select_phase(out, runs, a.procs, a.selection_episodes, log)
     md, stats = ablation_table(rows)
