@@ -43,6 +43,6 @@ def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
     assert card["reproduce"].startswith("workflow-rl train") and "--red-agent mix" in card["reproduce"]
     cells = {(c["red_agent"], c["length"]) for c in card["eval_native"] if c["episodes"] == 100}
     assert len(cells) == 6
-    assert "| candidate | seeds | episodes/seed |" in (tmp_path / "ablation.md").read_text()
+    assert "| candidate | seeds | episodes/seed (budget reached) |" in (tmp_path / "ablation.md").read_text()
     if status["phases"]["setup"]["cyborg_problem"] is None:
         assert {c["episodes"] for c in card["eval_cyborg"]} and min(c["episodes"] for c in card["eval_cyborg"]) >= 1
