@@ -162,6 +162,8 @@ def plot_curves(logs: dict[str, Path], png: Path, length: int = 100) -> None:
         rows = [r for r in csv.DictReader(open(path)) if r["mean100"] not in ("", "nan")]
         ax.plot([int(r["total_episodes"]) * length for r in rows], [float(r["mean100"]) for r in rows], label=label,
                 lw=1)
+    if max((max(line.get_ydata(), default=-1e9) for line in ax.lines), default=-1e9) > -150:
+        ax.set_ylim(-150, 0)   # the first episodes' -600 would hide the differences that matter
     ax.set_xlabel("env-steps")
     ax.set_ylabel("mean return of the last 100 episodes (sampled)")
     ax.set_title("PPO vs the B_line/Meander mixture (100-step episodes)")
