@@ -67,7 +67,14 @@ def time_batched(args, q: int, tmp: Path) -> float:
     _sync(args.device)
     rate = args.rounds * 100 * args.n_envs * q / (time.perf_counter() - t0)
     bt.close()
+    with open(tmp / "slot0" / "training_log.csv") as f:   # where an update's time goes (timed rounds only)
+        rows = list(csv.DictReader(f))[-args.rounds * 100 // 25:]
+    SPLIT[q] = [statistics.median(float(r[k]) for r in rows) for k in ("collection_time", "update_time")]
     return rate
+
+
+SPLIT: dict[int, list[float]] = {}
+"""per slot count: median seconds of the rollout (25 steps) and of the PPO update, of the last repeat."""
 
 
 def main() -> None:
@@ -91,21 +98,24 @@ def main() -> None:
     rows = [{"mode": "one workflow (Trainer)", "slots": 1, "transitions_per_s": base, "ratio": 1.0}]
     for q in args.slots:
         med = statistics.median(samples[f"batch{q}"])
-        rows.append({"mode": "batched (BatchedTrainer)", "slots": q, "transitions_per_s": med, "ratio": med / base})
+        rows.append({"mode": "batched (BatchedTrainer)", "slots": q, "transitions_per_s": med, "ratio": med / base,
+                     "collect_ms": 1e3 * SPLIT[q][0], "update_ms": 1e3 * SPLIT[q][1]})
     dev = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
            else f"cpu ({torch.get_num_threads()} threads)")
     cmd = (f"python benchmarks/bench_batched.py --device {args.device} --slots "
            f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}")
     lines = [f"Training throughput, {args.n_envs} envs per workflow, 25 steps per update, device {dev}, median of "
              f"{args.repeats} (`{cmd}`)", "",
-             "| mode | workflows at once | transitions/s | vs one workflow |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['mode']} | {r['slots']} | {r['transitions_per_s']:,.0f} | {r['ratio']:.2f}x |" for r in rows]
+             "| mode | workflows at once | transitions/s | vs one workflow | rollout ms | update ms |",
+             "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['mode']} | {r['slots']} | {r['transitions_per_s']:,.0f} | {r['ratio']:.2f}x | "
+              + (f"{r['collect_ms']:.1f} | {r['update_ms']:.1f} |" if "collect_ms" in r else "| |") for r in rows]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = "cuda" if args.device.startswith("cuda") else "cpu"
     (out / f"batched_{tag}.md").write_text("\n".join(lines) + "\n")
     with open(out / f"batched_{tag}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=list(rows[-1]))
         w.writeheader()
         w.writerows(rows)
     print("\n".join(lines))

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("equality", "engine")
+STAGES = ("equality", "graphs", "engine")
 
 
 def _save(out: Path, results: dict) -> None:
@@ -148,6 +148,54 @@ def _time_engine(n: int, red: str, device: str, repeats: int = 5) -> list[float]
     return runs
 
 
+def _first_step_s() -> float | str:
+    code = ("import time, torch; t = time.perf_counter(); from workflow_rl import make_vector_env; "
+            "e = make_vector_env(1024, 'bline', seed=0, device='cuda'); e.reset(); "
+            "e.step_tensor(torch.zeros(1024, dtype=torch.int64, device='cuda')); torch.cuda.synchronize(); "
+            "print(time.perf_counter() - t)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                       timeout=120)
+    return float(r.stdout.split()[-1]) if r.returncode == 0 else "failed: " + r.stderr.strip()[-300:]
+
+
+# ------------------------------------------------------------------------------------------------------ stage 3
+def stage_graphs(args) -> dict:
+    """The PPO update replayed as CUDA graphs against the same update launched kernel by kernel: same weights, Adam
+    state and statistics after two updates (one with a slot empty), and the time of one update each way."""
+    from workflow_rl.rl.ppo import PPOConfig, Rollout
+    from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
+
+    dev, q, n = args.device, 16, 25 * 200
+    g = torch.Generator(device=dev).manual_seed(0)
+    batch = Rollout(torch.randn(q, n, 77, device=dev, generator=g), torch.randint(0, 145, (q, n), device=dev,
+                                                                                   generator=g),
+                    -5 + torch.rand(q, n, device=dev, generator=g), *(torch.randn(q, n, device=dev, generator=g)
+                                                                      for _ in range(3)))
+    mask = torch.ones(q, n, dtype=torch.bool, device=dev)
+    mask[3, 4000:] = False
+    out = {}
+    for graphs in (False, True):
+        torch.manual_seed(0)
+        stack = AgentStack(q).to(dev)
+        opt = StackedAdam(stack.flat, lr=5e-4)
+        upd = StackedUpdate(stack, opt, PPOConfig(), graphs=graphs)
+        gen = torch.Generator(device=dev).manual_seed(1)
+        stats = [upd.run(batch, mask, gen), upd.run(batch, mask, gen, [k for k in range(q) if k != 5])]
+        _sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(5):
+            upd.run(batch, mask, gen)
+        _sync(dev)
+        out["graphs" if graphs else "eager"] = {"update_ms": (time.perf_counter() - t0) / 5 * 1e3,
+                                                "flat": stack.flat.detach().clone(), "stats": stats,
+                                                "adam": opt.exp_avg.clone()}
+    e, gr = out["eager"], out["graphs"]
+    return {"max_abs_weight_diff": float((e["flat"] - gr["flat"]).abs().max()),
+            "max_abs_adam_diff": float((e["adam"] - gr["adam"]).abs().max()),
+            "stats_equal": e["stats"] == gr["stats"], "eager_update_ms": e["update_ms"],
+            "graph_update_ms": gr["update_ms"], "rows_per_member": n, "members": q}
+
+
 # ------------------------------------------------------------------------------------------------- stage runner
 def _run_stage(name: str, args, out: Path, cap: float) -> dict:
     """One stage of this script in its own process (a crash or hang there costs only that stage)."""
@@ -233,7 +281,7 @@ def main() -> None:
     args = _parse()
     out = Path(args.out).resolve()
     if args.stage:   # a child process: run one stage, write its result
-        res = {"equality": stage_equality, "engine": stage_engine}[args.stage](args)
+        res = {"equality": stage_equality, "graphs": stage_graphs, "engine": stage_engine}[args.stage](args)
         _save(out, {})   # make sure the folder exists
         (out / f"stage_{args.stage}.json").write_text(json.dumps(res, indent=2))
         return
@@ -244,6 +292,11 @@ def main() -> None:
     results = {"gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none (cpu dry run)",
                **_versions()}
     _save(out, results)
+    if args.device.startswith("cuda"):
+        results["kernel_cache"] = {"first_step_s": [_first_step_s() for _ in range(2)],
+                                   "note": "a fresh process's first CUDA step, twice: compile + write the cache, "
+                                           "then load it"}
+        _save(out, results)
     for name in STAGES:
         results[name] = _run_stage(name, args, out, min(args.stage_timeout, left()))
         _save(out, results)

@@ -174,3 +174,21 @@ def test_red_mixture_draws_one_agent_per_episode_reproducibly():
     assert set(drawn.ravel()) == {"B_lineAgent", "RedMeanderAgent"}
     assert not impact[drawn == "RedMeanderAgent"].any()
     assert np.array_equal(agents(21)[0], drawn)
+
+
+def test_curve_shards_on_real_cyborg_are_reproducible_whichever_worker_runs_them(tmp_path):
+    """Issue K's collector: two spawned workers run real CybORG shards; each episode's access depends only on
+    (seed, episode), so the in-process rerun of one shard is identical, and CybORG's session table shows red's
+    User0 foothold as privileged at every step."""
+    from workflow_rl import curves as C
+
+    ran = C.collect_cyborg(["B_lineAgent"], ["restore_compromised"], 4, tmp_path, workers=2, seed=5,
+                           shard_episodes=2, progress=None)
+    assert ran == 2
+    with np.load(C.shard_path(tmp_path / "shards", "B_lineAgent", "restore_compromised", 2, 2)) as z:
+        pooled = z["access"]
+    again = C.cyborg_access("B_lineAgent", "restore_compromised", 5, 2, 2)
+    np.testing.assert_array_equal(pooled, again)
+    assert pooled.shape == (2, C.HORIZON, T.N_HOSTS)
+    assert (pooled[:, :, T.USER0] == T.ACCESS_PRIVILEGED).all()
+    assert (pooled[:, 20:, [T.USER1, T.USER2, T.USER3, T.USER4]] > 0).any()   # B_line got somewhere

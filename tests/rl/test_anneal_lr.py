@@ -29,7 +29,7 @@ def test_the_trainer_steps_with_the_annealed_rate(tmp_path):
 
     def record(steps, active):
         out = update(steps, active)
-        seen.append(t.batch.opt.param_groups[0]["lr"])
+        seen.append(t.batch.opt.lr)
         return out
 
     t.batch.update = record

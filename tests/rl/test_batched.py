@@ -1,6 +1,5 @@
 """Batched multi-workflow training: the stacked network and update against per-member ones, a one-slot batch
 against the single-workflow trainer, and checkpoints (the batched search is tested in tests/search)."""
-import copy
 import subprocess
 import sys
 
@@ -8,7 +7,7 @@ import pytest
 import torch
 from helpers import read_log, train_cfg
 
-from workflow_rl.rl.stack import AgentStack, stacked_ppo_update
+from workflow_rl.rl.stack import AgentStack, StackedAdam, stacked_ppo_update
 
 from workflow_rl.rl.trainer import BatchedTrainer
 from workflow_rl.rl.ppo import PPOConfig, Rollout, ppo_update
@@ -27,8 +26,8 @@ def test_agent_stack_computes_each_member():
     x = torch.randn(3, 10, 77)
     a = torch.randint(0, 145, (3, 10))
     logp, ent, v = stack.evaluate(x, a)
-    for k, m in enumerate(stack.members):
-        lp_k, ent_k, v_k = m.evaluate(x[k], a[k])
+    for k in range(3):
+        lp_k, ent_k, v_k = stack.member(k).evaluate(x[k], a[k])
         assert torch.allclose(logp[k], lp_k, atol=1e-5)
         assert torch.allclose(ent[k], ent_k, atol=1e-5)
         assert torch.allclose(v[k], v_k, atol=1e-5)
@@ -37,7 +36,7 @@ def test_agent_stack_computes_each_member():
     # sampling: the same generator stream gives the same actions as one member alone
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
     act, _, _ = _stack(1).act(x[:1], g1)
-    ref, _, _ = _stack(1).members[0].act(x[0], g2)
+    ref, _, _ = _stack(1).member(0).act(x[0], g2)
     assert torch.equal(act[0], ref)
 
 
@@ -53,36 +52,43 @@ def test_stacked_update_equals_separate_updates():
     q, n = 3, 64
     cfg = PPOConfig(num_minibatches=1, update_epochs=3, max_grad_norm=0.1)
     stack = _stack(q)
-    for k, m in enumerate(stack.members):        # distinct weights per member
-        for p in m.parameters():
-            p.data += 0.05 * k
-    singles = [copy.deepcopy(m) for m in stack.members]
+    with torch.no_grad():                         # distinct weights per member
+        stack.flat += 0.05 * torch.arange(q).unsqueeze(1)
+    singles = [stack.member(k) for k in range(q)]
     batch = _rollout(q, n)
     mask = torch.ones(q, n, dtype=torch.bool)
     mask[1, 40:] = False                         # member 1 trains on its first 40 rows only
-    opt = torch.optim.Adam(stack.parameters(), lr=1e-3, eps=1e-5)
+    opt = StackedAdam(stack.flat, lr=1e-3)
     stats = stacked_ppo_update(stack, opt, batch, mask, cfg, torch.Generator().manual_seed(0))
     for k, single in enumerate(singles):
         rows = mask[k]
         sub = Rollout(*(getattr(batch, f)[k][rows] for f in ("x", "actions", "logprobs", "advantages", "returns",
                                                                "values")))
-        ref = ppo_update(single, torch.optim.Adam(single.parameters(), lr=1e-3, eps=1e-5), sub, cfg,
-                         torch.Generator().manual_seed(0))
-        for p, r in zip(stack.members[k].parameters(), single.parameters()):
+        lone = torch.optim.Adam(single.parameters(), lr=1e-3, eps=1e-5, foreach=True)
+        ref = ppo_update(single, lone, sub, cfg, torch.Generator().manual_seed(0))
+        for p, r in zip(stack.member(k).parameters(), single.parameters()):
             assert torch.allclose(p, r, atol=2e-5), k
         assert stats[k]["policy_loss"] == pytest.approx(ref["policy_loss"], abs=1e-4)
+        # the member's Adam state is the one the lone torch Adam holds, in its format (the checkpoint's)
+        own, ref_sd = opt.member_state(stack, k), lone.state_dict()
+        assert own["param_groups"] == ref_sd["param_groups"]
+        for i, st in ref_sd["state"].items():
+            assert float(own["state"][i]["step"]) == float(st["step"]) == cfg.update_epochs
+            assert torch.allclose(own["state"][i]["exp_avg"], st["exp_avg"], atol=1e-6)
+            assert torch.allclose(own["state"][i]["exp_avg_sq"], st["exp_avg_sq"], atol=1e-8)
 
 
 def test_members_without_rows_are_not_stepped():
     stack = _stack(2)
-    before = [p.detach().clone() for p in stack.members[1].parameters()]
-    opt = torch.optim.Adam(stack.parameters(), lr=1e-3)
+    before = stack.member_state(1)
+    opt = StackedAdam(stack.flat, lr=1e-3)
     mask = torch.zeros(2, 32, dtype=torch.bool)
     mask[0] = True
     stats = stacked_ppo_update(stack, opt, _rollout(2, 32), mask, PPOConfig(), torch.Generator().manual_seed(0))
     assert stats[1] is None and stats[0] is not None
-    assert all(torch.equal(a, b) for a, b in zip(before, stack.members[1].parameters()))
-    assert not any(p in opt.state for p in stack.members[1].parameters())
+    assert all(torch.equal(before[k], v) for k, v in stack.member_state(1).items())
+    assert opt.member_state(stack, 1)["state"] == {}
+    assert float(opt.member_state(stack, 0)["state"][0]["step"]) == PPOConfig().update_epochs * 8
 
 
 def _cfg(**kw):
@@ -133,12 +139,13 @@ def test_slots_keep_their_own_budget_workflow_and_checkpoint(tmp_path):
     assert all(torch.equal(p, r) for p, r in zip(agent.parameters(), bt.member(1).parameters()))
     assert {int(r["workflow_id"]) for r in _log(tmp_path / "b")} == {bt.slots[1].workflow.index}
     # a new workflow in a released slot starts with fresh Adam state; the other member keeps its own
-    kept = {id(p): opt_state["exp_avg"].clone() for p in bt.member(0).parameters()
-            for opt_state in [bt.opt.state[p]]}
+    kept = bt.opt.member_state(bt.agents, 0)["state"]
+    assert kept and bt.opt.member_state(bt.agents, 1)["state"]
     bt.release(1)
     bt.start(1, _cfg(workflow="D,E,OS,OH,U"), tmp_path / "c")
-    assert not any(p in bt.opt.state for p in bt.member(1).parameters())
-    assert all(torch.equal(bt.opt.state[p]["exp_avg"], kept[id(p)]) for p in bt.member(0).parameters())
+    assert bt.opt.member_state(bt.agents, 1)["state"] == {}
+    now = bt.opt.member_state(bt.agents, 0)["state"]
+    assert all(torch.equal(now[i]["exp_avg"], kept[i]["exp_avg"]) for i in kept)
 
 
 @pytest.mark.slow

@@ -94,6 +94,14 @@ def cmd_parity(args) -> int:
     return 0 if all(c.equivalent for c in cells) else 1
 
 
+def cmd_curves(args) -> int:
+    """Per-step, per-host red access, native vs real CybORG (the whole command lives in :mod:`workflow_rl.curves`,
+    which also runs as ``python -m workflow_rl.curves`` on a machine without the CLI's other dependencies)."""
+    from workflow_rl.curves import run
+
+    return run(args)
+
+
 def cmd_bench(args) -> int:
     """Transitions/s of every engine mode over n_envs; Markdown + CSV + PNG."""
     from workflow_rl.bench import run_bench
@@ -119,7 +127,7 @@ def cmd_cyborg_setup(args) -> int:
 
 
 def add_tools(sub) -> None:
-    """The subcommands around the main job: demo, parity, bench, cyborg-setup."""
+    """The subcommands around the main job: demo, parity, curves, bench, cyborg-setup."""
     d = sub.add_parser("demo", help="scripted defender on native envs vs B_line and Meander (returns, speed)")
     d.add_argument("--n-envs", type=positive_int, default=4096)
     d.add_argument("--episodes", type=positive_int, default=8192, help="episodes per red agent")
@@ -138,6 +146,12 @@ def add_tools(sub) -> None:
     add_cyborg_flags(q, "shared_memory")
     q.add_argument("--out", default=None, help="also write the Markdown table here")
     q.set_defaults(func=cmd_parity)
+
+    from workflow_rl.curves import add_arguments
+
+    v = sub.add_parser("curves", help="per-step, per-host red access: native vs real CybORG (resumable shards)")
+    add_arguments(v)
+    v.set_defaults(func=cmd_curves)
 
     b = sub.add_parser("bench", help="engine throughput: CybORG modes and native, over n_envs")
     b.add_argument("--sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8, 16])

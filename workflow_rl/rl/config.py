@@ -123,6 +123,9 @@ class TrainConfig:
     """cyborg engine: folder with Scenario2.yaml and images/"""
     official_bugs: bool = True
     """native engine: reproduce CybORG's OTService-restore and Vsftpd bugs (--no-official-bugs fixes both)"""
+    cuda_graphs: bool = True
+    """on a CUDA device, replay the PPO minibatch step as a captured CUDA graph (the same kernels, one launch;
+    --no-cuda-graphs launches them one by one)"""
     checkpoint_every: int = 10
     """updates between checkpoints (one is always written at the end)"""
     tensorboard: bool = False

@@ -1,52 +1,102 @@
-"""Several independent PPO agents run and updated as one (PureJaxRL-style): stacked forward passes as batched
-matmuls, one backward pass, per-member losses, advantage normalisation, gradient clipping and Adam state."""
+"""Several independent PPO agents held, run and updated as one tensor (PureJaxRL-style).
+
+Why one flat parameter: a batch of Q workflows is Q ordinary ``Agent`` networks, and updating them as Q modules
+costs Python and kernel launches per member (measured on the 2-core CPU at 4 envs per workflow: 2.5 ms per
+minibatch for one member, 56 ms for 64 -- on a GPU this per-member overhead, not arithmetic, bounded batched
+training). Here every member's weights are one row of a (Q, P) parameter, so a forward pass is a few batched matmuls
+(``baddbmm``) over views of that row, the backward pass fills one (Q, P) gradient, clipping is one norm per row and
+Adam is a dozen element-wise kernels -- the same number for 1 or 64 members.
+
+Members stay ordinary agents at the edges: ``member_state(k)`` is an ``Agent.state_dict()`` and
+``StackedAdam.member_state(k)`` a single-agent ``torch.optim.Adam`` state_dict, so checkpoints, inheritance and
+``evaluate`` see nothing of the stacking.
+"""
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, clipped_losses, logp_entropy, sample_actions
 
+NETS = ("actor", "critic")
+
+Layers = list[tuple[torch.Tensor, torch.Tensor]]
+"""one network's linear layers: (weight (n, out, in), bias (n, out)) each."""
+
 
 # ------------------------------------------------------------------------------------------------------ networks
 class AgentStack(nn.Module):
-    """``n`` independent :class:`Agent` members run as one: inputs (n, B, 77) give outputs (n, B, ...).
-
-    Each member is an ordinary ``Agent`` (its ``state_dict`` is a single-workflow checkpoint's), and the forward
-    pass stacks their layers into batched matmuls (``baddbmm``), so gradients flow back to each member's own
-    parameters.
-    """
+    """``n`` independent :class:`Agent` members as rows of one (n, P) parameter ``flat``: inputs (n, B, 77) give
+    outputs (n, B, ...). Row k laid out as ``Agent.state_dict()`` flattened in its order."""
 
     def __init__(self, n: int, hidden: tuple[int, ...] = (64, 64)):
         super().__init__()
-        self.members = nn.ModuleList(Agent(hidden) for _ in range(n))
+        self.hidden = tuple(hidden)
+        agents = [Agent(self.hidden) for _ in range(n)]   # each member initialised as a lone Agent would be
+        sd = agents[0].state_dict()
+        self.names = list(sd)
+        self.shapes = [tuple(v.shape) for v in sd.values()]
+        self.sizes = [math.prod(s) for s in self.shapes]
+        self.flat = nn.Parameter(torch.stack([_flatten(a.state_dict()) for a in agents]))
+        self._linear = {net: sorted({int(k.split(".")[1]) for k in self.names if k.startswith(net + ".")})
+                        for net in NETS}
 
-    def stacked(self, members: list[int] | None = None) -> dict[str, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Per network ("actor", "critic"): the (weight (n, out, in), bias (n, out)) of each linear layer, over
-        all members or the listed ones."""
-        agents = list(self.members) if members is None else [self.members[k] for k in members]
-        out = {}
-        for net in ("actor", "critic"):
-            idx = [i for i, m in enumerate(getattr(agents[0], net)) if isinstance(m, nn.Linear)]
-            out[net] = [(torch.stack([getattr(a, net)[i].weight for a in agents]),
-                         torch.stack([getattr(a, net)[i].bias for a in agents])) for i in idx]
-        return out
+    @property
+    def n(self) -> int:
+        return self.flat.shape[0]
+
+    def params(self, members: list[int] | None = None) -> dict[str, Layers]:
+        """Per network, its layers as views of ``flat`` (all members, or copies of the listed members' rows)."""
+        flat = self.flat if members is None else self.flat[members]
+        parts = {name: p.view(flat.shape[0], *shape)
+                 for name, p, shape in zip(self.names, flat.split(self.sizes, 1), self.shapes)}
+        return {net: [(parts[f"{net}.{i}.weight"], parts[f"{net}.{i}.bias"]) for i in self._linear[net]]
+                for net in NETS}
 
     def act(self, x: torch.Tensor, generator: torch.Generator | None, params: dict | None = None):
         """(action, log_prob, value), each (n, B), sampling with ``generator``."""
-        p = params or self.stacked()
+        p = params or self.params()
         return (*sample_actions(_mlp(p["actor"], x), generator), _mlp(p["critic"], x).squeeze(-1))
 
     def value(self, x: torch.Tensor, params: dict | None = None) -> torch.Tensor:
-        return _mlp((params or self.stacked())["critic"], x).squeeze(-1)
+        return _mlp((params or self.params())["critic"], x).squeeze(-1)
 
     def evaluate(self, x: torch.Tensor, action: torch.Tensor, members: list[int] | None = None):
         """(log_prob, entropy, value) of given actions, each (n, B) (or (len(members), B))."""
-        p = self.stacked(members)
+        p = self.params(members)
         return (*logp_entropy(_mlp(p["actor"], x), action), _mlp(p["critic"], x).squeeze(-1))
 
+    # ---------------------------------------------------------------------------------------------- members
+    def member_state(self, k: int) -> dict[str, torch.Tensor]:
+        """Member ``k``'s weights as an ``Agent.state_dict()`` (copies)."""
+        return _unflatten(self.flat.detach()[k], self.names, self.shapes, self.sizes)
 
-def _mlp(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
+    def load_member(self, k: int, state: dict[str, torch.Tensor]) -> None:
+        """Give member ``k`` the weights of an ``Agent.state_dict()`` of the same network size."""
+        if list(state) != self.names or any(tuple(state[n].shape) != s for n, s in zip(self.names, self.shapes)):
+            raise ValueError(f"weights of another network shape (this batch's hidden layers: {self.hidden})")
+        with torch.no_grad():
+            self.flat[k] = _flatten(state).to(self.flat)
+
+    def member(self, k: int) -> Agent:
+        """A stand-alone :class:`Agent` holding a copy of member ``k``'s current weights."""
+        with torch.random.fork_rng(devices=[]):   # building an Agent draws its init; keep the global stream as is
+            agent = Agent(self.hidden)
+        agent.load_state_dict(self.member_state(k))
+        return agent.to(self.flat.device)
+
+
+def _flatten(state: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([v.detach().reshape(-1).float() for v in state.values()])
+
+
+def _unflatten(row: torch.Tensor, names: list[str], shapes: list[tuple], sizes: list[int]) -> dict[str, torch.Tensor]:
+    return {n: p.reshape(s).clone() for n, p, s in zip(names, row.split(sizes), shapes)}
+
+
+def _mlp(layers: Layers, x: torch.Tensor) -> torch.Tensor:
     """Agent's MLP (tanh between linear layers) for every member at once."""
     for j, (w, b) in enumerate(layers):
         x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
@@ -55,90 +105,222 @@ def _mlp(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> to
     return x
 
 
+# ---------------------------------------------------------------------------------------------------- optimiser
+class StackedAdam:
+    """``torch.optim.Adam`` (same formula, eps 1e-5) over an :class:`AgentStack`'s (n, P) parameter, with a step
+    count per member.
+
+    Why not torch's Adam: it keeps one step count per parameter tensor, and its bias correction depends on it, while
+    each member here is its own run -- a new workflow entering a slot starts from step 0 while its neighbours are at
+    step 5,000. ``step(stepped)`` moves only the members marked in ``stepped`` (moments, count and weights), so a
+    member with no rows in a minibatch is left exactly as it was.
+    """
+
+    def __init__(self, param: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5):
+        self.param, self.betas, self.eps = param, betas, eps
+        # a tensor, so a captured step reads a new value; float64 keeps the value exact (0-dim: the arithmetic stays float32)
+        self._lr = torch.tensor(float(lr), dtype=torch.float64, device=param.device)
+        self.exp_avg = torch.zeros_like(param, memory_format=torch.contiguous_format)
+        self.exp_avg_sq = torch.zeros_like(self.exp_avg)
+        self.steps = torch.zeros(param.shape[0], device=param.device)
+
+    @property
+    def lr(self) -> float:
+        return float(self._lr)
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._lr.fill_(float(value))
+
+    def zero_grad(self) -> None:
+        self.param.grad = None
+
+    @torch.no_grad()
+    def step(self, stepped: torch.Tensor) -> None:
+        """One Adam step of the members with ``stepped[k]`` (a (n,) bool tensor; no host synchronisation)."""
+        b1, b2 = self.betas
+        g, m = self.param.grad, stepped.unsqueeze(1)
+        self.steps += stepped
+        t = self.steps.clamp(min=1).unsqueeze(1)
+        torch.where(m, self.exp_avg.lerp(g, 1 - b1), self.exp_avg, out=self.exp_avg)
+        torch.where(m, self.exp_avg_sq * b2 + (1 - b2) * g * g, self.exp_avg_sq, out=self.exp_avg_sq)
+        denom = (self.exp_avg_sq.sqrt() / (1 - b2 ** t).sqrt()).add_(self.eps)
+        step_size = self._lr / (1 - b1 ** t)
+        self.param.sub_(torch.where(m, step_size * self.exp_avg / denom, 0.0))
+
+    # ------------------------------------------------------------------------------------------- per member
+    def member_state(self, stack: AgentStack, k: int) -> dict:
+        """Member ``k``'s Adam state as the ``state_dict`` of a ``torch.optim.Adam`` over ``Agent.parameters()``
+        (the checkpoint format): empty before its first step."""
+        state = {}
+        if float(self.steps[k]) > 0:
+            step = torch.tensor(float(self.steps[k]))
+            avg = _unflatten(self.exp_avg[k], stack.names, stack.shapes, stack.sizes).values()
+            sq = _unflatten(self.exp_avg_sq[k], stack.names, stack.shapes, stack.sizes).values()
+            state = {i: {"step": step.clone(), "exp_avg": a, "exp_avg_sq": s} for i, (a, s) in enumerate(zip(avg, sq))}
+        return {"state": state, "param_groups": [{**self._group(), "params": list(range(len(stack.names)))}]}
+
+    def load_member_state(self, stack: AgentStack, k: int, sd: dict | None) -> None:
+        """Give member ``k`` the Adam state of a single-agent ``state_dict`` (a checkpoint's), or a fresh one."""
+        self.exp_avg[k] = 0
+        self.exp_avg_sq[k] = 0
+        self.steps[k] = 0
+        state = (sd or {}).get("state") or {}
+        if not state:
+            return
+        if sorted(state) != list(range(len(stack.names))):
+            raise ValueError("optimizer state of another network shape")
+        self.exp_avg[k] = torch.cat([state[i]["exp_avg"].reshape(-1) for i in range(len(stack.names))]).to(self.param)
+        self.exp_avg_sq[k] = torch.cat([state[i]["exp_avg_sq"].reshape(-1)
+                                        for i in range(len(stack.names))]).to(self.param)
+        self.steps[k] = float(state[0]["step"])
+
+    def _group(self) -> dict:
+        """The hyperparameters a single-agent ``torch.optim.Adam`` with these settings lists (checkpoint format)."""
+        ref = torch.optim.Adam([torch.zeros(1)], lr=self.lr, betas=self.betas, eps=self.eps, foreach=True)
+        return {k: v for k, v in ref.param_groups[0].items() if k != "params"}
+
+
 # ----------------------------------------------------------------------------------------------------- update
 def _masked_mean(x: torch.Tensor, m: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
     return (x * m).sum(1) / cnt.clamp(min=1)
 
 
-def stacked_ppo_update(agents: AgentStack, optimizer: torch.optim.Optimizer, batch: Rollout, mask: torch.Tensor,
+def stacked_ppo_update(agents: AgentStack, optimizer: StackedAdam, batch: Rollout, mask: torch.Tensor,
                        cfg: PPOConfig, generator: torch.Generator, members: list[int] | None = None
                        ) -> list[dict[str, float] | None]:
-    """:func:`~workflow_rl.rl.ppo.ppo_update` for several members at once (all, or the listed ones).
+    """:func:`~workflow_rl.rl.ppo.ppo_update` for several members at once (all, or the listed ones), eagerly: see
+    :class:`StackedUpdate`, which the trainer keeps (and which replays CUDA graphs on a GPU)."""
+    return StackedUpdate(agents, optimizer, cfg, graphs=False).run(batch, mask, generator, members)
 
-    ``batch`` fields are (n_members, N, ...); ``mask`` (n_members, N) marks the rows a member trains on (a member
-    whose budget covers fewer envs has rows masked out). Losses are means over each member's own rows of a
-    minibatch; gradients are clipped per member; a member with no rows in a minibatch is not stepped (its Adam state
-    stays as it was). Returns each member's loss statistics of the last epoch (None for a member with no rows).
+
+class StackedUpdate:
+    """PPO epochs over minibatches for every member at once.
+
+    ``batch`` fields are (len(members), N, ...); ``mask`` (len(members), N) marks the rows a member trains on (a
+    member whose budget covers fewer envs has rows masked out, an empty slot has none). Losses are means over each
+    member's own rows of a minibatch; gradients are clipped per member; a member with no rows in a minibatch is not
+    stepped (its weights and Adam state stay as they were). Nothing waits for the device until the statistics at the
+    end.
+
+    Why CUDA graphs (``graphs=True``, CUDA only): one minibatch step is about a hundred small kernels whatever the
+    number of members, and on an H100 launching them from Python cost ~4.7 ms per minibatch (151 ms per update at 1
+    and at 64 workflows), not arithmetic. The step reads only fixed buffers (the rollout copied in once per update,
+    the minibatch's row indices), so it is captured once per shape and replayed: the same kernels, one launch. With
+    graphs every member is updated in place (an empty slot simply has no rows), so shapes never change between
+    updates of one batch.
     """
-    members = list(range(len(agents.members))) if members is None else list(members)
-    params = [list(agents.members[k].parameters()) for k in members]
-    q, n = mask.shape
-    mb = max(1, n // cfg.num_minibatches)
-    m_all = mask.float()
-    live = mask.any(1).tolist()
-    sums = torch.zeros((5, q), device=mask.device)
-    steps_last = torch.zeros(q, device=mask.device)
-    for epoch in range(cfg.update_epochs):
-        perm = torch.randperm(n, generator=generator, device=generator.device).to(mask.device)
-        counts = torch.stack([m_all[:, perm[s:s + mb]].sum(1) for s in range(0, n, mb)]).tolist()  # one sync
-        for j, start in enumerate(range(0, n, mb)):
-            idx = perm[start:start + mb]
-            m = m_all[:, idx]
-            cnt = m.sum(1)
-            newlogp, entropy, newv = agents.evaluate(batch.x[:, idx], batch.actions[:, idx], members)
-            adv = batch.advantages[:, idx]
-            if cfg.norm_adv:
-                mean = _masked_mean(adv, m, cnt).unsqueeze(1)
-                var = (((adv - mean) ** 2) * m).sum(1) / (cnt - 1).clamp(min=1)
-                adv = (adv - mean) / (var.sqrt().unsqueeze(1) + 1e-8)
-            pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
-                newlogp, entropy, newv, batch.logprobs[:, idx], adv, batch.returns[:, idx], batch.values[:, idx], cfg,
-                lambda x: _masked_mean(x, m, cnt))
-            loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            stepped = [k for k in range(q) if live[k] and counts[j][k] > 0]
-            for k in range(q):
-                if k not in stepped:
-                    for p in params[k]:
-                        p.grad = None
-            if stepped:
-                clip_per_member([params[k] for k in stepped], cfg.max_grad_norm)
-            optimizer.step()
-            if epoch == cfg.update_epochs - 1:
-                with torch.no_grad():
-                    used = (cnt > 0).float()
-                    sums += used * torch.stack([pg_loss, v_loss, ent, _masked_mean((ratio - 1) - logratio, m, cnt),
-                                                _masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), m, cnt)])
-                    steps_last += used
-    means = (sums / steps_last.clamp(min=1)).T.tolist()
-    names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-    return [dict(zip(names, means[k])) if live[k] else None for k in range(q)]
+
+    def __init__(self, agents: AgentStack, optimizer: StackedAdam, cfg: PPOConfig, graphs: bool = False):
+        self.agents, self.opt, self.cfg = agents, optimizer, cfg
+        self.graphs = graphs and agents.flat.is_cuda
+        self._graph: dict[tuple, tuple] = {}    # (rollout rows, minibatch rows) -> (graph, its row-index buffer)
+        self._static: dict[int, dict] = {}      # rollout rows -> the buffers the graphs of that size read
+
+    def run(self, batch: Rollout, mask: torch.Tensor, generator: torch.Generator,
+            members: list[int] | None = None) -> list[dict[str, float] | None]:
+        """Train on ``batch``/``mask`` of every member, of which only the listed ones (default: all) have rows;
+        returns their loss statistics of the last epoch (None for a member with no rows)."""
+        if members is not None and list(members) == list(range(self.agents.n)):
+            members = None
+        if members is not None and not self.graphs:   # eager: the others cost nothing
+            batch = Rollout(*(getattr(batch, f)[members] for f in _FIELDS))
+            mask = mask[members]
+        q, n = mask.shape
+        mb = max(1, n // self.cfg.num_minibatches)
+        buf = self._buffers(batch, mask, None if self.graphs else members)
+        for epoch in range(self.cfg.update_epochs):
+            perm = torch.randperm(n, generator=generator, device=generator.device).to(mask.device)
+            buf["record"].fill_(float(epoch == self.cfg.update_epochs - 1))
+            for start in range(0, n, mb):
+                idx = perm[start:start + mb]
+                if self.graphs:
+                    graph, static_idx = self._graph.get((n, idx.shape[0])) or self._capture(buf, idx)
+                    static_idx.copy_(idx)
+                    graph.replay()
+                else:
+                    self.opt.zero_grad()
+                    self._step(buf, idx)
+        means = (buf["sums"] / buf["steps_last"].clamp(min=1)).T.tolist()
+        live = mask.any(1).tolist()
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+        stats = [dict(zip(names, means[k])) if live[k] else None for k in range(q)]
+        return [stats[k] for k in members] if members is not None and self.graphs else stats
+
+    def _buffers(self, batch: Rollout, mask: torch.Tensor, members: list[int] | None) -> dict:
+        """What a minibatch step reads: the rollout itself (eager), or fixed copies of it, one set per rollout size,
+        that the captured graphs read (graphs)."""
+        dev = mask.device
+        new = {**{f: getattr(batch, f) for f in _FIELDS}, "mask": mask.float(),
+               "sums": torch.zeros((5, mask.shape[0]), device=dev), "steps_last": torch.zeros(mask.shape[0], device=dev),
+               "record": torch.zeros((), device=dev)}
+        if not self.graphs:
+            return {**new, "members": members,
+                    "rows": None if members is None else torch.as_tensor(members, device=dev)}
+        static = self._static.setdefault(mask.shape[1], {**{k: v.clone() for k, v in new.items()},
+                                                         "members": None, "rows": None})
+        for k, v in new.items():
+            static[k].copy_(v)
+        return static
+
+    def _step(self, buf: dict, idx: torch.Tensor) -> None:
+        """One minibatch: forward, loss, backward, per-member clip and Adam step, last-epoch statistics."""
+        cfg = self.cfg
+        m = buf["mask"][:, idx]
+        cnt = m.sum(1)
+        newlogp, entropy, newv = self.agents.evaluate(buf["x"][:, idx], buf["actions"][:, idx], buf["members"])
+        adv = buf["advantages"][:, idx]
+        if cfg.norm_adv:
+            mean = _masked_mean(adv, m, cnt).unsqueeze(1)
+            var = (((adv - mean) ** 2) * m).sum(1) / (cnt - 1).clamp(min=1)
+            adv = (adv - mean) / (var.sqrt().unsqueeze(1) + 1e-8)
+        pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
+            newlogp, entropy, newv, buf["logprobs"][:, idx], adv, buf["returns"][:, idx], buf["values"][:, idx], cfg,
+            lambda x: _masked_mean(x, m, cnt))
+        loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
+        loss.backward()
+        stepped = cnt > 0
+        if buf["rows"] is not None:
+            stepped = torch.zeros(self.agents.n, dtype=torch.bool, device=m.device).index_copy_(0, buf["rows"],
+                                                                                               stepped)
+        clip_rows(self.agents.flat.grad, cfg.max_grad_norm)
+        self.opt.step(stepped)
+        with torch.no_grad():
+            used = (cnt > 0).float() * buf["record"]
+            buf["sums"] += used * torch.stack([pg_loss, v_loss, ent, _masked_mean((ratio - 1) - logratio, m, cnt),
+                                               _masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), m, cnt)])
+            buf["steps_last"] += used
+
+    def _capture(self, buf: dict, idx: torch.Tensor) -> tuple:
+        """Capture one minibatch step as a CUDA graph. Warm-up steps (needed before a capture) train for real, so
+        the weights and Adam state are put back afterwards; capturing itself runs nothing."""
+        keep = [t.clone() for t in (self.agents.flat.data, self.opt.exp_avg, self.opt.exp_avg_sq, self.opt.steps,
+                                    buf["sums"], buf["steps_last"])]
+        static_idx = idx.clone()
+        side = torch.cuda.Stream(device=idx.device)
+        side.wait_stream(torch.cuda.current_stream(idx.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.opt.zero_grad()
+                self._step(buf, static_idx)
+        torch.cuda.current_stream(idx.device).wait_stream(side)
+        self.opt.zero_grad()   # the captured backward allocates the gradient it then rewrites on every replay
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._step(buf, static_idx)
+        with torch.no_grad():
+            for t, k in zip((self.agents.flat.data, self.opt.exp_avg, self.opt.exp_avg_sq, self.opt.steps,
+                             buf["sums"], buf["steps_last"]), keep):
+                t.copy_(k)
+        self._graph[(buf["mask"].shape[1], idx.shape[0])] = (graph, static_idx)
+        return graph, static_idx
 
 
-def clip_per_member(param_lists: list[list[torch.Tensor]], max_norm: float) -> None:
-    """``clip_grad_norm_`` applied to each member's parameters on their own, in a few fused calls for all members
-    (a loop of clip_grad_norm_ costs 2.5x more on the CPU and many more kernel launches on a GPU)."""
-    grads = [p.grad for ps in param_lists for p in ps]
-    norms = torch.stack(torch._foreach_norm(grads)).view(len(param_lists), -1).norm(dim=1)
-    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for ps, c in zip(param_lists, coef):
-        torch._foreach_mul_([p.grad for p in ps], c)
+_FIELDS = ("x", "actions", "logprobs", "advantages", "returns", "values")
 
 
-def member_optimizer_state(optimizer: torch.optim.Optimizer, member: nn.Module) -> dict:
-    """One member's Adam state as the ``state_dict`` of an Adam over ``member.parameters()`` alone."""
-    group = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
-    params = list(member.parameters())
-    state = {i: {k: v.clone() for k, v in optimizer.state[p].items()} for i, p in enumerate(params)
-             if p in optimizer.state}
-    return {"state": state, "param_groups": [{**group, "params": list(range(len(params)))}]}
-
-
-def load_member_optimizer_state(optimizer: torch.optim.Optimizer, member: nn.Module, sd: dict | None) -> None:
-    """Give ``member`` the Adam state ``sd`` (a single-agent Adam ``state_dict``), or a fresh one (None)."""
-    for i, p in enumerate(member.parameters()):
-        optimizer.state.pop(p, None)
-        if sd is not None and i in sd["state"]:
-            optimizer.state[p] = {k: (v.clone() if k == "step" else v.to(p.device).clone())
-                                  for k, v in sd["state"][i].items()}
+@torch.no_grad()
+def clip_rows(grad: torch.Tensor, max_norm: float) -> None:
+    """``clip_grad_norm_`` applied to each member's gradient (a row of ``grad``) on its own."""
+    coef = (max_norm / (grad.norm(dim=1) + 1e-6)).clamp(max=1.0)
+    grad.mul_(coef.unsqueeze(1))

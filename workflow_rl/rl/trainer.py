@@ -5,8 +5,9 @@ There is one trainer. ``BatchedTrainer`` holds Q *slots*; slot k owns envs [k*n,
 member k of an :class:`~workflow_rl.rl.stack.AgentStack`, and has its own workflow (encoding and type ranks),
 alignment lambda, compliance counts, episode budget, stop rule, training log and checkpoint. The policy is
 conditioned on the workflow, so nothing else differs between slots: the workflows of a search, or the seeds of one
-configuration, train side by side. All members share one torch Adam, which keeps its moments and step count per
-parameter tensor, so each member's optimiser state is its own (cleared when a new workflow enters the slot).
+configuration, train side by side. The members' weights are rows of one parameter and one ``StackedAdam`` keeps
+moments and a step count per member, so each member's optimiser state is its own (cleared when a new workflow enters
+the slot) while the update costs the same number of kernels for one slot or 64.
 
 ``Trainer`` is a single run: a one-slot batch driven update by update, plus what only a single run has: any update
 size (``plan_update``), mid-episode checkpoints with an engine snapshot (so ``--resume`` continues bit-identically on
@@ -43,7 +44,7 @@ from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
-from workflow_rl.rl.stack import AgentStack, load_member_optimizer_state, member_optimizer_state, stacked_ppo_update
+from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 from workflow_rl.workflow import Workflow
 
 _SHARED = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in PER_RUN)
@@ -85,7 +86,8 @@ class BatchedTrainer:
         self.device = torch.device(cfg.device)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.agents = AgentStack(self.q, cfg.ppo.hidden).to(self.device)
-        self.opt = torch.optim.Adam(self.agents.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5, foreach=True)
+        self.opt = StackedAdam(self.agents.flat, lr=cfg.ppo.learning_rate)
+        self.updater = StackedUpdate(self.agents, self.opt, cfg.ppo, graphs=cfg.cuda_graphs)
         total = self.q * self.n
         self.pool = self.env = self.stepper = None
         self.obs = self.access = None
@@ -131,7 +133,6 @@ class BatchedTrainer:
                 raise ValueError(f"a batch shares {name}: {getattr(cfg, name)!r} differs from "
                                  f"{getattr(self.cfg, name)!r}")
         wf = Workflow.parse(cfg.workflow) if cfg.workflow is not None else None
-        member = self.agents.members[k]
         if checkpoint is not None:
             state = checkpoint["agent"]
         elif init_agent_state is not None:
@@ -140,8 +141,8 @@ class BatchedTrainer:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.seed if init_seed is None else init_seed)
                 state = Agent(cfg.ppo.hidden).state_dict()
-        member.load_state_dict(state)
-        load_member_optimizer_state(self.opt, member, checkpoint["optimizer"] if checkpoint else None)
+        self.agents.load_member(k, state)
+        self.opt.load_member_state(self.agents, k, checkpoint["optimizer"] if checkpoint else None)
         run = RunState.from_checkpoint(checkpoint, self.n) if checkpoint is not None else RunState(self.n)
         out = Path(out_dir)
         slot = Slot(**{f.name: getattr(run, f.name) for f in dataclasses.fields(RunState)}, cfg=cfg, workflow=wf,
@@ -166,7 +167,8 @@ class BatchedTrainer:
         return slot
 
     def member(self, k: int) -> Agent:
-        return self.agents.members[k]
+        """A stand-alone copy of slot ``k``'s current policy."""
+        return self.agents.member(k)
 
     # -------------------------------------------------------------------------------------------------- train
     def plan(self, k: int) -> tuple[int, int] | None:
@@ -217,12 +219,11 @@ class BatchedTrainer:
         batch, mask, finished = self._collect_from_workers(active) if self.pool is not None else self._collect(
             steps, active)
         t1 = time.perf_counter()
-        live = [int(k) for k in np.flatnonzero(active)]   # empty slots cost nothing in the update
-        self.opt.param_groups[0]["lr"] = learning_rate(self.cfg, [min(1.0, self.slots[k].total_episodes /
-                                                                      self.slots[k].cfg.budget) for k in live])
-        sub = Rollout(*(getattr(batch, f.name)[live] for f in dataclasses.fields(Rollout)))
-        stats = dict(zip(live, stacked_ppo_update(self.agents, self.opt, sub, mask[live], self.cfg.ppo, self.gen,
-                                                  live)))
+        live = [int(k) for k in np.flatnonzero(active)]
+        if self.cfg.anneal_lr:
+            self.opt.lr = learning_rate(self.cfg, [min(1.0, self.slots[k].total_episodes / self.slots[k].cfg.budget)
+                                                   for k in live])
+        stats = dict(zip(live, self.updater.run(batch, mask, self.gen, live)))
         t2 = time.perf_counter()
         self.global_step += steps
         sps = steps * int(active.sum()) / (t2 - t0)
@@ -258,7 +259,8 @@ class BatchedTrainer:
         acts = torch.zeros((steps, q, n), dtype=torch.int64, device=dev)
         logps, vals, rews, final_v, ends = (torch.zeros((steps, q, n), device=dev) for _ in range(5))
         finished = [_empty_finished() for _ in range(q)]
-        params = {k: [(w.detach(), b.detach()) for w, b in v] for k, v in self.agents.stacked().items()}
+        with torch.no_grad():
+            params = self.agents.params()
         x = self._x(self.obs)
         for t in range(steps):
             with torch.no_grad():
@@ -356,8 +358,8 @@ class BatchedTrainer:
 
     def checkpoint(self, k: int, engine: bool = False) -> dict:
         """Slot ``k``'s checkpoint; ``engine`` adds the batch's engine snapshot (one-slot runs)."""
-        s, member = self.slots[k], self.agents.members[k]
-        return s.to_checkpoint(s.cfg, s.workflow, member.state_dict(), member_optimizer_state(self.opt, member),
+        s = self.slots[k]
+        return s.to_checkpoint(s.cfg, s.workflow, self.agents.member_state(k), self.opt.member_state(self.agents, k),
                                self.engine_snapshot() if engine else None)
 
     def save(self, k: int, engine: bool = False) -> Path:

@@ -26,6 +26,7 @@ if not hasattr(np, "row_stack"):   # numba-cuda 0.30.4 overloads it at import; n
     np.row_stack = np.vstack
 
 from numba import cuda  # noqa: E402 (after the guard above)
+from numba.cuda import config as cuda_config  # noqa: E402
 
 from workflow_rl.sim import native as N  # noqa: E402
 from workflow_rl.sim import rules  # noqa: E402
@@ -33,16 +34,20 @@ from workflow_rl.sim import tables as T  # noqa: E402
 from workflow_rl.sim.native import SimState, StepBuffers  # noqa: E402
 
 THREADS_PER_BLOCK = 128
+_SIMULATOR = bool(cuda_config.ENABLE_CUDASIM)   # NUMBA_ENABLE_CUDASIM=1: kernels run as Python, nothing to cache
 
 _DEV = rules.compile_rules(cuda.jit(device=True, inline="always"))
-_step_env = _DEV["_step_env"]
 
 
-@cuda.jit
-def _step_kernel(s, actions, episode_length, official_bugs, decoy_ports_tab, trapped_by, b):
-    i = cuda.grid(1)
-    if i < actions.shape[0]:
-        _step_env(s, i, actions[i], episode_length, official_bugs, decoy_ports_tab, trapped_by, b)
+@cuda.jit(device=True, inline="always")
+def _thread_index():
+    return cuda.grid(1)
+
+
+_DEV["thread_index"] = _thread_index
+# cached on disk (keyed on rules.py, where the kernel is written): a new process loads the compiled kernel instead
+# of spending ~20-30 s compiling it (measured on an H100)
+_step_kernel = rules.compile_rules(cuda.jit(cache=not _SIMULATOR), _DEV, (rules.step_grid,))["step_grid"]
 
 
 _TABLES: dict[tuple, tuple] = {}

@@ -609,6 +609,15 @@ def reset_range(s, mask, lo, hi, b):
             _write_access(s, i, b.access)
 
 
+# ------------------------------------------------------------------------------------------------ GPU launcher
+def step_grid(s, actions, episode_length, official_bugs, decoy_ports_tab, trapped_by, b):
+    """Step env ``thread_index()`` (one GPU thread per env; ``sim/cuda.py`` supplies ``thread_index``). Written here
+    so that numba's kernel cache, keyed on this file, is rebuilt whenever a rule changes."""
+    i = thread_index()  # noqa: F821 (defined by the CUDA namespace compile_rules fills)
+    if i < actions.shape[0]:
+        _step_env(s, i, actions[i], episode_length, official_bugs, decoy_ports_tab, trapped_by, b)
+
+
 # every per-env function, callees before callers (the order only matters for reading)
 RULES = (_mix, _uniform, _popcount, _nth_bit, _uniform_bit, _n_sessions, _has_enterprise_session, _bline_choose,
          _meander_choose, _decoy_ports, _routable, _exploit, _red_execute, _restore, _try_decoy, _classify,
