@@ -249,7 +249,7 @@ def main() -> int:
     ap.add_argument("--total-seconds", type=float, default=390.0, help="real-CybORG rounds stop starting after this")
     ap.add_argument("--episodes", type=int, default=40_000,
                     help="episode budget per seed (what --anneal-lr anneals over; the time cap usually comes first)")
-    ap.add_argument("--episodes-h256", type=int, default=12_000, help="the same for the 256 x 256 candidates")
+    ap.add_argument("--episodes-h256", type=int, default=15_000, help="the same for the 256 x 256 candidates")
     ap.add_argument("--selection-episodes", type=int, default=500)
     ap.add_argument("--native-episodes", type=int, default=1000)
     ap.add_argument("--cyborg-episodes", type=int, default=1000)
