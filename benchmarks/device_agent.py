@@ -15,8 +15,9 @@ then ``--procs`` real-CybORG workers. Every phase is time-capped from the script
    its episode round, writes its checkpoints atomically and exits), then SIGTERM/SIGKILL after a grace;
 3. selection: every seed's greedy policy on 500 native episodes per red agent with a *separate* episode seed (so
    the final tables are not the selection set), the score being the sum of the six CAGE2 cells;
-4. the chosen agent: 1,000 native episodes per red agent (greedy and sampled), then real CybORG (greedy) with
-   ``--procs`` workers until ``--total-seconds`` (at least one round; each cell reports its episodes);
+4. the chosen agent: 1,000 native episodes per red agent (greedy and sampled), then real CybORG (greedy, then
+   sampled: the time left is split between them) with ``--procs`` workers until ``--total-seconds`` (at least one
+   round each; each cell reports its episodes);
 5. ``pretrained/cage2.pt`` (slim checkpoint) and ``pretrained/cage2.json`` (card), ``ablation.md``/``.json``.
 
 Everything is written as soon as it exists (checkpoints by the trainer, each evaluation's json/md by ``evaluate``,
@@ -245,8 +246,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--procs", type=int, default=6, help="cores to use at any time")
-    ap.add_argument("--train-seconds", type=float, default=270.0, help="training stops this long after the start")
-    ap.add_argument("--total-seconds", type=float, default=390.0, help="real-CybORG rounds stop starting after this")
+    ap.add_argument("--train-seconds", type=float, default=250.0, help="training stops this long after the start")
+    ap.add_argument("--total-seconds", type=float, default=395.0, help="real-CybORG rounds stop starting after this")
     ap.add_argument("--episodes", type=int, default=40_000,
                     help="episode budget per seed (what --anneal-lr anneals over; the time cap usually comes first)")
     ap.add_argument("--episodes-h256", type=int, default=15_000, help="the same for the 256 x 256 candidates")
@@ -343,7 +344,7 @@ def main() -> int:
     if cyborg is None:
         left = int(a.total_seconds - (time.monotonic() - T0))
         cy = out / "eval_cyborg"
-        extra = ["--engine", "cyborg", "--episodes", a.cyborg_episodes, "--workers", a.procs, "--mode", "greedy",
+        extra = ["--engine", "cyborg", "--episodes", a.cyborg_episodes, "--workers", a.procs, "--mode", "both",
                  "--time-limit", max(1, left)]
         if scenario:
             extra += ["--scenario", scenario]

@@ -69,9 +69,11 @@ def cmd_evaluate(args) -> int:
     results = []
     for engine in engines:
         episodes = args.cyborg_episodes if engine == "cyborg" and args.cyborg_episodes else args.episodes
-        deadline = time.monotonic() + args.time_limit if args.time_limit and engine == "cyborg" else None
-        for mode, act in acts.items():
-            t0 = time.monotonic()
+        start = time.monotonic()
+        for i, (mode, act) in enumerate(acts.items()):
+            t0 = time.monotonic()   # the time limit is shared evenly by the modes: each gets its rounds
+            deadline = (start + args.time_limit * (i + 1) / len(acts) if args.time_limit and engine == "cyborg"
+                        else None)
             cells = evaluate_cells(act, reds, lengths, episodes, engine=engine, workflow=workflow,
                                    seed=EVAL_SEED if args.episode_seed is None else args.episode_seed,
                                    device=args.device, workers=args.workers, deadline=deadline,
@@ -139,8 +141,8 @@ def add_evaluate(sub) -> None:
     e.add_argument("--workers", type=positive_int, default=None,
                    help="real CybORG: env processes playing episodes in parallel (default: the CPU cores)")
     e.add_argument("--time-limit", type=positive_int, default=None, metavar="SECONDS",
-                   help="real CybORG: start no new round of episodes after this many seconds; each cell reports "
-                        "the episodes it finished (at least one round)")
+                   help="real CybORG: start no new round of episodes after this many seconds (shared evenly by "
+                        "the modes); each cell reports the episodes it finished (at least one round)")
     e.add_argument("--mode", default="both", choices=["greedy", "sampled", "both"])
     e.add_argument("--device", default="cpu")
     e.add_argument("--seed", type=seed_int, default=0, help="sampling seed (the evaluation episodes' seeds are fixed)")
