@@ -3,6 +3,8 @@ fixed wall-clock budget, pick the best on a separate selection set, evaluate it 
 engine and on real CybORG, and write the shipped-agent files, all under ``--out``.
 
     PYTHONPATH=. python benchmarks/device_agent.py --out "$OUT"                       # 16-core machine, 6.5-7 min
+    # with wheels from benchmarks/device_wheels.sh (carry .whl): install them into /tmp/site as device_all.sh does,
+    # then PYTHONPATH=/tmp/site:. python3 benchmarks/device_agent.py --out "$OUT"  (scenario: .whl/scenario)
     PYTHONPATH=. python benchmarks/device_agent.py --out /tmp/t --tiny               # local check, ~1.5 min
 
 Machine: written for a 16-core Linux box, using at most ``--procs`` (6) cores at any time: one training process
@@ -60,7 +62,8 @@ SELECTION_SEED = 7_777_777   # not the evaluation seed: the chosen agent is eval
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)   # keep e.g. /tmp/site
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "NUMBA_NUM_THREADS": "1"}
 
 
@@ -89,8 +92,8 @@ def _stop(procs: list[subprocess.Popen], grace: float) -> None:
 
 
 def _scenario(given: str | None) -> str | None:
-    for cand in [given, os.environ.get("WORKFLOW_RL_CAGE2_SCENARIO"), ROOT / "shared" / "cage2" / "scenario",
-                 ROOT.parent / "shared" / "cage2" / "scenario"]:
+    for cand in [given, os.environ.get("WORKFLOW_RL_CAGE2_SCENARIO"), ROOT / ".whl" / "scenario",
+                 ROOT / "shared" / "cage2" / "scenario", ROOT.parent / "shared" / "cage2" / "scenario"]:
         if cand and (Path(cand) / "Scenario2.yaml").is_file():
             return str(cand)
     return None
