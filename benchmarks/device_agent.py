@@ -20,10 +20,11 @@ then ``--procs`` real-CybORG workers. Every phase is time-capped from the script
 4. the chosen agent: 1,000 native episodes per red agent (greedy and sampled), then real CybORG (greedy, then
    sampled: the time left is split between them) with ``--procs`` workers until ``--total-seconds`` (at least one
    round each; each cell reports its episodes);
-5. ``pretrained/cage2.pt`` (slim checkpoint) and ``pretrained/cage2.json`` (card), ``ablation.md``/``.json``.
+5. ``cage2.pt`` (slim checkpoint) and ``cage2.json`` (card), ``ablation.md``, ``curves.png``, ``status.json``.
 
-Everything is written as soon as it exists (checkpoints by the trainer, each evaluation's json/md by ``evaluate``,
-``status.json`` after every phase), so a kill keeps what finished.
+Runs, checkpoints and evaluations go to a scratch folder (``--work``); after every phase the results that exist are
+copied into ``--out`` as at most 7 files (``PUBLISHED`` and ``work.tar.gz``, the scratch folder without checkpoints),
+each replaced atomically, so a kill keeps what finished and the device tool (8 files at most) returns all of it.
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,6 +62,27 @@ the six native cells, greedy) at 5,200 episodes, where 64 x 64 scored -123.7 aft
 
 REDS = ["B_lineAgent", "RedMeanderAgent"]
 SELECTION_SEED = 7_777_777   # not the evaluation seed: the chosen agent is evaluated on other episodes
+
+
+PUBLISHED = ("status.json", "ablation.md", "curves.png", "pretrained/cage2.pt", "pretrained/cage2.json")
+"""What is copied into --out after every phase, plus ``work.tar.gz`` (every log, table and evaluation of the scratch
+folder, checkpoints left out): the device tool returns at most 8 files, at most 2 folders down."""
+
+
+def publish(final: Path, work: Path) -> None:
+    """Copy the results that exist so far into ``final`` (each file replaced atomically), so a kill keeps them."""
+    final.mkdir(parents=True, exist_ok=True)
+    for rel in PUBLISHED:
+        if (work / rel).is_file():
+            tmp = final / (Path(rel).name + ".tmp")
+            shutil.copyfile(work / rel, tmp)
+            os.replace(tmp, final / Path(rel).name)
+    tmp = final / "work.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for f in sorted(work.rglob("*")):
+            if f.is_file() and f.suffix != ".pt" and not f.name.endswith(".tmp"):
+                tar.add(f, arcname=str(f.relative_to(work)))
+    os.replace(tmp, final / "work.tar.gz")
 
 
 def _env() -> dict:
@@ -247,7 +271,9 @@ def main() -> int:
     global T0
     T0 = time.monotonic()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help=f"where the results go: at most {len(PUBLISHED) + 1} files, no folders")
+    ap.add_argument("--work", default=None, help="scratch folder for runs, checkpoints and evaluations (default: a "
+                                                 "new folder in the temporary directory); packed into --out")
     ap.add_argument("--procs", type=int, default=6, help="cores to use at any time")
     ap.add_argument("--train-seconds", type=float, default=250.0, help="training stops this long after the start")
     ap.add_argument("--total-seconds", type=float, default=395.0, help="real-CybORG rounds stop starting after this")
@@ -264,7 +290,8 @@ def main() -> int:
     if a.tiny:
         a.train_seconds, a.total_seconds, a.episodes, a.episodes_h256 = 45.0, 110.0, 2_000, 1_000
         a.selection_episodes, a.native_episodes, a.cyborg_episodes = 50, 100, 1000
-    out = Path(a.out)
+    final = Path(a.out)
+    out = Path(a.work) if a.work else Path(tempfile.gettempdir()) / f"device_agent_{os.getpid()}"
     (out / "runs").mkdir(parents=True, exist_ok=True)
     status: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv, "phases": {},
                     "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -279,6 +306,7 @@ def main() -> int:
     def phase(name: str, **info) -> None:
         status["phases"][name] = {"t": round(time.monotonic() - T0, 1), **info}
         _write(out / "status.json", status)
+        publish(final, out)
 
     import numpy
     import torch
@@ -323,6 +351,7 @@ def main() -> int:
     (out / "pretrained").mkdir(exist_ok=True)
     save_slim(Path(best["checkpoint"]), out / "pretrained" / "cage2.pt")
     native = out / "eval_native"
+    publish(final, out)
     p = _evaluate(str(out / "pretrained" / "cage2.pt"), native, ["--episodes", a.native_episodes, "--mode", "both"])
     p.wait()
     phase("eval_native", returncode=p.returncode)
@@ -359,7 +388,6 @@ def main() -> int:
             card["eval_cyborg"] = json.loads((cy / "evaluation.json").read_text())["results"]
             _write(out / "pretrained" / "cage2.json", card)
         log(f"CybORG evaluation done ({p.returncode})")
-    shutil.copy(out / "ablation.md", out / "pretrained" / "ablation.md")
     phase("done")
     log("done")
     return 0
