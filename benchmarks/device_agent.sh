@@ -3,7 +3,7 @@
 # the recipe candidates against the B_line/Meander mixture (250 s), selects, evaluates the chosen agent on the native
 # engine and on real CybORG, writes everything under $OUT/agent. Wheels and scenario data (for real CybORG) come from
 # `bash benchmarks/device_wheels.sh` (carry .whl/); without .whl/ the job runs with what is installed.
-#   run: carry [".whl"], then `bash benchmarks/device_agent.sh`  (OUT is set by the device tool). Returns 8 files:
+#   run: carry [".whl"], then `bash benchmarks/device_agent.sh`  (OUT is set by the device tool). Returns 7 files:
 #   $OUT/agent/{status.json,ablation.md,curves.png,cage2.pt,cage2.json,work.tar.gz,stdout.log}; scratch in /tmp.
 set -u
 if [ -d .whl ]; then
