@@ -115,6 +115,9 @@ CASES = [
     (["train", "--workflow", ""], "--workflow is empty"),
     (["train", "--workflow", "D,E"], "missing"),
     (["train", "--red-agent", "nobody"], "unknown red agent"),
+    (["train", "--red-agent", "bline:0.5,meander:x"], "is not a number"),
+    (["train", "--red-agent", "bline:0,meander:0"], "every weight is 0"),
+    (["search", "--red-agent", "bline:-1,meander:1"], ">= 0"),
     (["train", "--engine", "gpu"], "--engine"),
     (["train", "--device", "cuda:99"], "--device cuda:99"),
     (["train", "--device", "tpu9"], "unknown device"),
@@ -145,6 +148,8 @@ CASES = [
     (["evaluate", "sleep", "--seed", str(2**64)], "--seed"),
     (["evaluate", "sleep", "--out", "{d}/file"], "--out .* is a file"),
     (["evaluate", "sleep", "--red-agents", "nobody"], "unknown red agent"),
+    (["evaluate", "sleep", "--red-agents", "mix:1"], "unknown red agent 'mix'"),
+    (["evaluate", "pretrained:nobody"], "no pretrained agent 'nobody'"),
     (["evaluate", "sleep", "--mode", "bogus"], "--mode"),
     # ---- search
     (["search", "--gp-beta", "nan"], "--gp-beta must be a finite"),

@@ -26,3 +26,33 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
         assert "wall_s" in stage, stage          # neither failed nor timed out
     assert "| batched (BatchedTrainer) | 2 |" in res["batched_training"]["table"]
     assert len(res["training"]["sps_per_update"]) == 3
+
+
+@pytest.mark.slow   # about two minutes: 45 s of training, selection, evaluations, a few real-CybORG rounds
+def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
+    """The issue-I device job (benchmarks/device_agent.py --tiny --procs 3): trains every candidate, stops them at
+    the cap with their checkpoints, selects, evaluates and writes the shipped-agent files, into an --out folder the
+    device tool returns whole (at most 8 files, no folders)."""
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device_agent.py"), "--out", str(out), "--work",
+                        str(tmp_path / "work"), "--tiny", "--procs", "3"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 7 and all((out / f).is_file() for f in files), files
+    status = json.loads((out / "status.json").read_text())
+    assert "done" in status["phases"]
+    # a run the time cap stops before its first checkpoint (a loaded machine) has none: not asserted per run
+    assert any(ck for run in status["phases"]["train"]["runs"] for ck in run["checkpoints"])
+    card = json.loads((out / "cage2.json").read_text())
+    assert card["reproduce"].startswith("workflow-rl train") and "--red-agent mix" in card["reproduce"]
+    cells = {(c["red_agent"], c["length"]) for c in card["eval_native"] if c["episodes"] == 100}
+    assert len(cells) == 6
+    assert "| candidate | seeds | episodes/seed (budget reached) |" in (out / "ablation.md").read_text()
+    import tarfile
+
+    with tarfile.open(out / "work.tar.gz") as tar:
+        names = tar.getnames()
+    assert "ablation.json" in names and not any(n.endswith(".pt") for n in names)
+    if status["phases"]["setup"]["cyborg_problem"] is None:
+        assert min(c["episodes"] for c in card["eval_cyborg"]) >= 1

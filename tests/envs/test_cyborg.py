@@ -152,6 +152,30 @@ def test_batched_training_on_real_cyborg(tmp_path):
     assert ck["counters"]["total_episodes"] == 3 and ck["env_state"] is None
 
 
+def test_red_mixture_draws_one_agent_per_episode_reproducibly():
+    """A mixture on real CybORG: each env holds one CybORG per agent and picks one per episode from its own stream;
+    the same seed replays the same agents, and a drawn agent's episode is a B_line or Meander one (B_line's first
+    Impact comes at step 15 or later; Meander never reaches Op_Server0 in 16 steps)."""
+    def agents(seed):
+        env = make_vector_env(2, "mix", engine="cyborg", episode_length=16, seed=seed, vectorization="sync")
+        env.reset()
+        drawn, impact = [], []
+        for _ in range(6):
+            drawn.append([e.current_red for e in env.unwrapped.envs])
+            total = np.zeros(2)
+            for _ in range(16):
+                _, r, *_ = env.step(np.zeros(2, np.int64))
+                total += r < -9
+            impact.append(total > 0)
+        env.close()
+        return np.array(drawn), np.array(impact)
+
+    drawn, impact = agents(21)
+    assert set(drawn.ravel()) == {"B_lineAgent", "RedMeanderAgent"}
+    assert not impact[drawn == "RedMeanderAgent"].any()
+    assert np.array_equal(agents(21)[0], drawn)
+
+
 def test_curve_shards_on_real_cyborg_are_reproducible_whichever_worker_runs_them(tmp_path):
     """Issue K's collector: two spawned workers run real CybORG shards; each episode's access depends only on
     (seed, episode), so the in-process rerun of one shard is identical, and CybORG's session table shows red's

@@ -46,6 +46,36 @@ def test_cudasim_kernel_equals_cpu_kernel_every_output_and_state_field(official_
     assert r.stdout.strip() == "None", r.stdout
 
 
+def test_cudasim_kernel_equals_cpu_kernel_with_a_red_mixture():
+    """Every env draws its red agent per episode from a mixture (sleep/B_line/Meander 0.2/0.4/0.4), inside the
+    kernel at each autoreset: the CUDA kernel draws the same agents (state field red_kind) and gives the same
+    outputs as the CPU kernel, and the agents drawn do change between episodes."""
+    pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
+    mixed = _LOCKSTEP.replace("print(", """import numpy as np
+from workflow_rl.sim import native as N
+_seed = N.seed_state
+N.seed_state = lambda s, seed, red: _seed(s, seed, np.array([0.2, 0.4, 0.4]))
+_reset = N.reset_envs
+kinds = []
+def reset_and_record(s, b, *a):
+    _reset(s, b, *a)
+    kinds.append(s.red_kind.copy())
+N.reset_envs = reset_and_record
+_step = N.step
+def step_and_record(s, a, b, length, bugs):
+    _step(s, a, b, length, bugs)
+    if b.truncated.any():
+        kinds.append(s.red_kind.copy())
+N.step = step_and_record
+print(""", 1) + "print(len(kinds), int(sum((k != kinds[0]).sum() for k in kinds)), len(np.unique(np.concatenate(kinds))))\n"
+    r = _simulated(mixed, 21, 130, True, 60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, counts = r.stdout.strip().splitlines()
+    assert first == "None", r.stdout
+    n_resets, changed, n_kinds = map(int, counts.split())
+    assert n_resets == 3 and changed > 0 and n_kinds == 3, counts
+
+
 def test_cudasim_lockstep_catches_a_difference():
     """The comparison can fail: a CUDA kernel stepped with the other bug setting diverges from the CPU kernel."""
     pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")

@@ -118,17 +118,27 @@ class CybORGEnv(gym.Env):
 
     def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, scenario: str | None = None,
                  seed: int | None = None):
+        """``red_agent``: one red agent, or a mixture (``mix``, ``NAME:W,...``): then one CybORG per agent of the
+        mixture is built here, and each ``reset`` draws the episode's red agent from this env's own random stream
+        before resetting that CybORG (an episode is still reproducible from its reset seed)."""
+        from workflow_rl.envs.names import red_weights
+
         main = _import_csle_cyborg()
         agents_mod = importlib.import_module("csle_cyborg.agents")
         wrap_mod = importlib.import_module("csle_cyborg.agents.wrappers.challenge_wrapper")
         self.red_agent = red_agent
         self.episode_length = int(episode_length)
-        red_cls = getattr(agents_mod, _RED_CLASS[red_agent])
+        self._mix = red_weights(red_agent)
         self._rng = random.Random(seed)
+        self._engines = {}
         with self._own_random():
-            cyborg = main.Main(_scenario_dict(scenario), "sim", agents={"Red": red_cls})
-            self._env = wrap_mod.ChallengeWrapper(env=cyborg, agent_name="Blue", max_steps=None)
-        self._cyborg = cyborg
+            for name in self._mix:
+                red_cls = getattr(agents_mod, _RED_CLASS[name])
+                cyborg = main.Main(_scenario_dict(scenario), "sim", agents={"Red": red_cls})
+                wrapper = wrap_mod.ChallengeWrapper(env=cyborg, agent_name="Blue", max_steps=None)
+                self._engines[name] = (cyborg, wrapper)
+        self.current_red = next(iter(self._mix))
+        self._cyborg, self._env = self._engines[self.current_red]
         self._hosts = list(tables.HOSTS)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (4 * tables.N_HOSTS,), np.float32)
         self.action_space = gym.spaces.Discrete(tables.N_ACTIONS)
@@ -165,6 +175,9 @@ class CybORGEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             self._rng.seed(seed)
+        if len(self._mix) > 1:   # one draw from this env's stream picks the episode's red agent
+            self.current_red = self._rng.choices(list(self._mix), weights=list(self._mix.values()))[0]
+            self._cyborg, self._env = self._engines[self.current_red]
         with self._own_random():
             out = self._env.reset()
         obs = out[0] if isinstance(out, tuple) else out
@@ -184,3 +197,4 @@ class CybORGEnv(gym.Env):
 
     def close(self):
         self._env = None
+        self._engines = {}

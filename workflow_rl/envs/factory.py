@@ -6,14 +6,19 @@ from typing import Any
 import gymnasium as gym
 
 from workflow_rl.checks import check_bool, check_memory
-from workflow_rl.envs.names import ENGINES, RED_AGENTS, check_device, parse_red_agent  # noqa: F401 (re-exported)
-from workflow_rl.sim import tables as T
+from workflow_rl.envs.names import (ENGINES, RED_AGENTS, check_device, is_mixture, parse_red_agent,  # noqa: F401
+                                    red_weights)  # (re-exported)
 
 
 def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str = "native",
                     episode_length: int = 100, seed: int | None = None, device: str = "cpu",
                     **engine_options: Any) -> gym.vector.VectorEnv:
     """``num_envs`` CAGE2 Scenario2 blue-defender envs as a ``gymnasium.vector.VectorEnv``.
+
+    ``red_agent``: one red agent (``B_lineAgent``, ``RedMeanderAgent``, ``SleepAgent`` or an alias) or a mixture
+    (``mix``, or weights such as ``B_lineAgent:0.5,RedMeanderAgent:0.5``): each env draws one red agent per episode
+    from it, from its own random stream (so the draw, like everything else, depends only on the seed and the env
+    index). Blue is not told which one it faces.
 
     Observations are float32 (num_envs, 52), actions ints in 0..144, rewards float32; episodes are truncated at
     ``episode_length`` and reset in the same step (``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP``, last
@@ -47,12 +52,12 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
             if name in engine_options:
                 check_bool(name, engine_options[name])
         check_memory(f"num_envs={num_envs:,}", num_envs * engine_bytes_per_env(), "use fewer envs")
-        from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv
+        from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv, red_kind_weights
 
         if device.startswith("cuda"):
-            return CudaVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, device=device,
+            return CudaVectorEnv(num_envs, red_kind_weights(red), episode_length, seed, device=device,
                                  **engine_options)
-        return NativeVectorEnv(num_envs, T.RED_AGENT_NAMES[red], episode_length, seed, **engine_options)
+        return NativeVectorEnv(num_envs, red_kind_weights(red), episode_length, seed, **engine_options)
 
     _check_options(engine_options, {"vectorization", "start_method", "scenario", "timeout"}, engine)
     if device != "cpu":

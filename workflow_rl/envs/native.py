@@ -7,8 +7,18 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from workflow_rl.envs.names import red_weights
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
+
+
+def red_kind_weights(red_agent: str) -> np.ndarray:
+    """(3,) float64 probabilities of the engine's red kinds (``sim.tables.RED_SLEEP``, ``RED_BLINE``,
+    ``RED_MEANDER``) for a red agent or mixture name (``envs.names.red_weights``)."""
+    w = np.zeros(3)
+    for name, p in red_weights(red_agent).items():
+        w[T.RED_AGENT_NAMES[name]] = p
+    return w
 
 
 def _fresh_seed() -> int:
@@ -31,6 +41,8 @@ class NativeVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int, red_agent: int | np.ndarray, episode_length: int = 100,
                  seed: int | None = None, official_bugs: bool = True, copy: bool = True):
+        """``red_agent``: a fixed red kind (``sim.tables.RED_*``, or one per env) or mixture weights over the three
+        kinds (floats, see :func:`red_kind_weights`), from which each env draws one red agent per episode."""
         self.num_envs = int(num_envs)
         self.episode_length = int(episode_length)
         self.official_bugs = bool(official_bugs)
@@ -39,7 +51,7 @@ class NativeVectorEnv(VectorEnv):
         self.single_action_space = gym.spaces.Discrete(T.N_ACTIONS)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
-        self._red_kind = np.broadcast_to(np.asarray(red_agent, np.int8), (self.num_envs,)).copy()
+        self._red = sim.red_weights_of(red_agent, self.num_envs)
         self.state = sim.allocate_state(self.num_envs)
         self.buffers = sim.allocate_buffers(self.num_envs)
         self._seed = _fresh_seed() if seed is None else int(seed)
@@ -52,7 +64,7 @@ class NativeVectorEnv(VectorEnv):
         if seed is not None:
             self._seed = int(seed)
         if seed is not None or self._needs_reset:
-            sim.seed_state(self.state, self._seed, self._red_kind)
+            sim.seed_state(self.state, self._seed, self._red)
             self._needs_reset = False
         sim.reset_envs(self.state, self.buffers)
         self.buffers.truncated[:] = False
@@ -128,9 +140,7 @@ class NativeEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, official_bugs: bool = True):
-        from workflow_rl.envs.names import parse_red_agent
-
-        self._vec = NativeVectorEnv(1, T.RED_AGENT_NAMES[parse_red_agent(red_agent)], episode_length,
+        self._vec = NativeVectorEnv(1, red_kind_weights(red_agent), episode_length,
                                     official_bugs=official_bugs)
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space

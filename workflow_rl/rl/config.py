@@ -83,7 +83,8 @@ class TrainConfig:
     workflow: str | None = "critical_first"
     """named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO"""
     red_agent: str = "B_lineAgent"
-    """B_lineAgent, RedMeanderAgent, SleepAgent or an alias"""
+    """B_lineAgent, RedMeanderAgent, SleepAgent or an alias; or a mixture, one red agent drawn per env episode: 'mix'
+    (B_lineAgent:0.5,RedMeanderAgent:0.5) or weights such as B_lineAgent:0.3,RedMeanderAgent:0.7"""
     engine: str = one_of("native", ENGINES)
     """native (the compiled re-implementation) or cyborg (the real CybORG)"""
     n_envs: int = 200
@@ -129,6 +130,9 @@ class TrainConfig:
     """updates between checkpoints (one is always written at the end)"""
     tensorboard: bool = False
     """also write TensorBoard scalars to RUN_DIR/tb"""
+    anneal_lr: bool = False
+    """decay Adam's step size linearly from --learning-rate to 0 over the run's episode budget (CleanRL's anneal_lr;
+    in a batch of runs, over the live runs' mean fraction of their budgets spent)"""
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
     def validate(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -20,6 +21,9 @@ from workflow_rl.workflow import Workflow
 # act(obs (N,52) float tensor, t) -> actions (N,) int64 tensor
 ActFn = Callable[[torch.Tensor, int], torch.Tensor]
 EVAL_SEED = 20_240_601   # held out: training seeds never reach this stream (see evaluate())
+CAGE2_WINNER = {("B_lineAgent", 30): -3.47, ("B_lineAgent", 50): -6.41, ("B_lineAgent", 100): -13.76,
+                ("RedMeanderAgent", 30): -5.64, ("RedMeanderAgent", 50): -8.69, ("RedMeanderAgent", 100): -16.6}
+"""The CAGE2 leaderboard winner's scores (CardiffUni: two PPO specialists and red fingerprinting), per cell."""
 
 
 @dataclass
@@ -38,39 +42,92 @@ def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int
                     seed: int = EVAL_SEED, workflow: Workflow | None = None, device: str = "cpu",
                     batch: int = 4096, **engine_options) -> EvalResult:
     """Run ``episodes`` fresh episodes of ``length`` steps (in batches of up to ``batch`` envs)."""
-    red = parse_red_agent(red_agent)
+    return evaluate_cells(act, [red_agent], [length], episodes, engine, seed, workflow, device, batch,
+                          **engine_options)[0]
+
+
+def evaluate_cells(act: ActFn, red_agents: list[str], lengths: list[int], episodes: int = 1000,
+                   engine: str = "native", seed: int = EVAL_SEED, workflow: Workflow | None = None,
+                   device: str = "cpu", batch: int = 4096, workers: int | None = None,
+                   deadline: float | None = None, **engine_options) -> list[EvalResult]:
+    """The CAGE2 protocol's cells, red agent x length, in that order: ``episodes`` fresh episodes per red agent of
+    ``max(lengths)`` steps, each cell's return being the running return after its length.
+
+    Why one episode serves every length: episodes end only by the time limit and neither engine nor policy sees the
+    limit, so the first L steps of a longer episode are an L-step episode (on the native engine bit for bit: the
+    counter-based streams do not depend on the length; ``tests/rl/test_evaluate.py``). That cuts real CybORG's cost
+    of the 30/50/100 protocol from 180 to 100 steps per episode and pairs the cells' episodes.
+
+    Episodes run in rounds of up to ``batch`` envs (real CybORG: ``workers`` processes, default the CPU count), the
+    red agents' rounds interleaved, round r seeded ``seed + 7919 r`` (env i of a round: that seed's stream i, so a
+    round's first k envs play what a k-env round would). ``deadline`` (a ``time.monotonic()`` value) stops starting
+    rounds once passed: each cell then reports the episodes it finished (``EvalResult.episodes``).
+    """
+    reds = [parse_red_agent(r) for r in red_agents]
+    horizon = max(lengths)
     if engine == "cyborg":   # one process per env: as many as there are cores, not one per episode
-        batch = min(batch, max(1, os.cpu_count() or 1))
-    returns, comp, viol = [], 0.0, 0.0
-    done_eps = 0
-    round_ = 0
+        batch = min(batch, workers or max(1, os.cpu_count() or 1))
+    n = min(batch, episodes)
     rank = torch.as_tensor(workflow.rank if workflow else np.arange(5), device=device)
-    while done_eps < episodes:
-        n = min(batch, episodes - done_eps)
-        env = make_vector_env(n, red, engine=engine, episode_length=length, seed=seed + 7919 * round_,
-                              device=device, **engine_options)
-        stepper = TorchStepper(env, device)
-        obs, access = stepper.reset()
-        tracker = ComplianceTracker(n, device)
-        ret = torch.zeros(n, dtype=torch.float64, device=device)
-        for t in range(length):
-            a = act(obs, t).to(torch.int64)
-            out = stepper.step(a)
-            if workflow is not None:
-                tracker.step(a, access, rank, 0.0)
-            ret += out.reward.to(torch.float64)
-            obs, access = out.obs.clone(), out.access.clone()
-        counts = tracker.finish(torch.ones(n, dtype=torch.bool, device=device))
-        comp += counts.compliant.sum().item()
-        viol += counts.violations.sum().item()
-        returns.append(ret.cpu().numpy())
-        env.close()
-        done_eps += n
-        round_ += 1
-    r = np.concatenate(returns)
-    std = float(r.std(ddof=1)) if len(r) > 1 else 0.0
-    return EvalResult(red, length, len(r), float(r.mean()), std, 1.96 * std / math.sqrt(len(r)),
-                      (comp / (comp + viol)) if workflow is not None and comp + viol > 0 else None, int(comp + viol))
+    envs = {}
+    done = {r: 0 for r in reds}
+    running = {r: {L: [] for L in lengths} for r in reds}        # per length: returns, compliant, violations
+    counts = {r: {L: [0.0, 0.0] for L in lengths} for r in reds}
+    try:
+        round_ = 0
+        while any(done[r] < episodes for r in reds):
+            if deadline is not None and round_ > 0 and time.monotonic() > deadline:
+                break
+            for red in reds:
+                if done[red] >= episodes:
+                    continue
+                if red not in envs:
+                    envs[red] = make_vector_env(n, red, engine=engine, episode_length=horizon, device=device,
+                                                seed=seed, **engine_options)
+                take = min(n, episodes - done[red])
+                for L, (ret, comp, viol) in _play_round(envs[red], act, seed + 7919 * round_, lengths, workflow,
+                                                        rank, device).items():
+                    running[red][L].append(ret[:take])
+                    counts[red][L][0] += float(comp[:take].sum())
+                    counts[red][L][1] += float(viol[:take].sum())
+                done[red] += take
+            round_ += 1
+    finally:
+        for env in envs.values():
+            env.close()
+    out = []
+    for red in reds:
+        for L in lengths:
+            r = np.concatenate(running[red][L]) if running[red][L] else np.zeros(0)
+            comp, viol = counts[red][L]
+            std = float(r.std(ddof=1)) if len(r) > 1 else 0.0
+            out.append(EvalResult(red, L, len(r), float(r.mean()) if len(r) else float("nan"), std,
+                                  1.96 * std / math.sqrt(len(r)) if len(r) else float("nan"),
+                                  (comp / (comp + viol)) if workflow is not None and comp + viol > 0 else None,
+                                  int(comp + viol)))
+    return out
+
+
+def _play_round(env, act: ActFn, seed: int, lengths: list[int], workflow: Workflow | None, rank: torch.Tensor,
+                device: str) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """One episode of ``max(lengths)`` steps in every env of ``env`` from ``reset(seed)``: per length, each env's
+    running return and its compliant and violating fix counts after that many steps."""
+    stepper = TorchStepper(env, device)
+    obs, access = stepper.reset(seed=seed)
+    tracker = ComplianceTracker(env.num_envs, device)
+    ret = torch.zeros(env.num_envs, dtype=torch.float64, device=device)
+    out = {}
+    for t in range(max(lengths)):
+        a = act(obs, t).to(torch.int64)
+        step = stepper.step(a)
+        if workflow is not None:
+            tracker.step(a, access, rank, 0.0)
+        ret += step.reward.to(torch.float64)
+        obs, access = step.obs.clone(), step.access.clone()
+        if t + 1 in lengths:
+            out[t + 1] = (ret.cpu().numpy().copy(), tracker.compliant.cpu().numpy().copy(),
+                          tracker.violations.cpu().numpy().copy())
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------- baselines

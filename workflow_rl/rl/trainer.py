@@ -43,7 +43,7 @@ from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
-from workflow_rl.rl.schedule import gate_fires, plan_update, stop_rule
+from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
 from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 from workflow_rl.workflow import Workflow
 
@@ -220,6 +220,9 @@ class BatchedTrainer:
             steps, active)
         t1 = time.perf_counter()
         live = [int(k) for k in np.flatnonzero(active)]
+        if self.cfg.anneal_lr:
+            self.opt.lr = learning_rate(self.cfg, [min(1.0, self.slots[k].total_episodes / self.slots[k].cfg.budget)
+                                                   for k in live])
         stats = dict(zip(live, self.updater.run(batch, mask, self.gen, live)))
         t2 = time.perf_counter()
         self.global_step += steps

@@ -33,13 +33,14 @@ class SimState(NamedTuple):
     """Batched CAGE2 state; every array has the env batch as its first dimension.
 
     True state (what CybORG's hosts hold), red's memory, the red agents' own state machines, and the persistent part
-    of blue's observation. About 380 bytes per env.
+    of blue's observation. About 400 bytes per env.
     """
 
     key: np.ndarray            # (N,) uint64   per-env RNG key (from the run seed and env index)
     episode: np.ndarray        # (N,) int64    episodes started by this env (part of the RNG counter)
     t: np.ndarray              # (N,) int32    step within the episode
-    red_kind: np.ndarray       # (N,) int8     RED_SLEEP / RED_BLINE / RED_MEANDER
+    red_kind: np.ndarray       # (N,) int8     RED_SLEEP / RED_BLINE / RED_MEANDER of the current episode
+    red_cdf: np.ndarray        # (N,3) float64 cumulative odds of each red kind, drawn at every reset (red_cdf_of)
     sess_priv: np.ndarray      # (N,13) int16  red sessions as root/SYSTEM (User0's foothold not included)
     sess_rem: np.ndarray       # (N,13) int16  user-level sessions Remove can kill (detected non-SSH exploit)
     sess_user: np.ndarray      # (N,13) int16  other user-level sessions (SSH, or undetected)
@@ -85,6 +86,7 @@ def allocate_state(num_envs: int) -> SimState:
     z = np.zeros
     return SimState(
         key=z(n, np.uint64), episode=z(n, np.int64), t=z(n, np.int32), red_kind=z(n, np.int8),
+        red_cdf=z((n, 3), np.float64),
         sess_priv=z((n, h), np.int16), sess_rem=z((n, h), np.int16), sess_user=z((n, h), np.int16),
         red_file=z((n, h), np.int8), decoys=z((n, h), np.int16), vsftpd=z((n, h), np.int8),
         ot_down=z(n, np.int8), ot_broken=z(n, np.int8), red_ports=z((n, h), np.int16),
@@ -144,11 +146,38 @@ def _n_chunks(n: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- public API
-def seed_state(state: SimState, seed: int, red_kind: np.ndarray | int) -> None:
-    """Give each env its RNG key and red agent; episode counters restart so a seed fully defines a run."""
+def red_weights_of(red, num_envs: int) -> np.ndarray:
+    """(num_envs, 3) probabilities of each red kind (RED_SLEEP, RED_BLINE, RED_MEANDER) per env: ``red`` is a fixed
+    kind (an integer, or an integer array with one per env) or mixture weights (floats, shape (3,) or (num_envs, 3):
+    finite, >= 0, a positive sum; normalised here)."""
+    r = np.asarray(red)
+    if np.issubdtype(r.dtype, np.integer):
+        if r.size and (r.min() < 0 or r.max() > 2):
+            raise ValueError(f"red kinds are 0..2 (RED_SLEEP, RED_BLINE, RED_MEANDER), got {r.min()}..{r.max()}")
+        return np.eye(3)[np.broadcast_to(r, (num_envs,))]
+    w = np.broadcast_to(r.astype(np.float64), (num_envs, 3))
+    if not np.all(np.isfinite(w)) or (w < 0).any() or (w.sum(1) <= 0).any():
+        raise ValueError(f"red-agent weights must be finite, >= 0 and not all 0, got {r}")
+    return w / w.sum(1, keepdims=True)
+
+
+def red_cdf_of(weights: np.ndarray) -> np.ndarray:
+    """The cumulative odds the reset draws a red kind from (``rules._draw_red_kind``): where every later kind has
+    weight 0 the entry is 2.0, above any uniform draw, so a kind of weight 0 is never drawn through rounding."""
+    w = np.asarray(weights, np.float64)
+    cdf = np.cumsum(w, 1)
+    later = np.cumsum(w[:, ::-1], 1)[:, ::-1]   # later[:, k] = sum of w[:, k:]
+    nothing_after = np.concatenate([later[:, 1:], np.zeros((len(w), 1))], 1) == 0
+    return np.where(nothing_after, 2.0, cdf)
+
+
+def seed_state(state: SimState, seed: int, red) -> None:
+    """Give each env its RNG key and red agent (a fixed kind or mixture weights, as :func:`red_weights_of` takes;
+    a mixture draws one kind per episode at each reset from the env's own stream); episode counters restart so a
+    seed fully defines a run."""
     state.key[:] = env_keys(seed, len(state.key))
     state.episode[:] = -1  # the first reset makes it 0
-    state.red_kind[:] = red_kind
+    state.red_cdf[:] = red_cdf_of(red_weights_of(red, len(state.key)))
 
 
 def reset_envs(state: SimState, buffers: StepBuffers, mask: np.ndarray | None = None) -> None:
@@ -174,6 +203,7 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
                      buffers)
 
 
-__all__ = ["SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "reset_envs", "step",
+__all__ = ["SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
+           "red_cdf_of", "reset_envs", "step",
            "env_keys", "state_bytes_per_env"]
 

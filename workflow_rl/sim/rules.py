@@ -53,6 +53,8 @@ _SSHD_BIT = 1 << T.D_SSHD
 
 # draw slots of the counter-based RNG
 _SLOT_RED_TARGET, _SLOT_EXPLOIT_TOP, _SLOT_EXPLOIT_OTHER, _SLOT_DETECT, _SLOT_ESCALATE, _SLOT_BLINE = range(6)
+_SLOT_RED_AGENT = 6   # the episode's red agent, drawn at step 0 of the episode (no other draw uses this slot)
+_N_RED = 3            # red agent kinds: T.RED_SLEEP, T.RED_BLINE, T.RED_MEANDER
 
 ACT_NONE, ACT_SCAN, ACT_EXPLOIT = 0, 1, 2
 
@@ -440,9 +442,22 @@ def _write_access(s, i, out):
             out[i, h] = T.ACCESS_NONE
 
 
+def _draw_red_kind(s, i):
+    """The red agent of env i's new episode, drawn from its mixture: the first kind whose cumulative probability
+    (``s.red_cdf[i]``) exceeds a uniform draw of the env's own stream. A fixed agent's row is a step (0 before its
+    kind, 2 from it on), so it is always drawn; the slot is used by nothing else, so a fixed agent's trajectories
+    are the ones they were before mixtures existed."""
+    u = _uniform(s.key[i], s.episode[i], 0, _SLOT_RED_AGENT)
+    k = 0
+    while k < _N_RED - 1 and u >= s.red_cdf[i, k]:
+        k += 1
+    return k
+
+
 def _reset_env(s, i):
     s.episode[i] += 1
     s.t[i] = 0
+    s.red_kind[i] = _draw_red_kind(s, i)
     for h in range(_N):
         s.sess_priv[i, h] = 0
         s.sess_rem[i, h] = 0
@@ -606,7 +621,7 @@ def step_grid(s, actions, episode_length, official_bugs, decoy_ports_tab, trappe
 # every per-env function, callees before callers (the order only matters for reading)
 RULES = (_mix, _uniform, _popcount, _nth_bit, _uniform_bit, _n_sessions, _has_enterprise_session, _bline_choose,
          _meander_choose, _decoy_ports, _routable, _exploit, _red_execute, _restore, _try_decoy, _classify,
-         _write_access, _reset_env, _step_env)
+         _write_access, _draw_red_kind, _reset_env, _step_env)
 
 
 def compile_rules(jit: Callable, namespace: dict | None = None, functions: tuple = RULES) -> dict:

@@ -1,0 +1,49 @@
+"""Shipped pretrained agents: loadable by name from Python and the command line, each with its card."""
+import pytest
+import torch
+
+from workflow_rl import pretrained
+from workflow_rl.cli import main
+from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.ppo import N_ACTIONS, OBS_DIM, WORKFLOW_DIM
+
+
+def test_cage2_is_shipped_and_loads_by_name():
+    assert "cage2" in pretrained.names()
+    agent, workflow = pretrained.load("cage2")
+    assert workflow is None                                   # unconstrained: one network for both red agents
+    assert pretrained.load("pretrained:cage2")[0].hidden == agent.hidden
+    x = torch.zeros((3, OBS_DIM + WORKFLOW_DIM))
+    a = agent.act(x, None, greedy=True)[0]
+    assert a.shape == (3,) and ((0 <= a) & (a < N_ACTIONS)).all()
+
+
+def test_the_card_says_how_to_reproduce_and_what_it_scores():
+    card = pretrained.card("cage2")
+    assert "workflow-rl train" in card["reproduce"] or "workflow_rl.cli train" in card["reproduce"]
+    assert card["training_seconds"] > 0 and card["machine"]
+    assert "--red-agent mix" in card["reproduce"]
+    for engine, least in (("eval_native", 1000), ("eval_cyborg", 200)):
+        cells = {(r["red_agent"], r["length"]) for r in card[engine] if r["episodes"] >= least}
+        assert {("B_lineAgent", 100), ("RedMeanderAgent", 100)} <= cells, engine
+
+
+def test_unknown_names_list_the_shipped_ones():
+    with pytest.raises(ValueError, match="cage2"):
+        pretrained.path("nobody")
+
+
+def test_slim_checkpoints_keep_the_weights_and_drop_the_rest(tmp_path):
+    full = tmp_path / "full.pt"
+    ck = load_checkpoint(pretrained.path("cage2"))
+    torch.save({**ck, "optimizer": {"state": {}, "param_groups": []}}, full)
+    slim = load_checkpoint(pretrained.save_slim(full, tmp_path / "slim.pt"))
+    assert slim["optimizer"] is None
+    assert all(torch.equal(slim["agent"][k], ck["agent"][k]) for k in ck["agent"])
+
+
+def test_evaluate_takes_a_shipped_agent(capsys):
+    rc = main(["evaluate", "pretrained:cage2", "--red-agents", "bline", "meander", "--lengths", "30",
+               "--episodes", "20", "--mode", "greedy"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "| native | greedy | B_lineAgent | 30 | 20 |" in out and "CAGE2 winner" in out
