@@ -81,5 +81,8 @@ class TorchStepper:
             return False
         from workflow_rl.sim.native import SimState
 
-        self.env.load_sim_state(SimState(*(d[k] for k in SimState._fields)))
+        # a field the snapshot predates (a checkpoint of an older version) keeps this engine's value, which the run's
+        # own settings gave it at construction (e.g. red_cdf, the red-agent mixture, added after snapshots existed)
+        current = self.env.sim_state()
+        self.env.load_sim_state(SimState(*(d[k] if k in d else getattr(current, k) for k in SimState._fields)))
         return True
