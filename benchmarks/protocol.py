@@ -32,7 +32,10 @@ def cell(out: Path, workflow: str, post_gate: int, seeds: int, extra: list[str])
         argv = ["train", "--workflow", workflow, "--seeds", str(seeds), "--post-gate-episodes", str(post_gate),
                 "--update-every-steps", str(SEARCH_TRAINING_DEFAULTS["update_every_steps"]), "--out", str(out),
                 *(["--resume"] if out.exists() else []), *extra]
-        if workflow_rl(argv) != 0:
+        rc = workflow_rl(argv)
+        if rc == 130:   # Ctrl-C: the cell's runs are saved; this script resumes them when run again
+            raise SystemExit("interrupted: rerun the same command to continue (finished cells are skipped)")
+        if rc != 0:
             raise SystemExit(f"error: `workflow-rl {' '.join(argv)}` failed")
     s = json.loads((out / "summary.json").read_text())
     a, runs = s["across_seeds"], s["seeds"]

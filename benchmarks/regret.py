@@ -38,6 +38,8 @@ def run_search(out: Path, args: list[str]) -> dict:
         argv = ["search", "--resume", str(out)] if (out / "search_state.json").is_file() else \
             ["search", "--out", str(out), *args]
         rc = workflow_rl(argv + ["--no-progress"])
+        if rc == 130:   # Ctrl-C: the search saved its state; run_search resumes it when run again
+            raise SystemExit("interrupted: rerun the same command to continue (finished searches are skipped)")
         if rc != 0:
             raise SystemExit(f"error: `workflow-rl {' '.join(argv)}` exited with {rc}")
     return json.loads(summary.read_text())
