@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.multitest import holm
+from workflow_rl.rl.rundir import atomic_write
 from workflow_rl.policies import POLICIES
 from workflow_rl.sim import tables as T
 
@@ -90,9 +91,7 @@ class PanelCounts:
 
 def write_counts_csv(panels: list[PanelCounts], path: str | os.PathLike) -> None:
     """Panels as CSV, atomically: per (panel, level) 100 curve rows (row = step), then ``late_sum``, ``late_sumsq``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
+    with atomic_write(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for p in panels:
@@ -101,7 +100,6 @@ def write_counts_csv(panels: list[PanelCounts], path: str | os.PathLike) -> None
                     w.writerow([p.red, p.policy, level, t, p.episodes, *p.curve[li, t].tolist()])
                 w.writerow([p.red, p.policy, level, "late_sum", p.episodes, *p.late_sum[li].tolist()])
                 w.writerow([p.red, p.policy, level, "late_sumsq", p.episodes, *p.late_sq[li].tolist()])
-    os.replace(tmp, path)
 
 
 def read_counts_csv(path: str | os.PathLike) -> dict[tuple[str, str], PanelCounts]:
@@ -204,10 +202,8 @@ def shard_path(folder: Path, red: str, policy: str, first: int, n: int) -> Path:
 
 def write_shard(path: Path, access: np.ndarray, seed: int) -> None:
     """One shard, atomically (a temporary file renamed into place): a kill never leaves half a shard."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with atomic_write(path, "wb") as f:
         np.savez_compressed(f, access=access, seed=np.int64(seed))
-    os.replace(tmp, path)
 
 
 def load_shards(folder: str | os.PathLike, seed: int | None = None) -> dict[tuple[str, str], PanelCounts]:
@@ -419,10 +415,9 @@ def plot_panel(nat: PanelCounts, cyb: PanelCounts, path: str | os.PathLike) -> N
                  f"(late window shaded, 95% bands)")
     fig.supxlabel("step t")
     fig.tight_layout()
-    tmp = Path(path).with_name(Path(path).name + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=80)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------------------ command

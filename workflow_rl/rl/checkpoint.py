@@ -2,7 +2,6 @@
 that a checkpoint belongs to the run that wants to continue it."""
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ import torch
 from workflow_rl.checks import check_int, check_types
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import Agent
+from workflow_rl.rl.rundir import atomic_write
 from workflow_rl.workflow import Workflow
 
 CHECKPOINT_VERSION = 1
@@ -93,15 +93,8 @@ class CheckpointError(ValueError):
 def atomic_save(obj, path: Path) -> None:
     """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:   # a failed or interrupted write leaves no temporary file (a kill's is removed by the next run)
-        tmp.unlink(missing_ok=True)
+    with atomic_write(path, "wb") as f:
+        torch.save(obj, f)
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> dict:

@@ -10,11 +10,29 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_NAME = ".lock"
 _TMP = re.compile(r"\.tmp(\d+)$")
-"""The suffix ``atomic_save`` and ``atomic_json`` give their temporary files: ``.tmp<pid of the writer>``."""
+"""The suffix :func:`atomic_write` gives its temporary files: ``.tmp<pid of the writer>``."""
+
+
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "wb", **open_kw):
+    """A file to write ``path`` through: a temporary file beside it (``.tmp<pid>``, which :func:`remove_stale_temps`
+    recognises once its writer is dead), fsynced and renamed over ``path`` when the block ends, so a crash leaves
+    the old file or the new one, never half of one; a failed or interrupted write leaves no temporary file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, mode, **open_kw) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class RunDirBusy(ValueError):

@@ -13,6 +13,7 @@ Members stay ordinary agents at the edges: ``member_state(k)`` is an ``Agent.sta
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -295,8 +296,9 @@ class StackedUpdate:
     def _capture(self, buf: dict, idx: torch.Tensor) -> tuple:
         """Capture one minibatch step as a CUDA graph. Warm-up steps (needed before a capture) train for real, so
         the weights and Adam state are put back afterwards; capturing itself runs nothing."""
-        keep = [t.clone() for t in (self.agents.flat.data, self.opt.exp_avg, self.opt.exp_avg_sq, self.opt.steps,
-                                    buf["sums"], buf["steps_last"])]
+        trained = (self.agents.flat.data, self.opt.exp_avg, self.opt.exp_avg_sq, self.opt.steps, buf["sums"],
+                   buf["steps_last"])
+        keep = [t.clone() for t in trained]
         static_idx = idx.clone()
         side = torch.cuda.Stream(device=idx.device)
         side.wait_stream(torch.cuda.current_stream(idx.device))
@@ -310,14 +312,13 @@ class StackedUpdate:
         with torch.cuda.graph(graph):
             self._step(buf, static_idx)
         with torch.no_grad():
-            for t, k in zip((self.agents.flat.data, self.opt.exp_avg, self.opt.exp_avg_sq, self.opt.steps,
-                             buf["sums"], buf["steps_last"]), keep):
+            for t, k in zip(trained, keep):
                 t.copy_(k)
         self._graph[(buf["mask"].shape[1], idx.shape[0])] = (graph, static_idx)
         return graph, static_idx
 
 
-_FIELDS = ("x", "actions", "logprobs", "advantages", "returns", "values")
+_FIELDS = tuple(f.name for f in dataclasses.fields(Rollout))
 
 
 @torch.no_grad()

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from workflow_rl.checks import check_int, check_types
+from workflow_rl.rl.rundir import atomic_write
 
 STATUSES = ("compliant", "not_compliant", "budget_cut")
 """A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
@@ -175,15 +175,8 @@ class SearchState:
 
 def atomic_json(obj, path: Path) -> None:
     """Write ``obj`` so that a crash leaves either the old file or the new one, never half of one."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, default=_json_default)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:   # an interrupted write leaves no temporary file (a kill's is removed by the next run)
-        tmp.unlink(missing_ok=True)
+    with atomic_write(path, "w") as f:
+        json.dump(obj, f, indent=2, default=_json_default)
 
 
 def _json_default(x):
