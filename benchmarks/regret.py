@@ -84,12 +84,27 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict], out: Path) -> None:
-    with open(out / "regret.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+def replay_runs(a) -> list[dict]:
+    from workflow_rl.search.replay import replay_search
+
+    rows = []
+    for strategy, budget in itertools.product(a.strategies, a.budgets):
+        for seed in range(a.search_seeds):
+            r = replay_search(a.ground_truth_run, seed, strategy=strategy, total_episodes=budget,
+                              seeds_per_workflow=a.seeds_per_workflow)
+            rows.append({"strategy": strategy, "budget": budget, "search_seed": seed,
+                         **{k: r.get(k) for k in COLUMNS[3:]}})
+        print(table([r for r in rows if (r["strategy"], r["budget"]) == (strategy, budget)]).splitlines()[-1],
+              flush=True)
+    return rows
+
+
+def write(rows: list[dict], out: Path, name: str) -> None:
+    with open(out / f"{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows({k: "" if v is None else v for k, v in r.items()} for r in rows)
-    (out / "regret.md").write_text(table(rows))
+    (out / f"{name}.md").write_text(table(rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,14 +119,26 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budgets", nargs="+", type=int, default=[60_000, 100_000])
     r.add_argument("--search-seeds", type=int, default=5)
     r.add_argument("--out", required=True)
+    y = sub.add_parser("replay", help="many search seeds replayed against a finished ground-truth run")
+    y.add_argument("--ground-truth-run", required=True, help="the folder of a finished `search --exhaustive`")
+    y.add_argument("--strategies", nargs="+", default=["gp-ucb", "random"])
+    y.add_argument("--budgets", nargs="+", type=int, default=[60_000, 100_000])
+    y.add_argument("--search-seeds", type=int, default=200)
+    y.add_argument("--seeds-per-workflow", type=int, default=1)
+    y.add_argument("--out", required=True)
     a, extra = p.parse_known_args(argv)
     if a.step == "ground-truth":
         s = run_search(Path(a.out), ["--exhaustive", "--seeds-per-workflow", str(a.seeds_per_workflow), *extra])
         print(s.get("ground_truth_statement"))
         return 0
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    rows = regret_runs(a, extra)
-    write(rows, Path(a.out))
+    if a.step == "replay":
+        if extra:
+            p.error(f"replay takes no search flags (the protocol is the ground truth's): {' '.join(extra)}")
+        rows = replay_runs(a)
+    else:
+        rows = regret_runs(a, extra)
+    write(rows, Path(a.out), a.step if a.step == "replay" else "regret")
     print(table(rows))
     return 0
 

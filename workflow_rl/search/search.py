@@ -178,11 +178,16 @@ class WorkflowSearch:
         """Dispatch workflows while the executor has free slots and budget is unclaimed; record them as they
         finish. The default executor trains one workflow at a time in this process (several in one batch with
         ``batch_workflows`` or ``seeds_per_workflow`` above 1)."""
-        executor = executor or self._default_executor()
+        t_start = time.perf_counter()
+        self.explore(executor or self._default_executor())
+        return finalize(self, time.perf_counter() - t_start)
+
+    def explore(self, executor: Executor) -> None:
+        """The loop of :meth:`run` without the end-of-search artefacts (the replay of a ground truth,
+        ``search.replay``, runs thousands of these)."""
         executor.open(SearchJob(self.cfg, self.out, self.progress, train_and_evaluate, evaluate_record,
                                 lambda: self.state.episodes_used))
         self._save()
-        t_start = time.perf_counter()
         for p in self.state.pending:          # resumed: restart what was running (from its own checkpoint)
             executor.submit(p)
         try:
@@ -199,7 +204,6 @@ class WorkflowSearch:
             executor.shutdown()
         self.state.finished = True
         self._save()
-        return finalize(self, time.perf_counter() - t_start)
 
     def _default_executor(self) -> Executor:
         if self.cfg.batch_workflows > 1 or self.cfg.seeds_per_workflow > 1:

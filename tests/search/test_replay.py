@@ -1,0 +1,94 @@
+"""Replaying searches against a finished ground truth (``search.replay``): the real search loop, training looked up."""
+import numpy as np
+import pytest
+
+from workflow_rl.search.config import SearchConfig
+from workflow_rl.search.ground_truth import write_ground_truth
+from workflow_rl.search.records import Proposal, SearchState
+from workflow_rl.search.replay import load_exhaustive, replay_search, replayed_record
+from workflow_rl.workflow import all_workflows
+
+EPISODES = 3000   # per workflow, its 3 seeds together
+
+
+def true_value(codes: str) -> float:
+    """Structured values: the later the user hosts, the better (tiers 5 apart), plus a small per-workflow term."""
+    order = codes.split(",")
+    return -10.0 - 5.0 * (4 - order.index("U")) - 0.01 * (sum(ord(c) * i for i, c in enumerate(codes)) % 50)
+
+
+@pytest.fixture
+def ground_truth_run(tmp_path, make_record):
+    """A finished exhaustive run (search_state.json + ground_truth.csv) over all 120 workflows, 3 seeds each."""
+    codes = [w.codes for w in all_workflows()]
+    cfg = SearchConfig(workflows=codes, seeds_per_workflow=3)
+    recs = []
+    for i, c in enumerate(codes):
+        v = true_value(c)
+        seeds = [v - 0.3, v, v + 0.3]
+        bad = c.startswith("OH")          # never complies: ineligible whatever it scores
+        recs.append(make_record(c, iteration=i + 1, observed_reward=v, seed_rewards=seeds,
+                                seed_status=["not_compliant" if bad else "compliant"] * 3,
+                                status="not_compliant" if bad else "compliant", seed_eval_compliance=[0.97] * 3,
+                                eval_compliance=0.97, episodes_trained=EPISODES, gate_episodes=[500] * 3))
+    SearchState(config=cfg.to_dict(), iterations=recs, episodes_used=EPISODES * 120, dispatched=120,
+                finished=True).save(tmp_path / "search_state.json")
+    write_ground_truth(recs, cfg, tmp_path / "ground_truth.csv")
+    return tmp_path
+
+
+def test_a_replayed_workflow_observes_recorded_seeds_and_costs_what_they_cost(make_record):
+    truth = make_record("D,E,OS,OH,U", seed_rewards=[-1.0, -2.0, -3.0], seed_status=["compliant"] * 3,
+                        seed_eval_compliance=[0.9, 1.0, 0.8], episodes_trained=3000, gate_episodes=[1, 2, 3])
+    prop = Proposal(workflow="D,E,OS,OH,U", reason="x", iteration=4, run_dir="w", budget=5000)
+    rec = replayed_record(prop, truth, 2, np.random.default_rng(0))
+    assert len(rec.seed_rewards) == 2 and set(rec.seed_rewards) < {-1.0, -2.0, -3.0}
+    assert rec.observed_reward == pytest.approx(np.mean(rec.seed_rewards)) and rec.episodes_trained == 2000
+    assert rec.status == "compliant" and rec.iteration == 4
+    short = replayed_record(prop.__class__(**{**prop.to_dict(), "budget": 500}), truth, 1, np.random.default_rng(0))
+    assert short.episodes_trained == 500 and short.status == "budget_cut"
+    with pytest.raises(ValueError, match="at most --seeds-per-workflow 3"):
+        replayed_record(prop, truth, 4, np.random.default_rng(0))
+
+
+def test_replayed_search_spends_its_budget_and_is_scored_against_the_ground_truth(ground_truth_run):
+    r = replay_search(ground_truth_run, seed=1, strategy="random", total_episodes=10_000)
+    assert r["workflows_evaluated"] == 10 and r["episodes_used"] == 10_000   # 1,000 episodes per seed
+    best = max(true_value(w.codes) for w in all_workflows() if not w.codes.startswith("OH"))
+    assert r["regret"] == pytest.approx(best - true_value(r["answer"])) and r["regret"] >= 0
+    assert replay_search(ground_truth_run, seed=1, strategy="random", total_episodes=10_000) == r   # deterministic
+
+
+def test_a_replayed_search_that_sees_everything_finds_a_best_workflow_up_to_seed_noise(ground_truth_run):
+    r = replay_search(ground_truth_run, seed=0, strategy="gp-ucb", total_episodes=120 * 1000)
+    assert r["workflows_evaluated"] == 120
+    assert not r["answer"].startswith("OH") and r["regret"] <= 0.6 + 1e-9   # one seed drawn: within +-0.3 of truth
+
+
+def test_replay_refuses_an_unfinished_ground_truth(ground_truth_run):
+    state = SearchState.load(ground_truth_run / "search_state.json")
+    state.iterations, state.episodes_used = state.iterations[:50], EPISODES * 50
+    state.save(ground_truth_run / "search_state.json")
+    with pytest.raises(ValueError, match="holds 50 of 120 workflows"):
+        load_exhaustive(ground_truth_run)
+
+
+def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_truth_run, tmp_path):
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "replay"
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "regret.py"), "replay", "--ground-truth-run",
+                        str(ground_truth_run), "--budgets", "6000", "--search-seeds", "3", "--out", str(out)],
+                       capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open(out / "replay.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(x["strategy"], x["search_seed"]) for x in rows] == [("gp-ucb", "0"), ("gp-ucb", "1"), ("gp-ucb", "2"),
+                                                                  ("random", "0"), ("random", "1"), ("random", "2")]
+    assert all(x["episodes_used"] == "6000" and float(x["regret"]) >= 0 for x in rows)
+    md = (out / "replay.md").read_text()
+    assert "| gp-ucb | 6,000 | 3 (3 scored) |" in md and "| random | 6,000 | 3 (3 scored) |" in md

@@ -1,0 +1,119 @@
+"""Replay searches against a finished ground truth instead of training: each workflow a search proposes is answered
+from what the exhaustive run recorded for it, so thousands of search seeds run in minutes and strategies can be
+compared with tight intervals.
+
+What a replayed workflow observes: ``seeds_per_workflow`` of the ground truth's K seeds, drawn without replacement
+(their held-out returns, training statuses and evaluated compliance, exactly as recorded); it costs the episodes
+those seeds cost from scratch (its claim, ``budget_cut``, if the claim is smaller). The real search loop chooses,
+claims and decides (``WorkflowSearch.explore``); only the training is looked up.
+
+What it leaves out: inheritance. A replayed workflow has the value and the cost it had from scratch. The protocol
+makes the value independent of the starting weights by design (README, "Search, exactly"), but inheritance makes a
+real workflow reach its gate sooner, so a real search sees somewhat more workflows for the same budget than its
+replay. And the observation is one of the seeds the ground-truth mean is made of (for K = 3, a third of it), which
+flatters every strategy alike. Real searches (``benchmarks/regret.py runs``) measure both; the replay is the cheap,
+many-seed comparison of the *choice* rules.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from workflow_rl.rl.evaluate import across_seeds
+from workflow_rl.search.config import SearchConfig
+from workflow_rl.search.executors import SearchJob
+from workflow_rl.search.ground_truth import load_ground_truth, score_answer
+from workflow_rl.search.outputs import answer_summary
+from workflow_rl.search.records import Proposal, Record, SearchState
+from workflow_rl.search.search import WorkflowSearch
+
+
+def load_exhaustive(run_dir: str | Path) -> tuple[SearchConfig, dict[str, Record], Path]:
+    """A finished ``search --exhaustive`` run: its settings, its records by workflow codes and its
+    ``ground_truth.csv``; a ValueError naming the problem otherwise."""
+    run_dir = Path(run_dir)
+    state_path, csv_path = run_dir / "search_state.json", run_dir / "ground_truth.csv"
+    if not state_path.is_file() or not csv_path.is_file():
+        raise ValueError(f"{run_dir} is not a finished ground-truth run (needs search_state.json and "
+                         "ground_truth.csv: `workflow-rl search --exhaustive --seeds-per-workflow 3 --out DIR`)")
+    state = SearchState.load(state_path)
+    records = {r.workflow: r for r in state.iterations}
+    if len(records) < 120:
+        raise ValueError(f"{run_dir} holds {len(records)} of 120 workflows: a search may propose any of them; "
+                         f"finish it first (`workflow-rl search --resume {run_dir}`)")
+    return SearchConfig.from_dict(state.config), records, csv_path
+
+
+class ReplayExecutor:
+    """Answers proposals from ground-truth records (one at a time, like the serial executor)."""
+
+    def __init__(self, records: dict[str, Record], seeds: int, rng: np.random.Generator):
+        self.records, self.seeds, self.rng = records, seeds, rng
+        self.queue: list[Proposal] = []
+
+    def open(self, job: SearchJob) -> None:
+        pass
+
+    def free(self) -> int:
+        return 1 - len(self.queue)
+
+    def running(self) -> int:
+        return len(self.queue)
+
+    def submit(self, prop: Proposal) -> None:
+        self.queue.append(prop)
+
+    def wait_one(self) -> tuple[Proposal, Record]:
+        prop = self.queue.pop(0)
+        return prop, replayed_record(prop, self.records[prop.workflow], self.seeds, self.rng)
+
+    def shutdown(self) -> None:
+        self.queue.clear()
+
+
+def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Generator) -> Record:
+    """What training ``prop`` with ``seeds`` seeds would have recorded: ``seeds`` of ``truth``'s seeds at random."""
+    k = len(truth.seed_rewards)
+    if seeds > k:
+        raise ValueError(f"the ground truth has {k} seeds per workflow: replay at most --seeds-per-workflow {k}")
+    pick = sorted(rng.choice(k, size=seeds, replace=False).tolist())
+    values = [truth.seed_rewards[i] for i in pick]
+    statuses = [truth.seed_status[i] for i in pick]
+    eval_comp = [c for c in (truth.seed_eval_compliance[i] for i in pick) if c is not None]
+    episodes = round(truth.episodes_trained * seeds / k)
+    if episodes > prop.budget:      # the search's budget would have cut it: it counts, but cannot be the answer
+        episodes, statuses = prop.budget, ["budget_cut"] * seeds
+    status = ("compliant" if all(s == "compliant" for s in statuses) else
+              "budget_cut" if "budget_cut" in statuses else "not_compliant")
+    return Record(
+        iteration=prop.iteration, workflow=prop.workflow, reason=prop.reason, ucb_score=prop.ucb,
+        posterior_mean=prop.mean, posterior_std=prop.std, beta=prop.beta, parent=prop.parent,
+        observed_reward=float(np.mean(values)),
+        observed_ci95=across_seeds(values)["ci95"] if seeds > 1 else 0.0,   # one seed's episode interval: not kept
+        compliance=truth.compliance, eval_compliance=float(np.mean(eval_comp)) if eval_comp else None,
+        episodes_trained=episodes, status=status, wall_time=0.0, started_at=0.0, finished_at=0.0,
+        run_dir=prop.run_dir, checkpoint="", seed_rewards=values, seed_status=statuses,
+        seed_eval_compliance=[truth.seed_eval_compliance[i] for i in pick],
+        gate_episodes=[truth.gate_episodes[i] if i < len(truth.gate_episodes) else None for i in pick])
+
+
+def replay_search(ground_truth_run: str | Path, seed: int, **settings) -> dict:
+    """One search replayed against ``ground_truth_run`` (a finished exhaustive run) with the search settings given
+    (``strategy``, ``total_episodes``, ``seeds_per_workflow`` (default 1), ``n_init``, ...; the protocol is the ground
+    truth's); its answer, confidence-set size and score against the ground truth."""
+    base, records, csv_path = load_exhaustive(ground_truth_run)
+    cfg = SearchConfig.from_dict({**base.to_dict(), "workflows": None, "batch_workflows": 1, "max_iterations": None,
+                                  "init_checkpoint": None, "ground_truth": str(csv_path), "seed": seed,
+                                  "seeds_per_workflow": 1, **settings})
+    table = load_ground_truth(csv_path, cfg)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        search = WorkflowSearch(cfg, tmp, progress=False)
+        search.explore(ReplayExecutor(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7])))
+        summary = answer_summary(search)
+    return {"answer": summary["best_workflow_codes"], "confidence_set_size": summary["confidence_set_size"],
+            "workflows_evaluated": len(search.state.iterations), "episodes_used": search.state.episodes_used,
+            **score_answer(table, summary["best_workflow_codes"])}
