@@ -14,10 +14,12 @@ soon as it ends, so one failing stage never loses the others:
 1. equality: the CUDA kernel and the CPU kernel stepped side by side (``sim.cuda.lockstep_mismatch``, 2,048 envs x
    200 steps, B_line, Meander and Sleep red agents, random and scripted defenders, bugs on and off; every output and
    the whole state compared after every step), then ``make_vector_env(device="cuda")`` against the CPU env;
-2. engine: env-steps/s of the CUDA kernel at 65,536, 1,048,576 and 4,194,304 envs through ``env.step_tensor`` with
+2. graphs / rollout: the PPO update and the rollout replayed as CUDA graphs against the same work launched op by op
+   (bit equality, milliseconds each way);
+3. engine: env-steps/s of the CUDA kernel at 65,536, 1,048,576 and 4,194,304 envs through ``env.step_tensor`` with
    random actions drawn on the device (a pool of 8, cycled), kernel launch included, synchronised, median of 5;
-3. batched multi-workflow training (``benchmarks/bench_batched.py``), 4. a workflow search (batched and one at a
-   time), 5. single-workflow training at a large batch (``workflow-rl train``), as before.
+4. batched multi-workflow training (``benchmarks/bench_batched.py``), 5. a workflow search (batched and one at a
+   time), 6. single-workflow training at a large batch (``workflow-rl train``), as before.
 The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
 """
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("equality", "graphs", "engine")
+STAGES = ("equality", "graphs", "rollout", "engine")
 
 
 def _save(out: Path, results: dict) -> None:
@@ -202,6 +204,45 @@ def stage_graphs(args) -> dict:
             "graph_update_ms": gr["update_ms"], "rows_per_member": n, "members": q}
 
 
+def stage_rollout(args) -> dict:
+    """The rollout replayed as CUDA graphs (``--cuda-graphs``: one graph per segment shape) against the same rollout
+    launched op by op: two batches of 16 workflows x 200 envs (fewer in a CPU dry run) with the same seed collect 8 segments of 25 steps (two
+    episode ends) without updating; every rollout tensor and every finished episode must be bit-equal (the same
+    kernels on the same buffers, the generator advanced alike); and the milliseconds per segment each way (segments
+    3-8: the first of each shape runs eagerly, the second captures)."""
+    import tempfile
+
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.rl.trainer import BatchedTrainer
+    from workflow_rl.workflow import all_workflows
+
+    dev, q, n, segments = args.device, min(16, max(args.batch_slots)), min(200, args.train_envs), 8
+    runs = {}
+    for graphs in (False, True):
+        cfg = TrainConfig(n_envs=n, update_every_steps=25, device=dev, seed=0, cuda_graphs=graphs)
+        bt = BatchedTrainer(cfg, q)
+        with tempfile.TemporaryDirectory() as tmp:
+            for k in range(q):
+                bt.start(k, TrainConfig.from_flat({**cfg.flat(), "workflow": all_workflows()[k].codes}), f"{tmp}/{k}")
+            active, outs, ms = np.full(q, n), [], []
+            for _ in range(segments):
+                _sync(dev)
+                t0 = time.perf_counter()
+                batch, _mask, finished = bt._collect(25, active)
+                _sync(dev)
+                ms.append((time.perf_counter() - t0) * 1e3)
+                bt.global_step += 25
+                outs.append((batch, finished))
+            bt.close()
+        runs[graphs] = (outs, ms)
+    (eager, e_ms), (graph, g_ms) = runs[False], runs[True]
+    unequal = [i for i, ((a, fa), (b, fb)) in enumerate(zip(eager, graph))
+               if fa != fb or not all(torch.equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)]
+    return {"rollouts_equal": not unequal, "unequal_segments": unequal,
+            "eager_segment_ms": statistics.median(e_ms[2:]), "graph_segment_ms": statistics.median(g_ms[2:]),
+            "segment_ms": {"eager": e_ms, "graphs": g_ms}, "workflows": q, "envs_per_workflow": n}
+
+
 # ------------------------------------------------------------------------------------------------- stage runner
 def _run_stage(name: str, args, out: Path, cap: float) -> dict:
     """One stage of this script in its own process (a crash or hang there costs only that stage)."""
@@ -288,7 +329,8 @@ def main() -> None:
     args = _parse()
     out = Path(args.out).resolve()
     if args.stage:   # a child process: run one stage, write its result
-        res = {"equality": stage_equality, "graphs": stage_graphs, "engine": stage_engine}[args.stage](args)
+        res = {"equality": stage_equality, "graphs": stage_graphs, "rollout": stage_rollout,
+               "engine": stage_engine}[args.stage](args)
         _save(out, {})   # make sure the folder exists
         (out / f"stage_{args.stage}.json").write_text(json.dumps(res, indent=2))
         return

@@ -21,6 +21,7 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     res = json.loads((tmp_path / "gpu.json").read_text())
     assert res["numba_cuda_import"] == "ok" and res["numpy"]
     assert res["equality"]["equal"] is True, res["equality"]       # the CUDA kernel, simulated, == the CPU kernel
+    assert res["rollout"].get("rollouts_equal") is True, res["rollout"]   # same seed, same rollouts
     assert res["engine"]["rows"][0]["n_envs"] == 4096 and res["engine"]["rows"][0]["env_steps_per_s"] > 0
     for stage in (res["batched_training"], res["search"][0], res["training"]):
         assert "wall_s" in stage, stage          # neither failed nor timed out

@@ -61,8 +61,9 @@ def test_neutral_fixes_enter_neither_side():
     tr.step(torch.tensor([T.A_RESTORE + T.USER1]), _access(User1=1), rank, 1.0)   # compliant
     tr.step(torch.tensor([T.A_RESTORE + T.USER2]), _access(), rank, 1.0)          # neutral
     tr.step(torch.tensor([T.A_RESTORE + T.USER2]), _access(Enterprise0=1), rank, 1.0)  # violation
-    out = tr.finish(torch.tensor([True]))
-    assert (out.compliant.item(), out.violations.item(), out.neutral.item()) == (1, 1, 1)
+    assert (tr.compliant.item(), tr.violations.item(), tr.neutral.item()) == (1, 1, 1)
+    tr.clear(torch.tensor([True]))
+    assert (tr.compliant.item(), tr.violations.item(), tr.neutral.item()) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("lam", [1.0, 30.0])

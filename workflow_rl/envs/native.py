@@ -236,13 +236,20 @@ class CudaVectorEnv(NativeVectorEnv):
             return self._engine.to_host(self.dstate)
 
     def load_sim_state(self, state: sim.SimState) -> None:
-        """Make a numpy state the current one (uploaded to the device)."""
+        """Make a numpy state the current one (uploaded to the device, into the arrays already there when the
+        shapes match: a rollout captured as a CUDA graph keeps stepping the memory it was captured with)."""
         import torch
         from numba import cuda
 
         torch.cuda.current_stream(self.device).synchronize()
+        host = sim.SimState(*(np.ascontiguousarray(x) for x in state))
         with cuda.gpus[self.device.index]:
-            self.dstate = self._engine.to_device(sim.SimState(*(np.ascontiguousarray(x) for x in state)))
+            if self.dstate is not None and all(d.shape == h.shape and d.dtype == h.dtype
+                                               for d, h in zip(self.dstate, host)):
+                for d, h in zip(self.dstate, host):
+                    d.copy_to_device(h)
+            else:
+                self.dstate = self._engine.to_device(host)
         if self.outputs is None:
             self.outputs = sim.StepBuffers(*(torch.from_numpy(x).to(self.device) for x in self.buffers))
             self._views = sim.StepBuffers(*(cuda.as_cuda_array(t) for t in self.outputs))

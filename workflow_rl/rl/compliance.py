@@ -16,8 +16,6 @@ Definition (also in the README):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from workflow_rl.sim import tables
@@ -70,15 +68,6 @@ def ratio(compliant: torch.Tensor, violations: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, compliant / total.clamp(min=1), torch.zeros_like(compliant))
 
 
-@dataclass
-class EpisodeCounts:
-    """Finished episodes' fix counts (one entry per finished episode)."""
-
-    compliant: torch.Tensor
-    violations: torch.Tensor
-    neutral: torch.Tensor
-
-
 class ComplianceTracker:
     """Per-env running fix counts of the current episode, and the alignment reward they produce."""
 
@@ -98,12 +87,11 @@ class ComplianceTracker:
         counted = c | v
         return (lam * (after - before) * counted).to(torch.float32), counted
 
-    def finish(self, done: torch.Tensor) -> EpisodeCounts:
-        """Return the counts of the episodes that ended (``done`` mask) and restart their counters."""
-        out = EpisodeCounts(self.compliant[done].clone(), self.violations[done].clone(), self.neutral[done].clone())
+    def clear(self, done: torch.Tensor) -> None:
+        """Restart the counters of the envs whose episode ended (``done`` mask), in place and without reading the
+        mask on the host (no synchronisation; capturable): read the finished counts before."""
         for x in (self.compliant, self.violations, self.neutral):
-            x[done] = 0
-        return out
+            x.masked_fill_(done, 0)
 
     def state_dict(self) -> dict:
         return {"compliant": self.compliant, "violations": self.violations, "neutral": self.neutral}

@@ -65,6 +65,12 @@ class TorchStepper:
         return torch.as_tensor(np.asarray(x), device=self.device).to(dtype)
 
     @property
+    def device_only(self) -> bool:
+        """Whether a step is device work only, on fixed output buffers, with no host read (the CUDA engine): then
+        a rollout of steps can be captured as a CUDA graph."""
+        return self._kind == "tensor"
+
+    @property
     def snapshots(self) -> bool:
         """Whether the engine's state can be saved and restored (the native engines; not real CybORG)."""
         return self._kind != "gym"

@@ -40,6 +40,7 @@ from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save, ch
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
+from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
@@ -66,6 +67,10 @@ class Slot(RunState):
     def summary(self) -> dict:
         return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
                            self.stop_reason, self.recent, self.gate_episodes)
+
+
+ENDED = ("compliant", "violations", "neutral", "env_return", "align_return", "ended")
+"""What a rollout records per env at each episode end, read on the host after the rollout (``_hand_over``)."""
 
 
 def _empty_finished() -> dict:
@@ -112,6 +117,10 @@ class BatchedTrainer:
         self.ep_align_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
         self.global_step = 0
         self.slots: list[Slot | None] = [None] * self.q
+        self._rollout_buffers: dict[tuple[int, int], dict] = {}
+        self.segments = GraphCache(cfg.cuda_graphs and self.stepper is not None and self.stepper.device_only,
+                                   generators=(self.gen,))
+        """runs ``_segment``: replayed as one CUDA graph per shape with ``--cuda-graphs`` on the CUDA engine."""
 
     # ------------------------------------------------------------------------------------------------ slots
     def free_slots(self) -> list[int]:
@@ -254,68 +263,93 @@ class BatchedTrainer:
         """``steps`` steps of every env: the rollout (each field (Q, steps * n, ...)), the mask of each slot's
         training rows (its first ``active[k]`` envs) and each slot's finished episodes."""
         q, n, dev, c = self.q, self.n, self.device, self.cfg
-        total = q * n
-        xs = torch.zeros((steps, q, n, OBS_DIM + WORKFLOW_DIM), device=dev)
-        acts = torch.zeros((steps, q, n), dtype=torch.int64, device=dev)
-        logps, vals, rews, final_v, ends = (torch.zeros((steps, q, n), device=dev) for _ in range(5))
+        # envs start together and episodes have one fixed length, so the steps that end episodes are known on the
+        # host without reading the device
+        ends = tuple(t for t in range(steps) if (self.global_step + t + 1) % c.episode_length == 0)
+        b = self._buffers(steps, len(ends))
+        self.segments.run((steps, ends), self._segment, b, ends)
         finished = [_empty_finished() for _ in range(q)]
-        with torch.no_grad():
-            params = self.agents.params()
-        x = self._x(self.obs)
-        for t in range(steps):
-            with torch.no_grad():
-                a, logp, v = self.agents.act(x, self.gen, params)
-            access_before = self.access
-            out = self.stepper.step(a.reshape(total))
-            align, _ = self.tracker.step(a.reshape(total), access_before, self.rank, self.lam)
-            r_env = out.reward.to(dev)
-            xs[t], acts[t], logps[t], vals[t] = x, a, logp, v
-            rews[t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
-            self.ep_env_ret += r_env
-            self.ep_align_ret += align
-            x = self._x(out.obs)
-            # envs start together and episodes have one fixed length, so whether this step ends episodes is known
-            # on the host without reading the device (no per-step synchronisation on a GPU)
-            if (self.global_step + t + 1) % c.episode_length == 0:
-                trunc = out.truncated.to(dev)
-                with torch.no_grad():   # bootstrap the time-limit end with the value of the episode's last obs
-                    final_v[t] = self.agents.value(self._x(out.final_obs.to(dev)), params)
-                ends[t] = trunc.view(q, n).float()
-                self._finish_episodes(trunc, active, finished)
-            self.obs, self.access = out.obs.clone(), out.access.clone()
-        with torch.no_grad():
-            last_v = self.agents.value(x, params)
-        adv, ret = bootstrapped_gae(rews, vals, last_v, final_v, ends, c.ppo)
+        for e in range(len(ends)):      # the one host read of the rollout: the episodes that ended in it
+            self._hand_over(b["ended"][e], active, finished)
+        adv, ret = bootstrapped_gae(b["reward"], b["value"], b["last_value"], b["final_value"], b["ends"], c.ppo)
 
-        def per_member(z: torch.Tensor) -> torch.Tensor:   # (T, q, n, ...) -> (q, T*n, ...)
+        def per_member(z: torch.Tensor) -> torch.Tensor:   # (T, q, n, ...) -> (q, T*n, ...), a copy
             return z.transpose(0, 1).reshape(q, steps * n, *z.shape[3:])
 
         env_active = torch.arange(n, device=dev).unsqueeze(0) < torch.as_tensor(active, device=dev).unsqueeze(1)
         mask = env_active.unsqueeze(1).expand(q, steps, n).reshape(q, steps * n)
-        batch = Rollout(per_member(xs), per_member(acts), per_member(logps), per_member(adv), per_member(ret),
-                        per_member(vals))
+        batch = Rollout(per_member(b["x"]), per_member(b["actions"]), per_member(b["logprob"]), per_member(adv),
+                        per_member(ret), per_member(b["value"]))
         return batch, mask, finished
 
-    def _finish_episodes(self, trunc: torch.Tensor, active: np.ndarray, finished: list[dict]) -> None:
-        """Hand the episodes that just ended to their slots (active envs only) and restart their counters."""
+    def _buffers(self, steps: int, n_ends: int) -> dict:
+        """The fixed buffers a rollout of ``steps`` steps with ``n_ends`` episode ends is written into, allocated once
+        per shape (a segment replayed as a CUDA graph writes into the same memory every time)."""
+        key = (steps, n_ends)
+        if key not in self._rollout_buffers:
+            q, n, dev = self.q, self.n, self.device
+            shape = (steps, q, n)
+            self._rollout_buffers[key] = {
+                "x": torch.zeros((*shape, OBS_DIM + WORKFLOW_DIM), device=dev),
+                "actions": torch.zeros(shape, dtype=torch.int64, device=dev),
+                **{k: torch.zeros(shape, device=dev) for k in ("logprob", "value", "reward", "final_value", "ends")},
+                "last_value": torch.zeros((q, n), device=dev),
+                # per episode end: compliant, violations, neutral, env return, alignment return, ended (per env)
+                "ended": torch.zeros((n_ends, len(ENDED), q * n), dtype=torch.float64, device=dev)}
+        return self._rollout_buffers[key]
+
+    def _segment(self, b: dict, ends: tuple[int, ...]) -> None:
+        """Step every env ``len(b['x'])`` times, writing the rollout into ``b``; ``ends``: the steps after which
+        episodes end. Device work only -- no host read, nothing the next step needs outside the fixed buffers and
+        the batch's state tensors, which are updated in place -- so on a GPU it is captured once per shape and
+        replayed as one CUDA graph (``rl.segments``)."""
+        q, n, c, tr = self.q, self.n, self.cfg, self.tracker
+        total = q * n
+        b["final_value"].zero_()
+        b["ends"].zero_()
+        with torch.no_grad():
+            params = self.agents.params()
+            x = self._x(self.obs)
+            for t in range(b["x"].shape[0]):
+                a, logp, v = self.agents.act(x, self.gen, params)
+                out = self.stepper.step(a.reshape(total))
+                align, _ = tr.step(a.reshape(total), self.access, self.rank, self.lam)
+                r_env = out.reward.to(self.device)
+                b["x"][t], b["actions"][t], b["logprob"][t], b["value"][t] = x, a, logp, v
+                b["reward"][t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
+                self.ep_env_ret += r_env
+                self.ep_align_ret += align
+                x = self._x(out.obs.to(self.device))
+                if t in ends:
+                    trunc = out.truncated.to(self.device)
+                    # bootstrap the time-limit end with the value of the episode's last observation
+                    b["final_value"][t] = self.agents.value(self._x(out.final_obs.to(self.device)), params)
+                    b["ends"][t] = trunc.view(q, n)
+                    rec = b["ended"][ends.index(t)]
+                    for i, src in enumerate((tr.compliant, tr.violations, tr.neutral, self.ep_env_ret,
+                                             self.ep_align_ret, trunc)):
+                        rec[i].copy_(src)
+                    tr.clear(trunc)
+                    self.ep_env_ret.masked_fill_(trunc, 0)
+                    self.ep_align_ret.masked_fill_(trunc, 0)
+                self.obs.copy_(out.obs)
+                self.access.copy_(out.access)
+            b["last_value"].copy_(self.agents.value(x, params))
+
+    def _hand_over(self, ended: torch.Tensor, active: np.ndarray, finished: list[dict]) -> None:
+        """Hand the episodes recorded in ``ended`` (one episode end of a rollout) to their slots (active envs only)."""
         q, n = self.q, self.n
-        tr = self.tracker
-        comp, viol, neut, env_r, align_r = (x.view(q, n).cpu().numpy().copy() for x in (
-            tr.compliant, tr.violations, tr.neutral, self.ep_env_ret, self.ep_align_ret))
-        done = trunc.view(q, n).cpu().numpy()
-        tr.finish(trunc)
+        rec = {k: v.view(q, n).cpu().numpy() for k, v in zip(ENDED, ended)}
+        done = rec["ended"] > 0
         for k in np.flatnonzero(active):
             sel = np.flatnonzero(done[k, :active[k]])
             fin = finished[k]
-            fin["env_return"] += env_r[k, sel].tolist()
-            fin["align_return"] += align_r[k, sel].tolist()
+            fin["env_return"] += rec["env_return"][k, sel].tolist()
+            fin["align_return"] += rec["align_return"][k, sel].tolist()
             counted = self.slots[k].workflow is not None   # unconditioned runs have no workflow to comply with
-            fin["compliant"] += (comp[k, sel] * counted).tolist()
-            fin["violations"] += (viol[k, sel] * counted).tolist()
-            fin["neutral"] += (neut[k, sel] * counted).tolist()
+            for key in ("compliant", "violations", "neutral"):
+                fin[key] += (rec[key][k, sel] * counted).tolist()
             self.slots[k].episodes_per_env[sel] += 1
-        self.ep_env_ret[trunc] = 0
-        self.ep_align_ret[trunc] = 0
 
     def _collect_from_workers(self, active: np.ndarray):
         """Episode-worker mode (one slot): ``active[0]`` whole episodes played by the worker pool."""
@@ -337,7 +371,7 @@ class BatchedTrainer:
         cannot be snapshotted (real CybORG, episode workers)."""
         snap = {"rng": {"generator": self.gen.get_state(), "torch": torch.get_rng_state()}}
         if self.stepper is not None:
-            snap.update(env_state=self.stepper.get_state(), obs=self.obs, access=self.access,
+            snap.update(env_state=self.stepper.get_state(), obs=self.obs.clone(), access=self.access.clone(),
                         tracker=self.tracker.state_dict(),
                         episode_running={"env": self.ep_env_ret, "align": self.ep_align_ret})
         return snap
@@ -350,7 +384,8 @@ class BatchedTrainer:
             torch.set_rng_state(ck["rng"]["torch"])
         if self.stepper is None or not self.stepper.set_state(ck.get("env_state")):
             return False
-        self.obs, self.access = ck["obs"].to(self.device), ck["access"].to(self.device)
+        self.obs.copy_(ck["obs"])
+        self.access.copy_(ck["access"])
         self.tracker.load_state_dict(ck["tracker"])
         self.ep_env_ret.copy_(ck["episode_running"]["env"])
         self.ep_align_ret.copy_(ck["episode_running"]["align"])
