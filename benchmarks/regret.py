@@ -23,6 +23,8 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from workflow_rl.cli import main as workflow_rl
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.stats import median_interval
@@ -87,16 +89,39 @@ def table(rows: list[dict]) -> str:
 def replay_runs(a) -> list[dict]:
     from workflow_rl.search.replay import replay_search
 
+    variants = [(s, {"strategy": s}) for s in a.strategies]
+    variants += [(f"gp-ucb beta={b:g}", {"strategy": "gp-ucb", "gp_beta": b}) for b in a.gp_betas]
     rows = []
-    for strategy, budget in itertools.product(a.strategies, a.budgets):
+    for (name, settings), budget in itertools.product(variants, a.budgets):
         for seed in range(a.search_seeds):
-            r = replay_search(a.ground_truth_run, seed, strategy=strategy, total_episodes=budget,
-                              seeds_per_workflow=a.seeds_per_workflow)
-            rows.append({"strategy": strategy, "budget": budget, "search_seed": seed,
+            r = replay_search(a.ground_truth_run, seed, total_episodes=budget, seeds_per_workflow=a.seeds_per_workflow,
+                              **settings)
+            rows.append({"strategy": name, "budget": budget, "search_seed": seed,
                          **{k: r.get(k) for k in COLUMNS[3:]}})
-        print(table([r for r in rows if (r["strategy"], r["budget"]) == (strategy, budget)]).splitlines()[-1],
+        print(table([r for r in rows if (r["strategy"], r["budget"]) == (name, budget)]).splitlines()[-1],
               flush=True)
     return rows
+
+
+def against_random(rows: list[dict]) -> str:
+    """Per budget, each strategy's regrets against random search's: the difference of medians and a two-sided
+    Mann-Whitney U test (unpaired: the search seeds of two strategies share nothing)."""
+    from scipy.stats import mannwhitneyu
+
+    lines = []
+    for budget in sorted({r["budget"] for r in rows}):
+        at = [r for r in rows if r["budget"] == budget and r["regret"] is not None]
+        base = [r["regret"] for r in at if r["strategy"] == "random"]
+        for name in dict.fromkeys(r["strategy"] for r in at if r["strategy"] != "random"):
+            reg = [r["regret"] for r in at if r["strategy"] == name]
+            if len(base) < 2 or len(reg) < 2:
+                continue
+            p = mannwhitneyu(reg, base, alternative="two-sided").pvalue
+            diff = float(np.median(reg) - np.median(base))
+            lines.append(f"- budget {budget:,}: {name} median regret {np.median(reg):.2f} vs random "
+                         f"{np.median(base):.2f} (difference {diff:+.2f}; Mann-Whitney U two-sided p = {p:.3g}, "
+                         f"{len(reg)} vs {len(base)} searches)")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def write(rows: list[dict], out: Path, name: str) -> None:
@@ -104,7 +129,7 @@ def write(rows: list[dict], out: Path, name: str) -> None:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows({k: "" if v is None else v for k, v in r.items()} for r in rows)
-    (out / f"{name}.md").write_text(table(rows))
+    (out / f"{name}.md").write_text(table(rows) + "\n" + against_random(rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     y.add_argument("--budgets", nargs="+", type=int, default=[60_000, 100_000])
     y.add_argument("--search-seeds", type=int, default=200)
     y.add_argument("--seeds-per-workflow", type=int, default=1)
+    y.add_argument("--gp-betas", nargs="*", type=float, default=[],
+                   help="also replay GP-UCB with each of these fixed betas (rows 'gp-ucb beta=B')")
     y.add_argument("--out", required=True)
     a, extra = p.parse_known_args(argv)
     if a.step == "ground-truth":
@@ -139,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows = regret_runs(a, extra)
     write(rows, Path(a.out), a.step if a.step == "replay" else "regret")
-    print(table(rows))
+    print(table(rows) + "\n" + against_random(rows))
     return 0
 
 

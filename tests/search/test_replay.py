@@ -92,3 +92,4 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     assert all(x["episodes_used"] == "6000" and float(x["regret"]) >= 0 for x in rows)
     md = (out / "replay.md").read_text()
     assert "| gp-ucb | 6,000 | 3 (3 scored) |" in md and "| random | 6,000 | 3 (3 scored) |" in md
+    assert "- budget 6,000: gp-ucb median regret" in md and "Mann-Whitney" in md
