@@ -289,7 +289,8 @@ def _training_stages(args, out: Path, results: dict, left) -> None:
     for q in args.search_batches:
         row = {"total_episodes": args.search_episodes, "batch_workflows": q,
                **_timed(["search", "--device", dev, "--total-episodes", str(args.search_episodes),
-                         "--batch-workflows", str(q), "--out", str(out / f"search_b{q}"), "--no-progress"],
+                         "--batch-workflows", str(q), "--out", str(out / f"search_b{q}"), "--no-progress",
+                         *(["--cuda-graphs"] if dev.startswith("cuda") else [])],
                         min(args.search_timeout, left()))}
         results["search"].append(row)
         _save(out, results)
