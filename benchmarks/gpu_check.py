@@ -206,8 +206,8 @@ def stage_graphs(args) -> dict:
 
 def stage_rollout(args) -> dict:
     """The rollout replayed as CUDA graphs (``--cuda-graphs``: one graph per segment shape) against the same rollout
-    launched op by op: two batches of 16 workflows x 200 envs (fewer in a CPU dry run) with the same seed collect 8 segments of 25 steps (two
-    episode ends) without updating; every rollout tensor and every finished episode must be bit-equal (the same
+    launched op by op: two batches of 16 workflows x 200 envs (fewer in a CPU dry run) with the same seed collect
+    8 segments of 25 steps (two episode ends) without updating; every rollout tensor and every finished episode must be bit-equal (the same
     kernels on the same buffers, the generator advanced alike); and the milliseconds per segment each way (segments
     3-8: the first of each shape runs eagerly, the second captures)."""
     import tempfile

@@ -76,10 +76,11 @@ def episode_seed(seed: int, index: int, stream: int) -> int:
     return int(np.random.SeedSequence([seed, index, stream]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
-def learning_rate(cfg: TrainConfig, spent_fractions: list[float]) -> float:
-    """Adam's step size for the next update: ``--learning-rate``, or with ``--anneal-lr`` that times 1 - the mean
-    fraction of their episode budgets the runs of the batch have spent (one run: its own fraction), never below 0.
-    A pure function of the counters, so a resumed run continues the same schedule."""
-    if not cfg.anneal_lr or not spent_fractions:
+def learning_rate(cfg: TrainConfig, spent_fraction: float) -> float:
+    """Adam's step size for a run's next update: ``--learning-rate``, or with ``--anneal-lr`` that times 1 - the
+    fraction of its episode budget the run has spent, never below 0. Per run, so workflows sharing a batch at
+    different stages (a search) each follow their own schedule; a pure function of the counters, so a resumed run
+    continues the same schedule."""
+    if not cfg.anneal_lr:
         return cfg.ppo.learning_rate
-    return cfg.ppo.learning_rate * max(0.0, 1.0 - float(np.mean(spent_fractions)))
+    return cfg.ppo.learning_rate * max(0.0, 1.0 - float(spent_fraction))

@@ -119,19 +119,21 @@ class StackedAdam:
 
     def __init__(self, param: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5):
         self.param, self.betas, self.eps = param, betas, eps
-        # a tensor, so a captured step reads a new value; float64 keeps the value exact (0-dim: the arithmetic stays float32)
-        self._lr = torch.tensor(float(lr), dtype=torch.float64, device=param.device)
+        # one per member (each run anneals on its own schedule); a tensor, so a captured step reads a new value;
+        # float64 keeps the value exact for the checkpoint, the step uses it in float32 as torch's Adam does
+        self._lr = torch.full((param.shape[0],), float(lr), dtype=torch.float64, device=param.device)
         self.exp_avg = torch.zeros_like(param, memory_format=torch.contiguous_format)
         self.exp_avg_sq = torch.zeros_like(self.exp_avg)
         self.steps = torch.zeros(param.shape[0], device=param.device)
 
-    @property
-    def lr(self) -> float:
-        return float(self._lr)
+    def lr(self, k: int) -> float:
+        """Member ``k``'s step size."""
+        return float(self._lr[k])
 
-    @lr.setter
-    def lr(self, value: float) -> None:
-        self._lr.fill_(float(value))
+    def set_lr(self, rates: dict[int, float]) -> None:
+        """Give the members named in ``rates`` their step sizes (the others keep theirs)."""
+        if rates:
+            self._lr[list(rates)] = torch.tensor(list(rates.values()), dtype=torch.float64, device=self._lr.device)
 
     def zero_grad(self) -> None:
         self.param.grad = None
@@ -146,7 +148,7 @@ class StackedAdam:
         torch.where(m, self.exp_avg.lerp(g, 1 - b1), self.exp_avg, out=self.exp_avg)
         torch.where(m, self.exp_avg_sq * b2 + (1 - b2) * g * g, self.exp_avg_sq, out=self.exp_avg_sq)
         denom = (self.exp_avg_sq.sqrt() / (1 - b2 ** t).sqrt()).add_(self.eps)
-        step_size = self._lr / (1 - b1 ** t)
+        step_size = self._lr.to(torch.float32).unsqueeze(1) / (1 - b1 ** t)
         self.param.sub_(torch.where(m, step_size * self.exp_avg / denom, 0.0))
 
     # ------------------------------------------------------------------------------------------- per member
@@ -159,7 +161,7 @@ class StackedAdam:
             avg = _unflatten(self.exp_avg[k], stack.names, stack.shapes, stack.sizes).values()
             sq = _unflatten(self.exp_avg_sq[k], stack.names, stack.shapes, stack.sizes).values()
             state = {i: {"step": step.clone(), "exp_avg": a, "exp_avg_sq": s} for i, (a, s) in enumerate(zip(avg, sq))}
-        return {"state": state, "param_groups": [{**self._group(), "params": list(range(len(stack.names)))}]}
+        return {"state": state, "param_groups": [{**self._group(k), "params": list(range(len(stack.names)))}]}
 
     def load_member_state(self, stack: AgentStack, k: int, sd: dict | None) -> None:
         """Give member ``k`` the Adam state of a single-agent ``state_dict`` (a checkpoint's), or a fresh one."""
@@ -176,9 +178,10 @@ class StackedAdam:
                                         for i in range(len(stack.names))]).to(self.param)
         self.steps[k] = float(state[0]["step"])
 
-    def _group(self) -> dict:
-        """The hyperparameters a single-agent ``torch.optim.Adam`` with these settings lists (checkpoint format)."""
-        ref = torch.optim.Adam([torch.zeros(1)], lr=self.lr, betas=self.betas, eps=self.eps, foreach=True)
+    def _group(self, k: int) -> dict:
+        """The hyperparameters a single-agent ``torch.optim.Adam`` with member ``k``'s settings lists (checkpoint
+        format)."""
+        ref = torch.optim.Adam([torch.zeros(1)], lr=self.lr(k), betas=self.betas, eps=self.eps, foreach=True)
         return {k: v for k, v in ref.param_groups[0].items() if k != "params"}
 
 

@@ -230,8 +230,8 @@ class BatchedTrainer:
         t1 = time.perf_counter()
         live = [int(k) for k in np.flatnonzero(active)]
         if self.cfg.anneal_lr:
-            self.opt.lr = learning_rate(self.cfg, [min(1.0, self.slots[k].total_episodes / self.slots[k].cfg.budget)
-                                                   for k in live])
+            slots = {k: self.slots[k] for k in live}
+            self.opt.set_lr({k: learning_rate(s.cfg, s.total_episodes / s.cfg.budget) for k, s in slots.items()})
         stats = dict(zip(live, self.updater.run(batch, mask, self.gen, live)))
         t2 = time.perf_counter()
         self.global_step += steps
