@@ -124,8 +124,9 @@ class TrainConfig:
     official_bugs: bool = True
     """native engine: reproduce CybORG's OTService-restore and Vsftpd bugs (--no-official-bugs fixes both)"""
     cuda_graphs: bool = False
-    """on a CUDA device, replay the PPO minibatch step as a captured CUDA graph (the same kernels, one launch: an
-    update 6.6x faster on an H100); off by default until graph == eager is confirmed on a GPU"""
+    """on a CUDA device, replay the PPO minibatch step and each rollout segment as captured CUDA graphs (the same
+    kernels, one launch: an update 6.6x faster on an H100); off by default until graph == eager is confirmed on a
+    GPU"""
     checkpoint_every: int = 10
     """updates between checkpoints (one is always written at the end)"""
     tensorboard: bool = False
