@@ -11,7 +11,8 @@ Any further flags go to every ``workflow-rl search`` unchanged (e.g. ``--red-age
 --batch-workflows 4``); use the same ones for both steps, or the search refuses the ground truth (another protocol).
 ``runs`` writes ``OUT/regret.csv`` (one row per search) and ``OUT/regret.md``: per strategy and budget, median
 simple regret with its distribution-free 95% interval, mean with its 95% t interval, how often the answer is in the
-ground truth's top set (not distinguishable from its best), and how often two search seeds return the same answer.
+ground truth's top set (not distinguishable from its best), how often the ground truth holds the answer ineligible
+(no regret is scored for those: counted apart), and how often two search seeds return the same answer.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.stats import median_interval
 
 COLUMNS = ["strategy", "budget", "search_seed", "answer", "regret", "answer_rank", "answer_in_top_set",
-           "confidence_set_size", "workflows_evaluated", "episodes_used", "wall_time_s"]
+           "answer_eligible_in_ground_truth", "confidence_set_size", "workflows_evaluated", "episodes_used",
+           "wall_time_s"]
 
 
 def run_search(out: Path, args: list[str]) -> dict:
@@ -67,7 +69,8 @@ def agreement(answers: list[str]) -> float:
 def table(rows: list[dict]) -> str:
     """The markdown table: one line per (strategy, budget)."""
     lines = ["| strategy | budget | searches | median regret [95%] | mean regret ± 95% | answer in top set | "
-             "two seeds agree | mean confidence-set size |", "|---|---:|---:|---|---|---:|---:|---:|"]
+             "answer ineligible in ground truth | two seeds agree | mean confidence-set size |",
+             "|---|---:|---:|---|---|---:|---:|---:|---:|"]
     groups = {}
     for r in rows:
         groups.setdefault((r["strategy"], r["budget"]), []).append(r)
@@ -80,8 +83,9 @@ def table(rows: list[dict]) -> str:
         else:
             med_s = mean_s = "n/a"
         top = [r["answer_in_top_set"] for r in rs if r["answer_in_top_set"] is not None]
+        ineligible = sum(r.get("answer_eligible_in_ground_truth") is False for r in rs)
         lines.append(f"| {strategy} | {budget:,} | {len(rs)} ({len(reg)} scored) | {med_s} | {mean_s} | "
-                     f"{sum(top)}/{len(top)} | {agreement([r['answer'] for r in rs]):.2f} | "
+                     f"{sum(top)}/{len(top)} | {ineligible} | {agreement([r['answer'] for r in rs]):.2f} | "
                      f"{sum(r['confidence_set_size'] for r in rs) / len(rs):.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -118,9 +122,12 @@ def against_random(rows: list[dict]) -> str:
                 continue
             p = mannwhitneyu(reg, base, alternative="two-sided").pvalue
             diff = float(np.median(reg) - np.median(base))
+            bad = [sum(r.get("answer_eligible_in_ground_truth") is False for r in rows
+                       if r["budget"] == budget and r["strategy"] == s) for s in (name, "random")]
             lines.append(f"- budget {budget:,}: {name} median regret {np.median(reg):.2f} vs random "
                          f"{np.median(base):.2f} (difference {diff:+.2f}; Mann-Whitney U two-sided p = {p:.3g}, "
-                         f"{len(reg)} vs {len(base)} searches)")
+                         f"{len(reg)} vs {len(base)} scored searches; answers the ground truth holds ineligible: "
+                         f"{bad[0]} vs {bad[1]})")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

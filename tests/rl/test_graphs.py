@@ -1,12 +1,12 @@
 """GraphCache's control flow (rl/graphs.py), with a stand-in for CUDA graphs: the first run of a key is eager, the
-second captures and replays, later runs replay; a failed capture leaves that key eager. (Whether a real capture of
+second captures and replays, later runs replay; a failed capture stops the run. (Whether a real capture of
 the rollout equals the eager rollout bit for bit is checked on a GPU: ``benchmarks/gpu_check.py``, stage rollout.)"""
 import contextlib
 
 import pytest
 import torch
 
-from workflow_rl.rl.graphs import GraphCache
+from workflow_rl.rl.graphs import GraphCache, GraphCacheError
 
 
 class FakeGraph:
@@ -59,7 +59,7 @@ def test_first_run_is_eager_second_captures_and_replays_then_replays(fake_cuda):
     assert cache._graphs["a"].generators == [gen]        # the generator advances on replay as it would eagerly
 
 
-def test_a_failed_capture_runs_that_key_eagerly_from_then_on(fake_cuda):
+def test_a_failed_capture_stops_the_run_naming_the_fix(fake_cuda):
     calls = []
 
     def fn():
@@ -68,11 +68,10 @@ def test_a_failed_capture_runs_that_key_eagerly_from_then_on(fake_cuda):
 
     fake_cuda["fail"] = True
     cache = GraphCache(True)
-    with pytest.warns(RuntimeWarning, match="capture failed"):
-        for _ in range(2):
-            cache.run("a", fn)
     cache.run("a", fn)
-    assert calls == ["ran", "ran", "ran"]      # the failed capture ran nothing; every run did the work once
+    with pytest.raises(GraphCacheError, match="run without --cuda-graphs"):
+        cache.run("a", fn)
+    assert calls == ["ran"]        # nothing ran after the failed capture: no silent eager fallback
 
 
 def test_disabled_runs_everything_eagerly(fake_cuda):

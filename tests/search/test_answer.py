@@ -183,6 +183,8 @@ def test_regret_and_rank(tmp_path, make_record):
     assert score_answer(table, "E,D,OS,OH,U")["answer_in_top_set"] is True
     missing = score_answer(table, "OS,OH,E,D,U")
     assert missing["regret"] is None and missing["answer_rank"] is None      # not in the file: not guessed
+    bad = score_answer(table, "OH,U,OS,E,D")       # scores -1 (best of all) but never complied: not a valid answer
+    assert bad["regret"] is None and bad["answer_eligible_in_ground_truth"] is False and not bad["answer_in_top_set"]
 
 
 @pytest.mark.parametrize("content,match", [

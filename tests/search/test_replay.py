@@ -5,7 +5,7 @@ import pytest
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.ground_truth import write_ground_truth
 from workflow_rl.search.records import Proposal, SearchState
-from workflow_rl.search.replay import load_exhaustive, replay_search, replayed_record
+from workflow_rl.search.replay import load_exhaustive, replay_search, replayed_record, seed_costs
 from workflow_rl.workflow import all_workflows
 
 EPISODES = 3000   # per workflow, its 3 seeds together
@@ -21,7 +21,7 @@ def true_value(codes: str) -> float:
 def ground_truth_run(tmp_path, make_record):
     """A finished exhaustive run (search_state.json + ground_truth.csv) over all 120 workflows, 3 seeds each."""
     codes = [w.codes for w in all_workflows()]
-    cfg = SearchConfig(workflows=codes, seeds_per_workflow=3)
+    cfg = SearchConfig(workflows=codes, seeds_per_workflow=3, n_envs=10, post_gate_episodes=50)   # gate 500 + 500
     recs = []
     for i, c in enumerate(codes):
         v = true_value(c)
@@ -49,6 +49,21 @@ def test_a_replayed_workflow_observes_recorded_seeds_and_costs_what_they_cost(ma
     assert short.episodes_trained == 500 and short.status == "budget_cut"
     with pytest.raises(ValueError, match="at most --seeds-per-workflow 3"):
         replayed_record(prop, truth, 4, np.random.default_rng(0))
+
+
+def test_each_seed_costs_its_gate_plus_the_post_gate_phase_or_its_cap(make_record):
+    truth = make_record("D,E,OS,OH,U", seed_rewards=[-1.0, -2.0, -3.0],
+                        seed_status=["compliant", "not_compliant", "compliant"], gate_episodes=[1000, None, 1500],
+                        episodes_trained=1400 + 10_000 + 1900, seed_eval_compliance=[1.0, 0.5, 1.0])
+    costs = seed_costs(truth, post_gate_episodes=40, n_envs=10)
+    assert costs == [1400, 10_000, 1900]
+    prop = Proposal(workflow="D,E,OS,OH,U", reason="x", iteration=1, run_dir="w", budget=3000)
+    rec = replayed_record(prop, truth, 3, np.random.default_rng(0), costs)    # 1,000 of the claim per seed
+    assert rec.seed_status == ["budget_cut"] * 3 and rec.episodes_trained == 3000
+    prop = Proposal(workflow="D,E,OS,OH,U", reason="x", iteration=1, run_dir="w", budget=3 * 1500)
+    rec = replayed_record(prop, truth, 3, np.random.default_rng(0), costs)
+    assert rec.seed_status == ["compliant", "budget_cut", "budget_cut"]   # only the cheap seed fits its share
+    assert rec.episodes_trained == 1400 + 1500 + 1500 and rec.status == "budget_cut"
 
 
 def test_replayed_search_spends_its_budget_and_is_scored_against_the_ground_truth(ground_truth_run):

@@ -257,7 +257,8 @@ class StackedUpdate:
         that the captured graphs read (graphs)."""
         dev = mask.device
         new = {**{f: getattr(batch, f) for f in _FIELDS}, "mask": mask.float(),
-               "sums": torch.zeros((5, mask.shape[0]), device=dev), "steps_last": torch.zeros(mask.shape[0], device=dev),
+               "sums": torch.zeros((5, mask.shape[0]), device=dev),
+               "steps_last": torch.zeros(mask.shape[0], device=dev),
                "record": torch.zeros((), device=dev)}
         if not self.graphs:
             return {**new, "members": members,

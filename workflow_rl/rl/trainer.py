@@ -273,8 +273,9 @@ class BatchedTrainer:
             self._hand_over(b["ended"][e], active, finished)
         adv, ret = bootstrapped_gae(b["reward"], b["value"], b["last_value"], b["final_value"], b["ends"], c.ppo)
 
-        def per_member(z: torch.Tensor) -> torch.Tensor:   # (T, q, n, ...) -> (q, T*n, ...), a copy
-            return z.transpose(0, 1).reshape(q, steps * n, *z.shape[3:])
+        def per_member(z: torch.Tensor) -> torch.Tensor:   # (T, q, n, ...) -> (q, T*n, ...), always a copy:
+            # the buffers are rewritten by the next rollout (reshape alone would return a view when q or T is 1)
+            return z.transpose(0, 1).clone(memory_format=torch.contiguous_format).view(q, steps * n, *z.shape[3:])
 
         env_active = torch.arange(n, device=dev).unsqueeze(0) < torch.as_tensor(active, device=dev).unsqueeze(1)
         mask = env_active.unsqueeze(1).expand(q, steps, n).reshape(q, steps * n)
@@ -372,8 +373,8 @@ class BatchedTrainer:
         snap = {"rng": {"generator": self.gen.get_state(), "torch": torch.get_rng_state()}}
         if self.stepper is not None:
             snap.update(env_state=self.stepper.get_state(), obs=self.obs.clone(), access=self.access.clone(),
-                        tracker=self.tracker.state_dict(),
-                        episode_running={"env": self.ep_env_ret, "align": self.ep_align_ret})
+                        tracker={k: v.clone() for k, v in self.tracker.state_dict().items()},
+                        episode_running={"env": self.ep_env_ret.clone(), "align": self.ep_align_ret.clone()})
         return snap
 
     def restore_engine(self, ck: dict) -> bool:

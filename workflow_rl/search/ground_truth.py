@@ -117,14 +117,20 @@ def _same_number(got: set[str], want: str) -> bool:
 
 def score_answer(table: dict[str, dict], answer: str | None) -> dict:
     """The answer's simple regret (ground-truth best eligible mean minus the answer's ground-truth mean), its rank
-    among the eligible workflows and whether it is in the ground truth's top set; None where the answer is not in
-    the file (never guessed)."""
+    among the eligible workflows, whether it is in the ground truth's top set and whether the ground truth holds it
+    eligible at all. Regret and rank are None where the answer is not in the file (never guessed) and where the
+    ground truth holds it ineligible (a search that answered it broke the constraint its answer must meet: counted
+    apart, ``answer_eligible_in_ground_truth`` False, rather than scored by a return a compliant policy does not
+    reach)."""
     ok = [r for r in table.values() if r["eligible"]]
     row = table.get(answer) if answer else None
     if row is None or not ok:
-        return {"regret": None, "answer_rank": None, "answer_in_top_set": None, "ground_truth_best": None}
+        return {"regret": None, "answer_rank": None, "answer_in_top_set": None, "ground_truth_best": None,
+                "answer_eligible_in_ground_truth": None}
     best = max(ok, key=lambda r: r["mean"])
-    return {"regret": best["mean"] - row["mean"],
-            "answer_rank": 1 + sum(r["mean"] > row["mean"] for r in ok) if row["eligible"] else None,
-            "answer_in_top_set": row["eligible"] and row["distinguishable_from_best"] != "True",
-            "ground_truth_best": best["workflow"]}
+    if not row["eligible"]:
+        return {"regret": None, "answer_rank": None, "answer_in_top_set": False,
+                "ground_truth_best": best["workflow"], "answer_eligible_in_ground_truth": False}
+    return {"regret": best["mean"] - row["mean"], "answer_rank": 1 + sum(r["mean"] > row["mean"] for r in ok),
+            "answer_in_top_set": row["distinguishable_from_best"] != "True", "ground_truth_best": best["workflow"],
+            "answer_eligible_in_ground_truth": True}

@@ -84,7 +84,9 @@ def answer_line(summary: dict) -> str:
     line = (f"answer: {summary['best_workflow_codes']} {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
             f"{flag} | 95% confidence set: {len(cs)} of 120 workflow(s): {shown}")
     if "regret" in summary:
-        regret = "n/a (answer not in the ground truth)" if summary["regret"] is None else f"{summary['regret']:.2f}"
+        regret = f"{summary['regret']:.2f}" if summary["regret"] is not None else (
+            "n/a (the ground truth holds the answer ineligible)" if summary.get("answer_eligible_in_ground_truth")
+            is False else "n/a (answer not in the ground truth)")
         line += f" | regret {regret}, rank {summary['answer_rank'] or 'n/a'}"
     return line
 

@@ -3,8 +3,9 @@ from what the exhaustive run recorded for it, so thousands of search seeds run i
 compared with tight intervals.
 
 What a replayed workflow observes: ``seeds_per_workflow`` of the ground truth's K seeds, drawn without replacement
-(their held-out returns, training statuses and evaluated compliance, exactly as recorded); it costs the episodes
-those seeds cost from scratch (its claim, ``budget_cut``, if the claim is smaller). The real search loop chooses,
+(their held-out returns, training statuses and evaluated compliance, exactly as recorded); each costs the episodes
+that seed cost from scratch (its gate plus the post-gate phase, or its cap), and a seed whose share of the claim is
+smaller is ``budget_cut``. The real search loop chooses,
 claims and decides (``WorkflowSearch.explore``); only the training is looked up.
 
 What it leaves out: inheritance. A replayed workflow has the value and the cost it had from scratch. The protocol
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.rl.evaluate import across_seeds
+from workflow_rl.search.batched_executor import split_budget
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.executors import SearchJob
 from workflow_rl.search.ground_truth import load_ground_truth, score_answer
@@ -51,8 +53,10 @@ def load_exhaustive(run_dir: str | Path) -> tuple[SearchConfig, dict[str, Record
 class ReplayExecutor:
     """Answers proposals from ground-truth records (one at a time, like the serial executor)."""
 
-    def __init__(self, records: dict[str, Record], seeds: int, rng: np.random.Generator):
+    def __init__(self, records: dict[str, Record], seeds: int, rng: np.random.Generator, post_gate_episodes: int,
+                 n_envs: int):
         self.records, self.seeds, self.rng = records, seeds, rng
+        self.costs = {w: seed_costs(r, post_gate_episodes, n_envs) for w, r in records.items()}
         self.queue: list[Proposal] = []
 
     def open(self, job: SearchJob) -> None:
@@ -69,24 +73,43 @@ class ReplayExecutor:
 
     def wait_one(self) -> tuple[Proposal, Record]:
         prop = self.queue.pop(0)
-        return prop, replayed_record(prop, self.records[prop.workflow], self.seeds, self.rng)
+        return prop, replayed_record(prop, self.records[prop.workflow], self.seeds, self.rng,
+                                     self.costs[prop.workflow])
 
     def shutdown(self) -> None:
         self.queue.clear()
 
 
-def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Generator) -> Record:
-    """What training ``prop`` with ``seeds`` seeds would have recorded: ``seeds`` of ``truth``'s seeds at random."""
+def seed_costs(truth: Record, post_gate_episodes: int, n_envs: int) -> list[int]:
+    """What each of ``truth``'s seeds cost: a seed that passed the gate its gate plus the post-gate phase, the others
+    (which ran to their cap) share the rest of the recorded total equally."""
+    k = len(truth.seed_rewards)
+    gates = list(truth.gate_episodes) + [None] * (k - len(truth.gate_episodes))
+    passed = {i: gates[i] + post_gate_episodes * n_envs for i in range(k)
+              if truth.seed_status[i] == "compliant" and gates[i] is not None}
+    rest = [i for i in range(k) if i not in passed]
+    left = truth.episodes_trained - sum(passed.values())
+    return [passed[i] if i in passed else left // len(rest) + (1 if rest.index(i) < left % len(rest) else 0)
+            for i in range(k)]
+
+
+def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Generator,
+                    costs: list[int] | None = None) -> Record:
+    """What training ``prop`` with ``seeds`` seeds would have recorded: ``seeds`` of ``truth``'s seeds at random, each
+    at its own cost (``costs``, per ground-truth seed; default: the total shared equally); a seed whose share of the
+    claim is smaller than its cost is cut there (``budget_cut``: it counts, but cannot be the answer)."""
     k = len(truth.seed_rewards)
     if seeds > k:
         raise ValueError(f"the ground truth has {k} seeds per workflow: replay at most --seeds-per-workflow {k}")
+    costs = costs or [truth.episodes_trained // k] * k
     pick = sorted(rng.choice(k, size=seeds, replace=False).tolist())
     values = [truth.seed_rewards[i] for i in pick]
-    statuses = [truth.seed_status[i] for i in pick]
+    statuses, episodes = [], 0
+    for i, share in zip(pick, split_budget(prop.budget, seeds)):
+        cut = costs[i] > share
+        statuses.append("budget_cut" if cut else truth.seed_status[i])
+        episodes += share if cut else costs[i]
     eval_comp = [c for c in (truth.seed_eval_compliance[i] for i in pick) if c is not None]
-    episodes = round(truth.episodes_trained * seeds / k)
-    if episodes > prop.budget:      # the search's budget would have cut it: it counts, but cannot be the answer
-        episodes, statuses = prop.budget, ["budget_cut"] * seeds
     status = ("compliant" if all(s == "compliant" for s in statuses) else
               "budget_cut" if "budget_cut" in statuses else "not_compliant")
     return Record(
@@ -108,11 +131,13 @@ def replay_search(ground_truth_run: str | Path, seed: int, **settings) -> dict:
     base, records, csv_path = load_exhaustive(ground_truth_run)
     cfg = SearchConfig.from_dict({**base.to_dict(), "workflows": None, "batch_workflows": 1, "max_iterations": None,
                                   "init_checkpoint": None, "ground_truth": str(csv_path), "seed": seed,
+                                  "device": "cpu", "cuda_graphs": False,   # nothing is trained
                                   "seeds_per_workflow": 1, **settings})
     table = load_ground_truth(csv_path, cfg)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         search = WorkflowSearch(cfg, tmp, progress=False)
-        search.explore(ReplayExecutor(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7])))
+        search.explore(ReplayExecutor(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7]),
+                                      cfg.train.post_gate_episodes, cfg.train.n_envs))
         summary = answer_summary(search)
     return {"answer": summary["best_workflow_codes"], "confidence_set_size": summary["confidence_set_size"],
             "workflows_evaluated": len(search.state.iterations), "episodes_used": search.state.episodes_used,

@@ -128,8 +128,9 @@ def write_report(search, summary: dict) -> Path:
                   f"excluded from being best): {', '.join(summary['confidence_set'])}.", "",
                   f"How: {summary['confidence_set_method']}.", ""]
     if "regret" in summary:
-        regret = "n/a (the answer is not in the ground truth)" if summary["regret"] is None else \
-            f"{summary['regret']:.2f}"
+        regret = f"{summary['regret']:.2f}" if summary["regret"] is not None else (
+            "n/a (the ground truth holds the answer ineligible)" if summary.get("answer_eligible_in_ground_truth")
+            is False else "n/a (the answer is not in the ground truth)")
         lines += [f"Against the ground truth `{summary['ground_truth']}` (best {summary['ground_truth_best']}): "
                   f"simple regret {regret}, rank {summary['answer_rank'] or 'n/a'}, in its top set: "
                   f"{summary['answer_in_top_set']}.", ""]
