@@ -108,3 +108,32 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     md = (out / "replay.md").read_text()
     assert "| gp-ucb | 6,000 | 3 (3 scored) |" in md and "| random | 6,000 | 3 (3 scored) |" in md
     assert "- budget 6,000: gp-ucb median regret" in md and "Mann-Whitney" in md
+
+
+def test_eligibility_model_learns_an_order_rule_and_constrained_ei_avoids_it():
+    """Workflows with U before E never comply (a pairwise-order rule, as in the B_line ground truth): after a few
+    observations the classifier ranks the rule's two sides apart, and constrained EI picks an untried workflow on the
+    eligible side."""
+    from workflow_rl.search.gp import cei_select, eligibility, fit_gp, posterior
+    from workflow_rl.workflow import Workflow
+
+    def ok(w: Workflow) -> bool:
+        c = w.codes.split(",")
+        return c.index("E") < c.index("U")
+
+    ws = all_workflows()
+    seen = [ws[i] for i in (0, 7, 30, 55, 80, 101, 119, 64)]
+    elig = [ok(w) for w in seen]
+    assert 0 < sum(elig) < len(elig)
+    p = eligibility(seen, elig, seed=0)
+    good, bad = np.mean([p[w.index] for w in ws if ok(w)]), np.mean([p[w.index] for w in ws if not ok(w)])
+    assert good > bad + 0.2
+    y = np.array([-17.0 if e else -25.0 for e in elig])
+    mu, sd = posterior(fit_gp(seen, y, seed=0))
+    k = cei_select(mu, sd, max(y[elig]), p, {w.index for w in seen})
+    assert ok(ws[k]) and ws[k] not in seen
+
+
+def test_replayed_gp_cei_search_runs_and_answers_an_eligible_workflow(ground_truth_run):
+    r = replay_search(ground_truth_run, seed=2, strategy="gp-cei", total_episodes=12_000)
+    assert r["workflows_evaluated"] == 12 and not r["answer"].startswith("OH") and r["regret"] >= 0

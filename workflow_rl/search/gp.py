@@ -9,6 +9,13 @@ seeded restarts).
 
 UCB: score = mu + sqrt(beta_t) * sigma over all 120 candidates. By default beta_t follows Srinivas et al. (2010),
 Theorem 1 for a finite decision set: beta_t = 2 log(|D| t^2 pi^2 / (6 delta)), delta = 0.1; ``beta`` fixes it.
+
+Constrained expected improvement (Gardner et al. 2014; Gelbart et al. 2014): the answer must be *eligible*
+(compliant in training and evaluation), and whether a workflow can be made compliant is itself structured (e.g.
+ordering user hosts before enterprise ones leaves a defender no compliant way to fix enterprise hosts while users
+are re-compromised). A GP classifier over the same pairwise-order features gives P(eligible); the score is
+EI(mu, sigma; best eligible value so far) * P(eligible), so the budget is not spent on workflows whose policy could
+not be the answer.
 """
 from __future__ import annotations
 
@@ -16,8 +23,9 @@ import math
 import warnings
 
 import numpy as np
+from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
 from workflow_rl.workflow import Workflow, all_workflows, kendall
@@ -106,6 +114,34 @@ def srinivas_beta(t: int, n: int = N_CANDIDATES, delta: float = 0.1) -> float:
 def ucb_select(mu: np.ndarray, sd: np.ndarray, beta: float, exclude: set[int]) -> int:
     """Index of the UCB argmax among workflows not in ``exclude`` (lowest index on ties)."""
     score = mu + math.sqrt(beta) * sd
+    score = np.where(np.isin(np.arange(len(score)), list(exclude)), -np.inf, score)
+    return int(np.argmax(score))
+
+
+def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
+    """E[max(0, f - best)] under f ~ N(mu, sd^2), elementwise (0 where sd is 0 and mu <= best)."""
+    sd = np.maximum(sd, 1e-12)
+    z = (mu - best) / sd
+    return (mu - best) * norm.cdf(z) + sd * norm.pdf(z)
+
+
+def eligibility(workflows: list[Workflow], eligible: list[bool], seed: int = 0) -> np.ndarray:
+    """P(eligible) for all 120 workflows from a GP classifier (Laplace approximation; the Mallows kernel without
+    noise) fitted to the observed eligibility; with only one class observed so far, that class's observed share for
+    every workflow (nothing separates them yet)."""
+    y = np.asarray(eligible, int)
+    if y.min() == y.max():
+        return np.full(N_CANDIDATES, float(y[0]))
+    gpc = GaussianProcessClassifier(kernel=mallows_kernel(noise=None), random_state=seed, n_restarts_optimizer=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gpc.fit(features(workflows), y)
+    return gpc.predict_proba(features())[:, list(gpc.classes_).index(1)]
+
+
+def cei_select(mu: np.ndarray, sd: np.ndarray, best: float, p_eligible: np.ndarray, exclude: set[int]) -> int:
+    """Index of the constrained-EI argmax among workflows not in ``exclude`` (lowest index on ties)."""
+    score = expected_improvement(mu, sd, best) * p_eligible
     score = np.where(np.isin(np.arange(len(score)), list(exclude)), -np.inf, score)
     return int(np.argmax(score))
 

@@ -1,4 +1,4 @@
-"""GP-UCB (or ``strategy="random"``) search over the 120 workflows with policy inheritance, under an exact
+"""GP-UCB (or ``strategy="random"`` / ``"gp-cei"``) search over the 120 workflows with policy inheritance, under an exact
 training-episode budget.
 
 Each iteration: choose a workflow (initial design, then the UCB argmax over the workflows not yet trained), warm
@@ -37,8 +37,8 @@ from workflow_rl.search.answer import best_record, fit_records
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.evaluation import SearchInterrupted, evaluate_record, train_and_evaluate
 from workflow_rl.search.executors import Executor, SearchJob, SerialExecutor
-from workflow_rl.search.gp import (N_CANDIDATES, features, fit_gp, initial_design, posterior, seed_noise, srinivas_beta,
-                                   ucb_select)
+from workflow_rl.search.gp import (N_CANDIDATES, cei_select, eligibility, features, fit_gp, initial_design, posterior,
+                                   seed_noise, srinivas_beta, ucb_select)
 from workflow_rl.search.outputs import append_logs, finalize, progress_line
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
@@ -116,7 +116,7 @@ class WorkflowSearch:
     def _strategies(self) -> dict:
         """Strategy name -> its pick(iteration, tried, busy): the one place a new strategy is added (its name goes
         to ``config.STRATEGIES``)."""
-        return {"gp-ucb": self._gp_ucb, "random": self._random}
+        return {"gp-ucb": self._gp_ucb, "random": self._random, "gp-cei": self._gp_cei}
 
     def _random(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
         """Uniform over the untried workflows; the draw depends only on the seed and the iteration, so a resumed
@@ -137,6 +137,22 @@ class WorkflowSearch:
         why += f", {len(busy)} pending hallucinated)" if busy else ")"
         return Proposal(workflow=all_workflows()[k].codes, ucb=float(mu[k] + math.sqrt(beta) * sd[k]),
                         mean=float(mu[k]), std=float(sd[k]), beta=beta, reason=why)
+
+    def _gp_cei(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
+        """The initial design first, then the argmax of expected improvement over the best eligible value so far
+        times P(eligible) (``gp.eligibility``); GP-UCB's pick until some workflow is eligible (no incumbent)."""
+        its = self.state.iterations
+        threshold = self.cfg.train.compliance_threshold
+        ok = [r.observed_reward for r in its if r.eligible(threshold)]
+        if it < self.cfg.n_init or len(its) < 2 or not ok:
+            return self._gp_ucb(it, tried, busy)
+        mu, sd = self._posterior(busy)
+        p = eligibility([Workflow.parse(r.workflow) for r in its], [r.eligible(threshold) for r in its],
+                        self.cfg.train.seed)
+        k = cei_select(mu, sd, max(ok), p, tried)
+        why = (f"constrained EI argmax over {N_CANDIDATES - len(tried)} untried (P(eligible) {p[k]:.2f}, best "
+               f"eligible {max(ok):.2f}" + (f", {len(busy)} pending hallucinated)" if busy else ")"))
+        return Proposal(workflow=all_workflows()[k].codes, mean=float(mu[k]), std=float(sd[k]), reason=why)
 
     def _design_point(self, it: int, tried: set[int]) -> Proposal:
         """The next farthest-point design workflow not yet tried; past ``n_init`` (the design is in flight but
