@@ -6,7 +6,7 @@ from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.ground_truth import write_ground_truth
 from workflow_rl.search.records import Proposal, SearchState
 from workflow_rl.search.replay import load_exhaustive, replay_search, replayed_record, seed_costs
-from workflow_rl.workflow import all_workflows
+from workflow_rl.workflow import Workflow, all_workflows
 
 EPISODES = 3000   # per workflow, its 3 seeds together
 
@@ -137,3 +137,29 @@ def test_eligibility_model_learns_an_order_rule_and_constrained_ei_avoids_it():
 def test_replayed_gp_cei_search_runs_and_answers_an_eligible_workflow(ground_truth_run):
     r = replay_search(ground_truth_run, seed=2, strategy="gp-cei", total_episodes=12_000)
     assert r["workflows_evaluated"] == 12 and not r["answer"].startswith("OH") and r["regret"] >= 0
+
+
+def test_random_eligible_draws_only_workflows_the_model_deems_eligible_once_both_kinds_are_seen(tmp_path,
+                                                                                                  make_record):
+    """Eight observations of the ground truth's rule (users before enterprise never complies): later draws of
+    random-eligible keep enterprise before users far more often than uniform draws would (>= 0.7 of 40 vs ~0.5; the
+    classifier has seen 8 points); before both kinds are seen it draws among all untried."""
+    from workflow_rl.search.search import WorkflowSearch
+
+    def ok(codes: str) -> bool:
+        c = codes.split(",")
+        return c.index("E") < c.index("U")
+
+    ws = all_workflows()
+    seen = [ws[i].codes for i in (0, 7, 30, 55, 80, 101, 119, 64)]
+    s = WorkflowSearch(SearchConfig(strategy="random-eligible"), tmp_path, progress=False)
+    s.state.iterations = [make_record(c, status="compliant" if ok(c) else "not_compliant",
+                                      observed_reward=-17.0 if ok(c) else -25.0) for c in seen]
+    tried = {Workflow.parse(c).index for c in seen}
+    picks = [s._random_eligible(it, tried, set()) for it in range(8, 48)]
+    assert all("P(eligible)" in p.reason for p in picks)
+    share = sum(ok(p.workflow) for p in picks) / len(picks)
+    assert share >= 0.7                    # uniform over the untried would give ~0.5
+    assert len({p.workflow for p in picks}) > 5                       # still random among them
+    s.state.iterations = s.state.iterations[:1]                       # one kind only: all untried
+    assert s._random_eligible(1, tried, set()).reason == f"random among {120 - len(tried)} untried"

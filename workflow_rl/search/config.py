@@ -31,11 +31,11 @@ LEGACY_SETTINGS = {"post_gate_episodes": 0, "strategy": "gp-ucb"}
 """What a search saved before these settings existed ran with: a resumed old ``search_state.json`` keeps them
 (not today's defaults), so its remaining workflows are measured as its first ones were."""
 
-STRATEGIES = ("gp-ucb", "random", "gp-cei")
+STRATEGIES = ("gp-ucb", "random", "gp-cei", "random-eligible")
 """How the search picks the next workflow: GP-UCB (initial design, then the UCB argmax), uniformly at random among
 the untried ones (the baseline a search strategy must beat), or constrained expected improvement (the initial
-design, then EI on the value GP times a GP classifier's probability that the workflow is eligible); see
-``WorkflowSearch.propose``."""
+design, then EI on the value GP times a GP classifier's probability that the workflow is eligible), or uniformly
+among the untried workflows that classifier deems likely eligible; see ``WorkflowSearch.propose``."""
 
 RETIRED = ("compile", "native_backend")
 """Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
@@ -80,8 +80,9 @@ class SearchConfig:
     """train Q workflows at once in this process, in one batch (one engine call and one PPO update serve all Q; the
     way to fill a GPU); 1 = one at a time"""
     strategy: str = one_of("gp-ucb", STRATEGIES)
-    """how the next workflow is chosen: gp-ucb, random (uniform over untried workflows; the baseline), or gp-cei
-    (expected improvement times the modelled probability of being eligible)"""
+    """how the next workflow is chosen: gp-ucb, random (uniform over untried workflows; the baseline), gp-cei
+    (expected improvement times the modelled probability of being eligible), or random-eligible (uniform over the
+    untried workflows modelled as likely eligible)"""
     ground_truth: str | None = None
     """a ground_truth.csv (from --exhaustive under the same protocol): adds the answer's simple regret and rank to
     the summary and report"""

@@ -116,7 +116,8 @@ class WorkflowSearch:
     def _strategies(self) -> dict:
         """Strategy name -> its pick(iteration, tried, busy): the one place a new strategy is added (its name goes
         to ``config.STRATEGIES``)."""
-        return {"gp-ucb": self._gp_ucb, "random": self._random, "gp-cei": self._gp_cei}
+        return {"gp-ucb": self._gp_ucb, "random": self._random, "gp-cei": self._gp_cei,
+                "random-eligible": self._random_eligible}
 
     def _random(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
         """Uniform over the untried workflows; the draw depends only on the seed and the iteration, so a resumed
@@ -125,6 +126,24 @@ class WorkflowSearch:
         rng = np.random.default_rng([self.cfg.train.seed, it])
         k = untried[int(rng.integers(len(untried)))]
         return Proposal(workflow=all_workflows()[k].codes, reason=f"random among {len(untried)} untried")
+
+    def _random_eligible(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
+        """Uniform over the untried workflows the eligibility model (``gp.eligibility``) gives P(eligible) >= 0.5;
+        over all untried ones while fewer than one eligible and one ineligible workflow have been seen (nothing
+        separates them yet) or when none passes. Random search's breadth, without spending the budget beyond the
+        eligibility cliff (ground truth: a user-before-enterprise order never complies)."""
+        its = self.state.iterations
+        threshold = self.cfg.train.compliance_threshold
+        untried = [k for k in range(N_CANDIDATES) if k not in tried]
+        elig = [r.eligible(threshold) for r in its]
+        why = f"random among {len(untried)} untried"
+        if any(elig) and not all(elig):
+            p = eligibility([Workflow.parse(r.workflow) for r in its], elig, self.cfg.train.seed)
+            likely = [k for k in untried if p[k] >= 0.5]
+            if likely:
+                untried, why = likely, f"random among {len(likely)} untried with P(eligible) >= 0.5"
+        rng = np.random.default_rng([self.cfg.train.seed, it])
+        return Proposal(workflow=all_workflows()[untried[int(rng.integers(len(untried)))]].codes, reason=why)
 
     def _gp_ucb(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
         """The initial design first, then the UCB argmax over the untried workflows."""
