@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call that measures issue H on the GPU and, on the same machine's CPU cores at the same time, collects
-# issue K's real-CybORG curves; then, on the GPU, issue G's ground truth. Wheels and scenario data come from
+# issue K's real-CybORG curves; then, on the GPU, issue G's regret runs (benchmarks/device_regret.sh). Wheels and scenario data come from
 # `bash benchmarks/device_wheels.sh` (run beforehand where PyPI is reachable; carried as .whl/).
-#   run: carry [".whl"], then `bash benchmarks/device_all.sh`  (OUT is set by the device tool)
+#   run: carry [".whl", "runs/regret-bline-pg40"], then `bash benchmarks/device_all.sh`  (OUT is set by the device
+#   tool)
 set -u
 python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site csle-cyborg gymnasium paramiko \
   prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser farama-notifications wcwidth invoke cloudpickle \
@@ -20,10 +21,8 @@ taskset -c 12-15 python3 benchmarks/gpu_check.py --budget 190 --engine-sizes 104
   --search-batches 64 --search-timeout 60 --out "$OUT/gpu" > "$OUT/gpu.log" 2>&1
 grep -A12 '"graphs"' "$OUT/gpu/gpu.json" | head -14; grep -A9 '"table"' "$OUT/gpu/gpu.json" | head -10
 rm -rf "$OUT"/gpu/search_b* "$OUT/gpu/train"
-# G: the 120-workflow ground truth (3 seeds each, the search's protocol) on the GPU, in the time left
-taskset -c 12-15 timeout -s INT 230 python3 benchmarks/regret.py ground-truth --seeds-per-workflow 3 --out /tmp/gt \
-  --device cuda --batch-workflows 40 --cuda-graphs --total-episodes 5000000 > "$OUT/gt.log" 2>&1
-mkdir -p "$OUT/gt"; cp /tmp/gt/*.csv /tmp/gt/*.json /tmp/gt/*.md "$OUT/gt/" 2>/dev/null; tail -3 "$OUT/gt.log"
+# G: the regret runs against the CPU-made ground truth (resumable; their folder comes back as regret.tgz)
+taskset -c 12-15 bash benchmarks/device_regret.sh 230
 wait
 tail -2 "$OUT/collect.log"
 # the device tool returns a limited number of files: one archive each (the first run lost 275 of 280 shards)
