@@ -27,7 +27,7 @@ import numpy as np
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.batched_executor import split_budget
 from workflow_rl.search.config import SearchConfig
-from workflow_rl.search.executors import SearchJob
+from workflow_rl.search.executors import SerialExecutor
 from workflow_rl.search.ground_truth import load_ground_truth, score_answer
 from workflow_rl.search.outputs import answer_summary
 from workflow_rl.search.records import Proposal, Record, SearchState
@@ -50,34 +50,19 @@ def load_exhaustive(run_dir: str | Path) -> tuple[SearchConfig, dict[str, Record
     return SearchConfig.from_dict(state.config), records, csv_path
 
 
-class ReplayExecutor:
-    """Answers proposals from ground-truth records (one at a time, like the serial executor)."""
+class ReplayExecutor(SerialExecutor):
+    """The serial executor's queue, one proposal at a time, but each answered from ground-truth records."""
 
     def __init__(self, records: dict[str, Record], seeds: int, rng: np.random.Generator, post_gate_episodes: int,
                  n_envs: int):
+        super().__init__()
         self.records, self.seeds, self.rng = records, seeds, rng
         self.costs = {w: seed_costs(r, post_gate_episodes, n_envs) for w, r in records.items()}
-        self.queue: list[Proposal] = []
-
-    def open(self, job: SearchJob) -> None:
-        pass
-
-    def free(self) -> int:
-        return 1 - len(self.queue)
-
-    def running(self) -> int:
-        return len(self.queue)
-
-    def submit(self, prop: Proposal) -> None:
-        self.queue.append(prop)
 
     def wait_one(self) -> tuple[Proposal, Record]:
         prop = self.queue.pop(0)
         return prop, replayed_record(prop, self.records[prop.workflow], self.seeds, self.rng,
                                      self.costs[prop.workflow])
-
-    def shutdown(self) -> None:
-        self.queue.clear()
 
 
 def seed_costs(truth: Record, post_gate_episodes: int, n_envs: int) -> list[int]:

@@ -120,30 +120,36 @@ class WorkflowSearch:
                 "random-eligible": self._random_eligible}
 
     def _random(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
-        """Uniform over the untried workflows; the draw depends only on the seed and the iteration, so a resumed
-        search draws what the uninterrupted one would."""
+        """Uniform over the untried workflows."""
         untried = [k for k in range(N_CANDIDATES) if k not in tried]
-        rng = np.random.default_rng([self.cfg.train.seed, it])
-        k = untried[int(rng.integers(len(untried)))]
-        return Proposal(workflow=all_workflows()[k].codes, reason=f"random among {len(untried)} untried")
+        return self._draw(it, untried, f"random among {len(untried)} untried")
 
     def _random_eligible(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
         """Uniform over the untried workflows the eligibility model (``gp.eligibility``) gives P(eligible) >= 0.5;
         over all untried ones while fewer than one eligible and one ineligible workflow have been seen (nothing
         separates them yet) or when none passes. Random search's breadth, without spending the budget beyond the
         eligibility cliff (ground truth: a user-before-enterprise order never complies)."""
-        its = self.state.iterations
-        threshold = self.cfg.train.compliance_threshold
-        untried = [k for k in range(N_CANDIDATES) if k not in tried]
-        elig = [r.eligible(threshold) for r in its]
-        why = f"random among {len(untried)} untried"
+        elig = self._eligible()
         if any(elig) and not all(elig):
-            p = eligibility([Workflow.parse(r.workflow) for r in its], elig, self.cfg.train.seed)
-            likely = [k for k in untried if p[k] >= 0.5]
+            p = self._p_eligible()
+            likely = [k for k in range(N_CANDIDATES) if k not in tried and p[k] >= 0.5]
             if likely:
-                untried, why = likely, f"random among {len(likely)} untried with P(eligible) >= 0.5"
+                return self._draw(it, likely, f"random among {len(likely)} untried with P(eligible) >= 0.5")
+        return self._random(it, tried, busy)
+
+    def _draw(self, it: int, among: list[int], why: str) -> Proposal:
+        """One of ``among`` uniformly; the draw depends only on the seed and the iteration, so a resumed search draws
+        what the uninterrupted one would."""
         rng = np.random.default_rng([self.cfg.train.seed, it])
-        return Proposal(workflow=all_workflows()[untried[int(rng.integers(len(untried)))]].codes, reason=why)
+        return Proposal(workflow=all_workflows()[among[int(rng.integers(len(among)))]].codes, reason=why)
+
+    def _eligible(self) -> list[bool]:
+        """Per recorded workflow, whether it may be the answer (``Record.eligible``)."""
+        return [r.eligible(self.cfg.train.compliance_threshold) for r in self.state.iterations]
+
+    def _p_eligible(self) -> np.ndarray:
+        """P(eligible) of all 120 workflows from the classifier fitted to the recorded ones (``gp.eligibility``)."""
+        return eligibility(self._trained(), self._eligible(), self.cfg.train.seed)
 
     def _gp_ucb(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
         """The initial design first, then the UCB argmax over the untried workflows."""
@@ -161,13 +167,11 @@ class WorkflowSearch:
         """The initial design first, then the argmax of expected improvement over the best eligible value so far
         times P(eligible) (``gp.eligibility``); GP-UCB's pick until some workflow is eligible (no incumbent)."""
         its = self.state.iterations
-        threshold = self.cfg.train.compliance_threshold
-        ok = [r.observed_reward for r in its if r.eligible(threshold)]
+        ok = [r.observed_reward for r, e in zip(its, self._eligible()) if e]
         if it < self.cfg.n_init or len(its) < 2 or not ok:
             return self._gp_ucb(it, tried, busy)
         mu, sd = self._posterior(busy)
-        p = eligibility([Workflow.parse(r.workflow) for r in its], [r.eligible(threshold) for r in its],
-                        self.cfg.train.seed)
+        p = self._p_eligible()
         k = cei_select(mu, sd, max(ok), p, tried)
         why = (f"constrained EI argmax over {N_CANDIDATES - len(tried)} untried (P(eligible) {p[k]:.2f}, best "
                f"eligible {max(ok):.2f}" + (f", {len(busy)} pending hallucinated)" if busy else ")"))
