@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from workflow_rl.cli import main
-from workflow_rl.rl.rundir import RunDirLock
+from workflow_rl.rundir import RunDirLock
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

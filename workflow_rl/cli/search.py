@@ -5,7 +5,7 @@ from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
-from workflow_rl.rl.rundir import RunDirLock
+from workflow_rl.rundir import RunDirLock
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.search.outputs import answer_line
 from workflow_rl.workflow import NAMED, Workflow, all_workflows

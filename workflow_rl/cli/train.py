@@ -11,7 +11,7 @@ from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.checkpoint import check_same_run, load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
-from workflow_rl.rl.rundir import RunDirLock
+from workflow_rl.rundir import RunDirLock
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:

@@ -12,7 +12,7 @@ import torch
 from workflow_rl.checks import check_int, check_types
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import Agent
-from workflow_rl.rl.rundir import atomic_write
+from workflow_rl.rundir import atomic_write
 from workflow_rl.workflow import Workflow
 
 CHECKPOINT_VERSION = 1

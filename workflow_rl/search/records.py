@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.checks import check_int, check_types
-from workflow_rl.rl.rundir import atomic_write
+from workflow_rl.rundir import atomic_write
 
 STATUSES = ("compliant", "not_compliant", "budget_cut")
 """A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
