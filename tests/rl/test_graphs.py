@@ -69,7 +69,7 @@ def test_a_failed_capture_stops_the_run_naming_the_fix(fake_cuda):
     fake_cuda["fail"] = True
     cache = GraphCache(True)
     cache.run("a", fn)
-    with pytest.raises(GraphCacheError, match="run without --cuda-graphs"):
+    with pytest.raises(GraphCacheError, match="run with --no-cuda-graphs"):
         cache.run("a", fn)
     assert calls == ["ran"]        # nothing ran after the failed capture: no silent eager fallback
 

@@ -31,7 +31,7 @@ def rows():
 def test_reference_covers_every_panel():
     cyborg = C.read_counts_csv(REFERENCE)
     assert set(cyborg) == {(r, p) for r in ("B_lineAgent", "RedMeanderAgent") for p in POLICIES}
-    assert all(c.episodes >= 20 for c in cyborg.values())
+    assert all(c.episodes >= 2000 for c in cyborg.values())   # issue K: >= 2,000 CybORG episodes per panel
     # red's foothold: CybORG's session table always shows User0 privileged
     assert all((c.curve[:, :, 8] == c.episodes).all() for c in cyborg.values())
 
@@ -43,3 +43,10 @@ def test_native_late_window_shares_match_cyborg_host_by_host(rows):
     bad = [f"{r.red}/{r.policy} {r.level} {r.host}: native {r.native:.3f} vs CybORG {r.cyborg:.3f} "
            f"(n={r.cyborg_n}), z {r.z:+.1f}" for r in tested if abs(r.z) > z_crit]
     assert not bad, f"|z| > {z_crit:.2f} (Bonferroni, family alpha {FAMILY_ALPHA}):\n" + "\n".join(bad)
+
+
+def test_no_host_breaks_issue_k_bar(rows):
+    """Issue K's acceptance bar: no host x level x panel whose late-window share differs by more than 1.5 points at
+    |z| > 3 (``compare`` flags such rows)."""
+    flagged = [f"{r.red}/{r.policy} {r.level} {r.host}: {r.points:+.1f} pt, z {r.z:+.1f}" for r in rows if r.flagged]
+    assert not flagged, "\n".join(flagged)

@@ -10,7 +10,7 @@ captured once per shape and replayed in one launch.
 initialisation, cuBLAS workspaces, numba's module load), the second captures ``fn`` and replays it, later runs
 replay. Generators ``fn`` draws from are registered with each graph, so a replay advances them as the eager run
 would. Disabled (off a GPU, or not asked for) every run is eager: the same arithmetic, launched op by op. A capture
-that fails stops the run with an error naming the fix (``--cuda-graphs`` off): torch does not promise a clean state
+that fails stops the run with an error naming the fix (``--no-cuda-graphs``): torch does not promise a clean state
 (generator offsets, the allocator) after a failed capture, so going on eagerly could silently differ.
 """
 from __future__ import annotations
@@ -51,6 +51,6 @@ class GraphCache:
                 fn(*args)
         except Exception as e:  # noqa: BLE001 - torch and numba raise several kinds; all mean the same here
             raise GraphCacheError(f"capturing {key!r} as a CUDA graph failed ({type(e).__name__}: {e}); run "
-                                  "without --cuda-graphs") from e
+                                  "with --no-cuda-graphs") from e
         self._graphs[key] = graph
         return graph
