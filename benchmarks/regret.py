@@ -32,7 +32,7 @@ from workflow_rl.search.stats import median_interval
 
 COLUMNS = ["strategy", "budget", "search_seed", "answer", "regret", "answer_rank", "answer_in_top_set",
            "answer_eligible_in_ground_truth", "confidence_set_size", "workflows_evaluated", "episodes_used",
-           "wall_time_s"]
+           "wall_time_s", "heldout_regret"]
 
 
 def run_search(out: Path, args: list[str]) -> dict:
@@ -66,26 +66,37 @@ def agreement(answers: list[str]) -> float:
     return sum(a == b for a, b in pairs) / len(pairs) if pairs else math.nan
 
 
+def _median_cell(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    med, lo, hi = median_interval(values)
+    return f"{med:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
 def table(rows: list[dict]) -> str:
-    """The markdown table: one line per (strategy, budget)."""
-    lines = ["| strategy | budget | searches | median regret [95%] | mean regret ± 95% | answer in top set | "
-             "answer ineligible in ground truth | two seeds agree | mean confidence-set size |",
-             "|---|---:|---:|---|---|---:|---:|---:|---:|"]
+    """The markdown table: one line per (strategy, budget); replayed rows also get the held-out regret (the answer
+    valued by the ground-truth seeds the search did not see: ``workflow_rl.search.replay``)."""
+    heldout = any(r.get("heldout_regret") is not None for r in rows)
+    lines = ["| strategy | budget | searches | median regret [95%] | mean regret ± 95% | "
+             + ("median held-out regret [95%] | " if heldout else "") + "answer in top set | "
+             "answer ineligible in ground truth | two seeds agree | distinct answers | mean confidence-set size |",
+             "|---|---:|---:|---|---|" + ("---|" if heldout else "") + "---:|---:|---:|---:|---:|"]
     groups = {}
     for r in rows:
         groups.setdefault((r["strategy"], r["budget"]), []).append(r)
     for (strategy, budget), rs in groups.items():
         reg = [r["regret"] for r in rs if r["regret"] is not None]
+        mean_s = "n/a"
         if reg:
-            med, lo, hi = median_interval(reg)
             spread = across_seeds(reg)
-            med_s, mean_s = f"{med:.2f} [{lo:.2f}, {hi:.2f}]", f"{spread['mean']:.2f} ± {spread['ci95']:.2f}"
-        else:
-            med_s = mean_s = "n/a"
+            mean_s = f"{spread['mean']:.2f} ± {spread['ci95']:.2f}"
+        held = ([r["heldout_regret"] for r in rs if r.get("heldout_regret") is not None],) if heldout else ()
         top = [r["answer_in_top_set"] for r in rs if r["answer_in_top_set"] is not None]
         ineligible = sum(r.get("answer_eligible_in_ground_truth") is False for r in rs)
-        lines.append(f"| {strategy} | {budget:,} | {len(rs)} ({len(reg)} scored) | {med_s} | {mean_s} | "
+        lines.append(f"| {strategy} | {budget:,} | {len(rs)} ({len(reg)} scored) | {_median_cell(reg)} | {mean_s} | "
+                     + "".join(f"{_median_cell(h)} | " for h in held) +
                      f"{sum(top)}/{len(top)} | {ineligible} | {agreement([r['answer'] for r in rs]):.2f} | "
+                     f"{len({r['answer'] for r in rs})} | "
                      f"{sum(r['confidence_set_size'] for r in rs) / len(rs):.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -107,36 +118,113 @@ def replay_runs(a) -> list[dict]:
     return rows
 
 
-def against_random(rows: list[dict]) -> str:
-    """Per budget, each strategy's regrets against random search's: the difference of medians and a two-sided
-    Mann-Whitney U test (unpaired: the search seeds of two strategies share nothing)."""
-    from scipy.stats import mannwhitneyu
+def against_random(rows: list[dict], key: str = "regret") -> str:
+    """Per budget, each strategy's ``key`` (regret, or the replay's held-out regret) against random search's: the
+    difference of medians and a two-sided Mann-Whitney U test (unpaired: the search seeds of two strategies share
+    nothing); and the answers the ground truth holds ineligible, with Fisher's exact test against random's."""
+    from scipy.stats import fisher_exact, mannwhitneyu
 
+    what = "median regret" if key == "regret" else "median held-out regret"
     lines = []
     for budget in sorted({r["budget"] for r in rows}):
-        at = [r for r in rows if r["budget"] == budget and r["regret"] is not None]
-        base = [r["regret"] for r in at if r["strategy"] == "random"]
+        at = [r for r in rows if r["budget"] == budget and r.get(key) is not None]
+        base = [r[key] for r in at if r["strategy"] == "random"]
         for name in dict.fromkeys(r["strategy"] for r in at if r["strategy"] != "random"):
-            reg = [r["regret"] for r in at if r["strategy"] == name]
+            reg = [r[key] for r in at if r["strategy"] == name]
             if len(base) < 2 or len(reg) < 2:
                 continue
             p = mannwhitneyu(reg, base, alternative="two-sided").pvalue
             diff = float(np.median(reg) - np.median(base))
+            n = [sum(r["strategy"] == s for r in rows if r["budget"] == budget) for s in (name, "random")]
             bad = [sum(r.get("answer_eligible_in_ground_truth") is False for r in rows
                        if r["budget"] == budget and r["strategy"] == s) for s in (name, "random")]
-            lines.append(f"- budget {budget:,}: {name} median regret {np.median(reg):.2f} vs random "
+            fisher = fisher_exact([[bad[0], n[0] - bad[0]], [bad[1], n[1] - bad[1]]]).pvalue
+            lines.append(f"- budget {budget:,}: {name} {what} {np.median(reg):.2f} vs random "
                          f"{np.median(base):.2f} (difference {diff:+.2f}; Mann-Whitney U two-sided p = {p:.3g}, "
-                         f"{len(reg)} vs {len(base)} scored searches; answers the ground truth holds ineligible: "
-                         f"{bad[0]} vs {bad[1]})")
+                         f"{len(reg)} vs {len(base)} scored searches); answers the ground truth holds ineligible: "
+                         f"{bad[0]}/{n[0]} vs {bad[1]}/{n[1]} (Fisher exact p = {fisher:.3g})")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def write(rows: list[dict], out: Path, name: str) -> None:
+def ground_truth_noise(gt_csv: str | Path) -> tuple[dict[str, float], dict[str, float]]:
+    """({workflow: ground-truth mean}, {workflow: variance of that mean}) over the eligible rows of a
+    ground_truth.csv; the variance is the pooled within-workflow seed variance over the row's seed count."""
+    with open(gt_csv, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["eligible"] == "True"]
+    seeds = {r["workflow"]: [float(v) for v in r["seed_values"].split(";")] for r in rows}
+    multi = [v for v in seeds.values() if len(v) > 1]
+    pooled = sum(float(np.var(v, ddof=1)) * (len(v) - 1) for v in multi) / max(1, sum(len(v) - 1 for v in multi))
+    return ({w: float(np.mean(v)) for w, v in seeds.items()}, {w: pooled / len(v) for w, v in seeds.items()})
+
+
+def against_random_noise_aware(rows: list[dict], gt_csv: str | Path) -> str:
+    """Mean regret against random's, counting the ground truth's own noise.
+
+    Why: every search that answers workflow i is scored by the same ground-truth mean m_i, whose error (seed
+    variance / K) is shared. A strategy that keeps answering the same few workflows inherits those few errors, so
+    a U test over its searches, which treats them as independent, overstates the evidence (its effective sample is
+    the number of distinct answers, not of searches). Here mean regret_A - mean regret_B = sum_i (w_B,i - w_A,i) m_i
+    over answer frequencies w, and its variance is the ground truth's, sum_i (w_A,i - w_B,i)^2 var(m_i), plus the
+    searches' own, var_A / n_A + var_B / n_B; a two-sided z test on that."""
+    from scipy.stats import norm
+
+    means, var = ground_truth_noise(gt_csv)
+    lines = []
+    for budget in sorted({r["budget"] for r in rows}):
+        scored = {}
+        for r in rows:
+            if r["budget"] == budget and r["answer"] in means:
+                scored.setdefault(r["strategy"], []).append(r["answer"])
+        base = scored.get("random", [])
+        for name, answers in scored.items():
+            if name == "random" or len(answers) < 2 or len(base) < 2:
+                continue
+            wa = {w: answers.count(w) / len(answers) for w in set(answers)}
+            wb = {w: base.count(w) / len(base) for w in set(base)}
+            ws = set(wa) | set(wb)
+            diff = sum((wb.get(w, 0) - wa.get(w, 0)) * means[w] for w in ws)   # regret_A - regret_B
+            v_gt = sum((wa.get(w, 0) - wb.get(w, 0)) ** 2 * var[w] for w in ws)
+            v_search = (np.var([means[w] for w in answers], ddof=1) / len(answers)
+                        + np.var([means[w] for w in base], ddof=1) / len(base))
+            z = diff / math.sqrt(v_gt + v_search)
+            lines.append(f"- budget {budget:,}: {name} mean regret minus random's {diff:+.2f} ± "
+                         f"{1.96 * math.sqrt(v_gt + v_search):.2f} (95%, the ground truth's noise included: "
+                         f"{len(wa)} vs {len(wb)} distinct answers), z {z:+.2f}, two-sided p = "
+                         f"{2 * norm.sf(abs(z)):.3g}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def comparisons(rows: list[dict], gt_csv: str | Path | None = None) -> str:
+    """The U tests on regret, on held-out regret where the rows have it (a replay), and, given the ground truth's
+    file, the comparison of mean regrets that counts its noise."""
+    text = against_random(rows)
+    if any(r.get("heldout_regret") is not None for r in rows):
+        text += against_random(rows, "heldout_regret")
+    if gt_csv is not None:
+        text += against_random_noise_aware(rows, gt_csv)
+    return text
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The rows of a regret.csv or replay.csv written by this script, typed back."""
+    flags = {"True": True, "False": False, "": None}
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["budget"], r["confidence_set_size"] = int(r["budget"]), int(r["confidence_set_size"])
+        for k in ("regret", "heldout_regret"):
+            r[k] = float(r[k]) if r.get(k) not in (None, "") else None
+        for k in ("answer_in_top_set", "answer_eligible_in_ground_truth"):
+            r[k] = flags.get(r[k], r[k])
+    return rows
+
+
+def write(rows: list[dict], out: Path, name: str, gt_csv: str | Path | None = None) -> None:
     with open(out / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows({k: "" if v is None else v for k, v in r.items()} for r in rows)
-    (out / f"{name}.md").write_text(table(rows) + "\n" + against_random(rows))
+    (out / f"{name}.md").write_text(table(rows) + "\n" + comparisons(rows, gt_csv))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,7 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     y.add_argument("--gp-betas", nargs="*", type=float, default=[],
                    help="also replay GP-UCB with each of these fixed betas (rows 'gp-ucb beta=B')")
     y.add_argument("--out", required=True)
+    t = sub.add_parser("table", help="the table and tests again, from a regret.csv or replay.csv already written")
+    t.add_argument("rows", help="OUT/regret.csv or OUT/replay.csv")
+    t.add_argument("--ground-truth", required=True, help="the ground_truth.csv they were scored against")
     a, extra = p.parse_known_args(argv)
+    if a.step == "table":
+        rows = read_rows(a.rows)
+        print(table(rows) + "\n" + comparisons(rows, a.ground_truth))
+        return 0
     if a.step == "ground-truth":
         s = run_search(Path(a.out), ["--exhaustive", "--seeds-per-workflow", str(a.seeds_per_workflow), *extra])
         print(s.get("ground_truth_statement"))
@@ -169,11 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.step == "replay":
         if extra:
             p.error(f"replay takes no search flags (the protocol is the ground truth's): {' '.join(extra)}")
-        rows = replay_runs(a)
+        rows, gt_csv = replay_runs(a), Path(a.ground_truth_run) / "ground_truth.csv"
     else:
-        rows = regret_runs(a, extra)
-    write(rows, Path(a.out), a.step if a.step == "replay" else "regret")
-    print(table(rows) + "\n" + against_random(rows))
+        rows, gt_csv = regret_runs(a, extra), a.ground_truth
+    write(rows, Path(a.out), a.step if a.step == "replay" else "regret", gt_csv)
+    print(table(rows) + "\n" + comparisons(rows, gt_csv))
     return 0
 
 

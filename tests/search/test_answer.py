@@ -17,7 +17,8 @@ from workflow_rl.search.ground_truth import COLUMNS, ground_truth_rows, load_gro
     write_ground_truth
 from workflow_rl.search.gp import fit_gp, posterior, seed_noise
 from workflow_rl.search.search import WorkflowSearch
-from workflow_rl.search.stats import distinguishable_from_best, holm, median_interval, posterior_confidence_set
+from workflow_rl.search.stats import (distinguishable_from_best, holm, median_interval, posterior_confidence_set,
+                                     workflow_effect)
 from workflow_rl.workflow import all_workflows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,3 +248,31 @@ def test_regret_benchmark_at_toy_scale(tmp_path):
     stamp = (tmp_path / "reg" / "gp-ucb-24-seed0" / "summary.json").stat().st_mtime
     r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and (tmp_path / "reg" / "gp-ucb-24-seed0" / "summary.json").stat().st_mtime == stamp
+
+
+def test_workflow_effect_matches_scipy_anova_and_finds_a_real_effect():
+    from scipy.stats import f_oneway
+
+    rng = np.random.default_rng(3)
+    groups = {f"w{i}": list(rng.normal(i * 1.0, 1.0, size=3 + i % 2)) for i in range(8)}   # unbalanced
+    e = workflow_effect(groups)
+    ref = f_oneway(*groups.values())
+    assert e["f"] == pytest.approx(ref.statistic) and e["p"] == pytest.approx(ref.pvalue)
+    assert e["p"] < 1e-6 and e["between_sd"] > 1.5 and e["between_sd_upper"] > e["between_sd"]
+
+
+def test_workflow_effect_upper_bound_covers_the_true_spread_about_95_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    covered, nulls = 0, []
+    for _ in range(400):
+        true = rng.normal(0.0, 0.5, size=30)   # 30 workflows whose values spread with sd 0.5; 3 seeds of sd 1.8
+        covered += workflow_effect({str(i): list(t + rng.normal(0, 1.8, 3)) for i, t in enumerate(true)}
+                                   )["between_sd_upper"] >= 0.5
+        nulls.append(workflow_effect({str(i): list(rng.normal(0, 1.8, 3)) for i in range(30)})["p"])
+    assert 0.91 <= covered / 400 <= 0.99
+    assert 0.02 <= np.mean(np.array(nulls) < 0.05) <= 0.09   # no effect: p below 0.05 about 5% of the time
+
+
+def test_workflow_effect_needs_seeds_and_two_workflows():
+    assert workflow_effect({"a": [1.0, 2.0]}) is None
+    assert workflow_effect({"a": [1.0], "b": [2.0]}) is None

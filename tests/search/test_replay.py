@@ -108,6 +108,41 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     md = (out / "replay.md").read_text()
     assert "| gp-ucb | 6,000 | 3 (3 scored) |" in md and "| random | 6,000 | 3 (3 scored) |" in md
     assert "- budget 6,000: gp-ucb median regret" in md and "Mann-Whitney" in md
+    assert "distinct answers" in md and "median held-out regret" in md and "the ground truth's noise included" in md
+    again = subprocess.run([sys.executable, str(root / "benchmarks" / "regret.py"), "table", str(out / "replay.csv"),
+                            "--ground-truth", str(ground_truth_run / "ground_truth.csv")],
+                           capture_output=True, text=True, cwd=root)
+    assert again.returncode == 0 and again.stdout.strip() == md.strip()   # the table is rebuilt from the CSV alone
+
+
+def test_held_out_regret_values_the_answer_by_the_seeds_the_search_did_not_see(ground_truth_run):
+    for seed in range(4):
+        r = replay_search(ground_truth_run, seed=seed, strategy="random", total_episodes=10_000)
+        # seeds v-0.3, v, v+0.3: whichever one was observed, the other two average to v+0.15, v or v-0.15
+        assert min(abs(r["heldout_regret"] - r["regret"] - d) for d in (-0.15, 0.0, 0.15)) < 1e-6
+
+
+def test_noise_aware_comparison_counts_the_ground_truths_error_of_each_answered_workflow(tmp_path):
+    import csv
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("regret", Path(__file__).resolve().parents[2] / "benchmarks" /
+                                                  "regret.py")
+    regret = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(regret)
+    gt = tmp_path / "ground_truth.csv"
+    with open(gt, "w", newline="") as f:   # two eligible workflows, 3 seeds each, seed variance 1.0 in both
+        w = csv.writer(f)
+        w.writerow(["workflow", "eligible", "seed_values"])
+        w.writerow(["D,E,OS,OH,U", "True", "-16;-17;-18"])
+        w.writerow(["E,D,OS,OH,U", "True", "-17;-18;-19"])
+    rows = [{"strategy": "random", "budget": 10, "answer": "D,E,OS,OH,U"} for _ in range(50)] + \
+           [{"strategy": "gp-ucb", "budget": 10, "answer": "E,D,OS,OH,U"} for _ in range(50)]
+    line = regret.against_random_noise_aware(rows, gt)
+    # gp-ucb always answers the worse workflow: +1.00 regret; its error is the two means' (1/3 + 1/3), nothing else
+    z = 1.0 / (2 / 3) ** 0.5
+    assert "mean regret minus random's +1.00" in line and f"z {z:+.2f}" in line and "1 vs 1 distinct answers" in line
 
 
 def test_eligibility_model_learns_an_order_rule_and_constrained_ei_avoids_it():

@@ -14,7 +14,7 @@ from pathlib import Path
 from workflow_rl.envs.names import parse_red_agent
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.records import Record
-from workflow_rl.search.stats import ALPHA, distinguishable_from_best
+from workflow_rl.search.stats import ALPHA, distinguishable_from_best, workflow_effect
 from workflow_rl.workflow import Workflow
 
 PROTOCOL_FIELDS = ("red_agent", "n_envs", "episode_length", "post_gate_episodes", "compliance_threshold",
@@ -70,16 +70,31 @@ def write_ground_truth(records: list[Record], cfg, path: Path) -> list[dict]:
     return rows
 
 
+def eligible_effect(rows: list[dict]) -> dict | None:
+    """:func:`stats.workflow_effect` over the eligible rows' seed values: whether eligible workflows differ at all."""
+    return workflow_effect({r["workflow"]: [float(v) for v in str(r["seed_values"]).split(";")]
+                            for r in rows if r["eligible"]})
+
+
 def best_set_statement(rows: list[dict]) -> str:
-    """One sentence: which workflows cannot be told apart from the best, and how that was decided."""
+    """Which workflows cannot be told apart from the best, and how that was decided; then whether the eligible
+    workflows differ at all (one-way ANOVA), which says whether "the best" means anything."""
     ok = [r for r in rows if r["eligible"]]
     if not ok:
         return "No workflow is eligible (compliant in training and evaluation): there is no best."
     top = [r["workflow"] for r in ok if not r["distinguishable_from_best"]]
     untested = sum(r["p_value"] in (None, "") and r["workflow"] != ok[0]["workflow"] for r in ok)
-    return (f"Best: {ok[0]['workflow']}. Not distinguishable from it at family-wise 95% (Holm-corrected one-sided "
+    text = (f"Best: {ok[0]['workflow']}. Not distinguishable from it at family-wise 95% (Holm-corrected one-sided "
             f"Welch t-tests against the best over {len(ok)} eligible workflows): {len(top)} workflow(s)"
             + (f", {untested} of them untestable (fewer than 2 seeds)" if untested else "") + f": {', '.join(top)}.")
+    e = eligible_effect(rows)
+    if e is not None:
+        verdict = ("they differ" if e["p"] < ALPHA else
+                   "no evidence that they differ at all: the choice among eligible workflows is within seed noise")
+        text += (f" Do the {e['workflows']} eligible workflows differ? One-way ANOVA over {e['seeds']} seed values: "
+                 f"F {e['f']:.2f}, p {e['p']:.3g}, {verdict}; spread of their true values {e['between_sd']:.2f} "
+                 f"(95% upper bound {e['between_sd_upper']:.2f}) against a seed sd of {e['within_sd']:.2f}.")
+    return text
 
 
 def load_ground_truth(path: str | Path, cfg) -> dict[str, dict]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from workflow_rl.envs.names import parse_red_agent
 from workflow_rl.search.answer import confidence_set
-from workflow_rl.search.ground_truth import best_set_statement, load_ground_truth, score_answer, write_ground_truth
+from workflow_rl.search.ground_truth import (best_set_statement, eligible_effect, load_ground_truth, score_answer,
+                                             write_ground_truth)
 from workflow_rl.search.records import Record, atomic_json
 from workflow_rl.workflow import Workflow
 
@@ -107,6 +108,7 @@ def finalize(search, wall: float) -> dict:
     if cfg.workflows is not None and state.iterations:
         rows = write_ground_truth(state.iterations, cfg, search.out / "ground_truth.csv")
         summary["ground_truth_statement"] = best_set_statement(rows)
+        summary["eligible_workflow_effect"] = eligible_effect(rows)
     if best:
         shutil.copyfile(search.out / best.checkpoint, search.out / "best_policy.pt")
         record = best.to_dict()

@@ -69,6 +69,34 @@ def posterior_confidence_set(mu: np.ndarray, cov: np.ndarray, ref: int, candidat
     return [ref] + [i for i, r in zip(others, rej) if not r]
 
 
+def workflow_effect(samples: dict[str, list[float]], alpha: float = ALPHA) -> dict | None:
+    """Do the workflows differ at all? One-way random-effects ANOVA over per-seed values (workflows the groups).
+
+    Why: "not distinguishable from the best" for every workflow can mean too few seeds or no differences to find;
+    this tells them apart. ``p`` tests H0: every workflow has the same mean (F = between / within mean square).
+    ``between_sd`` estimates the spread of the workflows' true values (the method of moments, 0 when negative) and
+    ``between_sd_upper`` its one-sided upper 95% bound (exact for equal seeds per workflow, the usual Satterthwaite
+    n0 approximation otherwise): a small bound says the choice of workflow cannot matter by more than that. None
+    with fewer than 2 workflows or no workflow with 2 seeds."""
+    groups = [np.asarray(v, float) for v in samples.values()]
+    k, n_total = len(groups), sum(len(g) for g in groups)
+    if k < 2 or n_total - k < 1:
+        return None
+    grand = np.concatenate(groups).mean()
+    ss_between = sum(len(g) * (g.mean() - grand) ** 2 for g in groups)
+    ss_within = sum(((g - g.mean()) ** 2).sum() for g in groups)
+    df_b, df_w = k - 1, n_total - k
+    ms_b, ms_w = ss_between / df_b, ss_within / df_w
+    n0 = (n_total - sum(len(g) ** 2 for g in groups) / n_total) / df_b   # seeds per workflow (balanced: K)
+    if ms_w == 0:
+        return None
+    f = ms_b / ms_w
+    upper_ratio = max(0.0, (f / stats.f.ppf(alpha, df_b, df_w) - 1) / n0)   # sigma_b^2 / sigma_w^2 bound
+    return {"workflows": k, "seeds": n_total, "f": float(f), "p": float(stats.f.sf(f, df_b, df_w)),
+            "within_sd": float(math.sqrt(ms_w)), "between_sd": float(math.sqrt(max(0.0, (ms_b - ms_w) / n0))),
+            "between_sd_upper": float(math.sqrt(upper_ratio * ms_w))}
+
+
 def median_interval(values: list[float], level: float = 1 - ALPHA) -> tuple[float, float, float]:
     """(median, low, high) with the distribution-free order-statistic interval [x_(j), x_(n+1-j)], j the largest
     with P(Binomial(n, 1/2) <= j-1) <= (1-level)/2 (no resampling noise). Below 6 values no j reaches 95%: the
