@@ -227,6 +227,43 @@ def write(rows: list[dict], out: Path, name: str, gt_csv: str | Path | None = No
     (out / f"{name}.md").write_text(table(rows) + "\n" + comparisons(rows, gt_csv))
 
 
+def figure(rows: list[dict], gt_csv: str | Path, path: str | Path) -> None:
+    """The reproducibility figure: left, the ground truth (every workflow's mean with its 95% t interval, eligible
+    ones first, best first; the rest grey) - the plateau the searches choose on; right, per strategy and budget,
+    the regret of every search's answer (a box per row, the number of distinct answers above it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(gt_csv, newline="") as f:
+        gt = list(csv.DictReader(f))
+    gt.sort(key=lambda r: (r["eligible"] != "True", -float(r["mean"])))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(14, 5), gridspec_kw={"width_ratios": [1, 1]})
+    for i, r in enumerate(gt):
+        ok = r["eligible"] == "True"
+        a.errorbar(i, float(r["mean"]), yerr=float(r["ci95"] or 0), fmt="o", ms=3, lw=0.8,
+                   color="tab:blue" if ok else "0.6")
+    a.set(xlabel="workflow (eligible first, best first; grey: not eligible)", ylabel="held-out return, 95% t over seeds",
+          title="ground truth: each workflow's value")
+    groups = {}
+    for r in rows:
+        if r["regret"] is not None:
+            groups.setdefault(f"{r['strategy']} {r['budget'] // 1000}k", []).append(r)
+    names = list(groups)
+    b.boxplot([[r["regret"] for r in groups[n]] for n in names], showfliers=True)
+    b.set_xticks(range(1, len(names) + 1), names, fontsize=8, rotation=35, ha="right")
+    top = max(r["regret"] for g in groups.values() for r in g)
+    for i, n in enumerate(names, 1):
+        b.text(i, top * 1.05, str(len({r["answer"] for r in groups[n]})), ha="center", fontsize=8)
+    b.set_ylim(top=top * 1.12)
+    b.set(ylabel="simple regret of the answer (ground-truth points)",
+          title="searches: regret per search seed (number above: distinct answers)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="step", required=True)
@@ -251,10 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("table", help="the table and tests again, from a regret.csv or replay.csv already written")
     t.add_argument("rows", help="OUT/regret.csv or OUT/replay.csv")
     t.add_argument("--ground-truth", required=True, help="the ground_truth.csv they were scored against")
+    t.add_argument("--figure", help="also draw the reproducibility figure (ground truth and regrets) to this PNG")
     a, extra = p.parse_known_args(argv)
     if a.step == "table":
         rows = read_rows(a.rows)
         print(table(rows) + "\n" + comparisons(rows, a.ground_truth))
+        if a.figure:
+            figure(rows, a.ground_truth, a.figure)
         return 0
     if a.step == "ground-truth":
         s = run_search(Path(a.out), ["--exhaustive", "--seeds-per-workflow", str(a.seeds_per_workflow), *extra])

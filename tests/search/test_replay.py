@@ -110,9 +110,10 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     assert "- budget 6,000: gp-ucb median regret" in md and "Mann-Whitney" in md
     assert "distinct answers" in md and "median held-out regret" in md and "the ground truth's noise included" in md
     again = subprocess.run([sys.executable, str(root / "benchmarks" / "regret.py"), "table", str(out / "replay.csv"),
-                            "--ground-truth", str(ground_truth_run / "ground_truth.csv")],
-                           capture_output=True, text=True, cwd=root)
+                            "--ground-truth", str(ground_truth_run / "ground_truth.csv"), "--figure",
+                            str(out / "fig.png")], capture_output=True, text=True, cwd=root)
     assert again.returncode == 0 and again.stdout.strip() == md.strip()   # the table is rebuilt from the CSV alone
+    assert (out / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_held_out_regret_values_the_answer_by_the_seeds_the_search_did_not_see(ground_truth_run):
