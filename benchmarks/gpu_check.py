@@ -114,38 +114,62 @@ def _env_equality(n: int, steps: int) -> str:
 
 # ------------------------------------------------------------------------------------------------------ stage 2
 def stage_engine(args) -> dict:
+    """Each size twice: launched step by step from Python (``env.step_tensor``: the dispatcher types and marshals
+    every state array on the CPU at each launch), and as the rollout now runs it, 8 steps captured once as a CUDA
+    graph and replayed (no Python per step). Their gap is the launch path; at small sizes it is most of a step."""
     rows = []
     for n in args.engine_sizes:
         for red in ("bline", "meander"):
             runs = _time_engine(n, red, args.device)
-            rows.append({"n_envs": n, "red": red, "env_steps_per_s": statistics.median(runs),
-                         "min": min(runs), "max": max(runs)})
+            row = {"n_envs": n, "red": red, "env_steps_per_s": statistics.median(runs), "min": min(runs),
+                   "max": max(runs), "us_per_step": n / statistics.median(runs) * 1e6}
+            if args.device.startswith("cuda"):
+                graphed = _time_engine(n, red, args.device, graph=True)
+                row.update({"graph_env_steps_per_s": statistics.median(graphed),
+                            "graph_us_per_step": n / statistics.median(graphed) * 1e6})
+            rows.append(row)
             print(rows[-1], flush=True)
     return {"rows": rows, "timing": "env.step_tensor, device-drawn random actions (pool of 8), synchronised, "
-                                   "median of 5 runs of >= 0.3 s"}
+                                   "median of 5 runs of >= 0.3 s; graph_*: the 8 steps replayed as one CUDA graph"}
 
 
-def _time_engine(n: int, red: str, device: str, repeats: int = 5) -> list[float]:
+def _time_engine(n: int, red: str, device: str, repeats: int = 5, graph: bool = False) -> list[float]:
     from workflow_rl import make_vector_env
 
     env = make_vector_env(n, red, seed=0, device=device)
     env.reset()
     g = torch.Generator(device=device).manual_seed(0)
     pool = torch.randint(0, 145, (8, n), device=device, generator=g)
+
+    def eight():
+        for k in range(8):
+            env.step_tensor(pool[k])
+
     for k in range(3):   # compile and warm up
         env.step_tensor(pool[k])
+    run = eight
+    if graph:   # capture the 8 steps once (the warm-up above loaded the kernel); replay them
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            eight()
+        torch.cuda.current_stream(device).wait_stream(side)
+        cg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cg):
+            eight()
+        run = cg.replay
     _sync(device)
     t0 = time.perf_counter()
-    env.step_tensor(pool[3])
+    run()
     _sync(device)
-    steps = max(5, int(0.3 / max(time.perf_counter() - t0, 1e-6)))
+    rounds = max(2, int(0.3 / max(time.perf_counter() - t0, 1e-6)))
     runs = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        for k in range(steps):
-            env.step_tensor(pool[k & 7])
+        for _ in range(rounds):
+            run()
         _sync(device)
-        runs.append(n * steps / (time.perf_counter() - t0))
+        runs.append(n * 8 * rounds / (time.perf_counter() - t0))
     del env
     return runs
 
