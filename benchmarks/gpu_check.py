@@ -130,7 +130,28 @@ def stage_engine(args) -> dict:
             rows.append(row)
             print(rows[-1], flush=True)
     return {"rows": rows, "timing": "env.step_tensor, device-drawn random actions (pool of 8), synchronised, "
-                                   "median of 5 runs of >= 0.3 s; graph_*: the 8 steps replayed as one CUDA graph"}
+                                   "median of 5 runs of >= 0.3 s; graph_*: the 8 steps replayed as one CUDA graph",
+            **({"kernel": _kernel_resources()} if args.device.startswith("cuda") else {})}
+
+
+def _kernel_resources() -> dict:
+    """What the compiled step kernel asks of the GPU (registers and local memory per thread limit occupancy; float64
+    and local-memory instructions in its PTX are the usual suspects of a kernel far from the memory roofline)."""
+    from workflow_rl.sim import cuda as C
+
+    k, out = C._step_kernel, {}
+    for name in ("regs_per_thread", "local_mem_per_thread", "shared_mem_per_block", "max_threads_per_block"):
+        try:
+            out[name] = getattr(k, f"get_{name}")()
+        except Exception as e:  # noqa: BLE001 - a diagnostic; report what failed and go on
+            out[name] = f"unavailable ({type(e).__name__})"
+    try:
+        ptx = "\n".join(k.inspect_asm().values())
+        out["ptx_lines"] = ptx.count("\n")
+        out.update({f"ptx_{tag}": ptx.count(tag) for tag in (".f64", "ld.local", "st.local", "bra ", "div.")})
+    except Exception as e:  # noqa: BLE001
+        out["ptx"] = f"unavailable ({type(e).__name__})"
+    return out
 
 
 def _time_engine(n: int, red: str, device: str, repeats: int = 5, graph: bool = False) -> list[float]:
