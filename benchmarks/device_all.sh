@@ -22,7 +22,7 @@ mkdir -p runs/curves-device
    --scenario .whl/scenario --out runs/curves-device > "$OUT/collect.log" 2>&1
  echo "curves shards: $(ls runs/curves-device/shards | wc -l)") &
 # H: the GPU checks on cores 14-15, most important first (graphs and rollout equality, then the 100k search)
-taskset -c 14-15 python3 benchmarks/gpu_check.py --budget $((LIMIT - 20)) --engine-sizes 4096 65536 1048576 \
+taskset -c 14-15 python3 benchmarks/gpu_check.py --budget $((LIMIT - 20)) --engine-sizes 4096 65536 1048576 --engine-layouts C F \
   --search-episodes 100000 --search-batches 64 16 --search-timeout 100 --out "$OUT/gpu" > "$OUT/gpu.log" 2>&1
 grep -A14 '"graphs"' "$OUT/gpu/gpu.json" | head -16; grep -A14 '"rollout"' "$OUT/gpu/gpu.json" | head -16
 grep -A9 '"table"' "$OUT/gpu/gpu.json" | head -10; grep -A4 '"search"' "$OUT/gpu/gpu.json" | head -12

@@ -13,11 +13,14 @@ Stages, most important first; each runs in its own process under its own time ca
 soon as it ends, so one failing stage never loses the others:
 1. equality: the CUDA kernel and the CPU kernel stepped side by side (``sim.cuda.lockstep_mismatch``, 2,048 envs x
    200 steps, B_line, Meander and Sleep red agents, random and scripted defenders, bugs on and off; every output and
-   the whole state compared after every step), then ``make_vector_env(device="cuda")`` against the CPU env;
+   the whole state compared after every step; and bugs on with the GPU arrays host-major, ``layout="F"``), then
+   ``make_vector_env(device="cuda")`` against the CPU env in both layouts;
 2. graphs / rollout: the PPO update and the rollout replayed as CUDA graphs against the same work launched op by op
    (bit equality, milliseconds each way);
-3. engine: env-steps/s of the CUDA kernel at 65,536, 1,048,576 and 4,194,304 envs through ``env.step_tensor`` with
-   random actions drawn on the device (a pool of 8, cycled), kernel launch included, synchronised, median of 5;
+3. engine: env-steps/s of the CUDA kernel at 4,096, 65,536, 1,048,576 and 4,194,304 envs through
+   ``env.step_tensor`` with random actions drawn on the device (a pool of 8, cycled), kernel launch included,
+   synchronised, median of 5; each also replayed as a CUDA graph (no launch path), in both GPU layouts (C
+   env-major, F host-major: ``sim.cuda.LAYOUTS``), with the kernel's registers, local memory and PTX counts;
 4. batched multi-workflow training (``benchmarks/bench_batched.py``), 5. a workflow search (batched and one at a
    time), 6. single-workflow training at a large batch (``workflow-rl train``), as before.
 The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
@@ -81,22 +84,25 @@ def stage_equality(args) -> dict:
 
     warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)   # only under the simulator
     out = {"envs": args.equality_envs, "steps": args.equality_steps}
-    for bugs in (True, False):
+    for bugs, layout in ((True, "C"), (False, "C"), (True, "F")):
+        key = f"official_bugs={bugs}" + ("" if layout == "C" else f",layout={layout}")
         t0 = time.perf_counter()
-        out[f"official_bugs={bugs}"] = C.lockstep_mismatch(args.equality_envs, args.equality_steps, bugs,
-                                                           list(POLICIES.values()), seed=7) or "equal"
-        out[f"official_bugs={bugs}_s"] = round(time.perf_counter() - t0, 2)
+        out[key] = C.lockstep_mismatch(args.equality_envs, args.equality_steps, bugs, list(POLICIES.values()),
+                                       seed=7, layout=layout) or "equal"
+        out[f"{key}_s"] = round(time.perf_counter() - t0, 2)
     if args.device.startswith("cuda"):
         out["vector_env"] = _env_equality(args.equality_envs, args.equality_steps)
+        out["vector_env,layout=F"] = _env_equality(args.equality_envs, args.equality_steps, "F")
     out["equal"] = all(v == "equal" for k, v in out.items() if k.startswith(("official_bugs=", "vector_env"))
                        and not k.endswith("_s"))
     return out
 
 
-def _env_equality(n: int, steps: int) -> str:
+def _env_equality(n: int, steps: int, layout: str = "C") -> str:
     from workflow_rl import make_vector_env
 
-    a, b = make_vector_env(n, "meander", seed=4), make_vector_env(n, "meander", seed=4, device="cuda")
+    a, b = make_vector_env(n, "meander", seed=4), make_vector_env(n, "meander", seed=4, device="cuda",
+                                                                  gpu_layout=layout)
     a.reset(), b.reset()
     rng = np.random.default_rng(0)
     for t in range(steps):
@@ -118,17 +124,19 @@ def stage_engine(args) -> dict:
     every state array on the CPU at each launch), and as the rollout now runs it, 8 steps captured once as a CUDA
     graph and replayed (no Python per step). Their gap is the launch path; at small sizes it is most of a step."""
     rows = []
+    cuda = args.device.startswith("cuda")
     for n in args.engine_sizes:
         for red in ("bline", "meander"):
-            runs = _time_engine(n, red, args.device)
-            row = {"n_envs": n, "red": red, "env_steps_per_s": statistics.median(runs), "min": min(runs),
-                   "max": max(runs), "us_per_step": n / statistics.median(runs) * 1e6}
-            if args.device.startswith("cuda"):
-                graphed = _time_engine(n, red, args.device, graph=True)
-                row.update({"graph_env_steps_per_s": statistics.median(graphed),
-                            "graph_us_per_step": n / statistics.median(graphed) * 1e6})
-            rows.append(row)
-            print(rows[-1], flush=True)
+            for layout in args.engine_layouts if cuda else ["C"]:
+                runs = _time_engine(n, red, args.device, layout=layout)
+                row = {"n_envs": n, "red": red, "layout": layout, "env_steps_per_s": statistics.median(runs),
+                       "min": min(runs), "max": max(runs), "us_per_step": n / statistics.median(runs) * 1e6}
+                if cuda:
+                    graphed = _time_engine(n, red, args.device, graph=True, layout=layout)
+                    row.update({"graph_env_steps_per_s": statistics.median(graphed),
+                                "graph_us_per_step": n / statistics.median(graphed) * 1e6})
+                rows.append(row)
+                print(rows[-1], flush=True)
     return {"rows": rows, "timing": "env.step_tensor, device-drawn random actions (pool of 8), synchronised, "
                                    "median of 5 runs of >= 0.3 s; graph_*: the 8 steps replayed as one CUDA graph",
             **({"kernel": _kernel_resources()} if args.device.startswith("cuda") else {})}
@@ -154,10 +162,12 @@ def _kernel_resources() -> dict:
     return out
 
 
-def _time_engine(n: int, red: str, device: str, repeats: int = 5, graph: bool = False) -> list[float]:
+def _time_engine(n: int, red: str, device: str, repeats: int = 5, graph: bool = False, layout: str = "C"
+                 ) -> list[float]:
     from workflow_rl import make_vector_env
 
-    env = make_vector_env(n, red, seed=0, device=device)
+    env = make_vector_env(n, red, seed=0, device=device, **({"gpu_layout": layout} if device.startswith("cuda")
+                                                              else {}))
     env.reset()
     g = torch.Generator(device=device).manual_seed(0)
     pool = torch.randint(0, 145, (8, n), device=device, generator=g)
@@ -365,7 +375,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=330.0, help="seconds for the whole run (every stage included)")
     p.add_argument("--equality-envs", type=int, default=2048)
     p.add_argument("--equality-steps", type=int, default=200)
-    p.add_argument("--engine-sizes", type=int, nargs="+", default=[65536, 1 << 20, 1 << 22])
+    p.add_argument("--engine-sizes", type=int, nargs="+", default=[4096, 65536, 1 << 20, 1 << 22])
+    p.add_argument("--engine-layouts", nargs="+", choices=["C", "F"], default=["C", "F"],
+                   help="GPU memory orders to time (sim.cuda.LAYOUTS)")
     p.add_argument("--train-envs", type=int, default=65536)
     p.add_argument("--search-episodes", type=int, default=20_000)
     p.add_argument("--search-batches", type=int, nargs="+", default=[16, 1],

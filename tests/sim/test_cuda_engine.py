@@ -25,7 +25,8 @@ from workflow_rl.policies import POLICIES
 from workflow_rl.sim import cuda as C
 assert "simulator" in type(C._step_kernel).__module__, type(C._step_kernel)
 print(C.lockstep_mismatch(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "True", list(POLICIES.values()),
-                          seed=3, episode_length=int(sys.argv[4]), threads_per_block=8))
+                          seed=3, episode_length=int(sys.argv[4]), threads_per_block=8,
+                          layout=sys.argv[5] if len(sys.argv) > 5 else "C"))
 """
 
 
@@ -44,6 +45,35 @@ def test_cudasim_kernel_equals_cpu_kernel_every_output_and_state_field(official_
     r = _simulated(_LOCKSTEP, 21, 130, official_bugs, 60)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "None", r.stdout
+
+
+def test_cudasim_kernel_in_host_major_layout_equals_cpu_kernel():
+    """The GPU arrays in Fortran (host-major) order: the same kernel source, indexed the same way, gives the same
+    outputs and state as the CPU kernel's C-order arrays (to_device/to_host convert; every field compared)."""
+    pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
+    r = _simulated(_LOCKSTEP, 21, 70, True, 60, "F")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "None", r.stdout
+
+
+def test_cudasim_host_major_layout_really_is_fortran_order():
+    pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
+    code = """
+from workflow_rl.sim import cuda as C, native as N
+s = N.allocate_state(5)
+d = C.to_device(s, layout="F")
+two = [(a, b) for a, b in zip(s, d) if a.ndim == 2]
+assert two and all(b.strides == (a.itemsize, a.itemsize * a.shape[0]) for a, b in two), [b.strides for a, b in two]
+back = C.to_host(d)
+assert all(x.flags.c_contiguous for x in back)
+try:
+    C.to_device(s, layout="K")
+except ValueError as e:
+    print("refused:", e)
+"""
+    r = _simulated(code)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "refused: gpu_layout must be one of C, F" in r.stdout
 
 
 def test_cudasim_kernel_equals_cpu_kernel_with_a_red_mixture():
@@ -145,18 +175,21 @@ def test_cuda_without_a_gpu_is_a_clear_error():
     (dict(device="mps"), "device='cpu' or 'cuda'"),
     (dict(backend="torch"), "removed"),
     (dict(compile=True), "drop compile"),
+    (dict(gpu_layout="F"), "use it with device='cuda'"),
 ])
 def test_removed_or_unsupported_native_options(kwargs, match):
+    """(gpu_layout on the CPU engine: refused, not silently ignored.)"""
     with pytest.raises(ValueError, match=match):
         make_vector_env(4, **kwargs)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
-def test_cuda_env_equals_cpu_env_and_snapshots_round_trip():
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_cuda_env_equals_cpu_env_and_snapshots_round_trip(layout):
     from workflow_rl.rl.envstep import TorchStepper
 
     n = 4096
-    a, b = make_vector_env(n, "bline", seed=4), make_vector_env(n, "bline", seed=4, device="cuda")
+    a, b = make_vector_env(n, "bline", seed=4), make_vector_env(n, "bline", seed=4, device="cuda", gpu_layout=layout)
     a.reset(), b.reset()
     rng = np.random.default_rng(0)
     for _ in range(150):

@@ -28,8 +28,8 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     engine="native" runs on ``device="cpu"`` (the numba CPU kernel) or ``device="cuda"`` (the same rules compiled as a
     CUDA kernel with numba-cuda; ``env.step_tensor`` keeps everything on the GPU). Options: ``official_bugs`` (default
     True: reproduce CybORG's OTService-restore and Vsftpd bugs; False fixes both), ``copy`` (default True; False
-    returns engine buffers overwritten by the next step), ``backend`` (only "numba", the default, on both devices;
-    accepted so existing callers keep working).
+    returns engine buffers overwritten by the next step), ``gpu_layout`` (CUDA only: "C", the default, or "F", the
+    memory order of the GPU arrays: see ``sim.cuda.LAYOUTS``).
     engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
     ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or
     $WORKFLOW_RL_CAGE2_SCENARIO), ``timeout`` (seconds a worker may take per step before every worker is stopped
@@ -76,7 +76,9 @@ def _check_native_options(options: dict, device: str) -> None:
             raise ValueError(f"the {removed} option was removed with the torch tensor path: the native engine is one "
                              f"numba source compiled for the CPU (device='cpu') and as a CUDA kernel "
                              f"(device='cuda'); drop {removed}")
-    _check_options(options, {"official_bugs", "copy"}, "native")
+    _check_options(options, {"official_bugs", "copy", "gpu_layout"}, "native")
+    if "gpu_layout" in options and not device.startswith("cuda"):
+        raise ValueError("gpu_layout is the memory order of the CUDA engine's arrays: use it with device='cuda'")
     if device != "cpu" and not device.startswith("cuda"):
         raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use device='cpu' or 'cuda', not "
                          f"{device!r}")

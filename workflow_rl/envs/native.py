@@ -168,14 +168,20 @@ class CudaVectorEnv(NativeVectorEnv):
     The state lives on the GPU; the outputs are torch tensors on the device that the kernel writes in place through
     ``numba.cuda.as_cuda_array`` views, on torch's current stream. :meth:`step_tensor` keeps everything on the
     device; ``step`` returns numpy arrays (one host copy per step). Episodes are started (``reset``) on the CPU and
-    the state uploaded, which costs one copy per reset, not per step.
+    the state uploaded, which costs one copy per reset, not per step. ``gpu_layout``: the memory order of the 2-D
+    arrays on the GPU (``sim.cuda.LAYOUTS``: "C" env-major as on the CPU, the default; "F" host-major, coalesced),
+    the same results either way.
     """
 
     def __init__(self, num_envs: int, red_agent, episode_length: int = 100, seed: int | None = None,
-                 official_bugs: bool = True, copy: bool = True, device: str = "cuda"):
+                 official_bugs: bool = True, copy: bool = True, device: str = "cuda", gpu_layout: str = "C"):
         import torch
 
+        if gpu_layout not in ("C", "F"):   # sim.cuda.LAYOUTS (not imported here: numba-cuda may be missing)
+            raise ValueError(f"gpu_layout must be 'C' (env-major, as on the CPU) or 'F' (host-major), got "
+                             f"{gpu_layout!r}")
         super().__init__(num_envs, red_agent, episode_length, seed, official_bugs, copy)
+        self.gpu_layout = gpu_layout
         self.device = torch.device(device)
         if self.device.type != "cuda":
             raise ValueError(f"CudaVectorEnv runs on an NVIDIA GPU: use device='cuda', not {device!r}")
@@ -242,16 +248,17 @@ class CudaVectorEnv(NativeVectorEnv):
         from numba import cuda
 
         torch.cuda.current_stream(self.device).synchronize()
-        host = sim.SimState(*(np.ascontiguousarray(x) for x in state))
+        host = sim.SimState(*(np.asarray(x, order=self.gpu_layout) for x in state))
         with cuda.gpus[self.device.index]:
             if self.dstate is not None and all(d.shape == h.shape and d.dtype == h.dtype
                                                for d, h in zip(self.dstate, host)):
                 for d, h in zip(self.dstate, host):
                     d.copy_to_device(h)
             else:
-                self.dstate = self._engine.to_device(host)
-        if self.outputs is None:
-            self.outputs = sim.StepBuffers(*(torch.from_numpy(x).to(self.device) for x in self.buffers))
+                self.dstate = self._engine.to_device(host, layout=self.gpu_layout)
+        if self.outputs is None:   # .to() keeps the strides of the layout (torch's preserve_format)
+            self.outputs = sim.StepBuffers(*(torch.from_numpy(np.asarray(x, order=self.gpu_layout)).to(self.device)
+                                             for x in self.buffers))
             self._views = sim.StepBuffers(*(cuda.as_cuda_array(t) for t in self.outputs))
 
 

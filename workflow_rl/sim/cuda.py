@@ -61,17 +61,34 @@ def _device_tables(official_bugs: bool) -> tuple:
     return _TABLES[key]
 
 
-def to_device(arrays: NamedTuple, stream=0) -> NamedTuple:
-    """A copy of a :class:`SimState` (or :class:`StepBuffers`) of numpy arrays as device arrays."""
-    return type(arrays)(*(cuda.to_device(np.ascontiguousarray(a), stream=stream) for a in arrays))
+LAYOUTS = ("C", "F")
+"""Memory order of the 2-D (env, host) arrays on the GPU. "C" (the CPU kernel's, env-major): a thread's row is
+contiguous, so a warp reading one host of 32 envs touches 32 rows, e.g. 416 bytes for 13 int8 hosts, to use 32.
+"F" (host-major): the same ``a[env, host]`` indexing, but 32 envs' values of one host are adjacent, so the warp's
+load is coalesced. The rules are not touched: numba compiles the kernel once per layout from the same source, and
+the results are the same bit for bit (the arithmetic is). Which is faster is measured (``gpu_check``'s engine
+stage), not assumed."""
+
+
+def _check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"gpu_layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return layout
+
+
+def to_device(arrays: NamedTuple, stream=0, layout: str = "C") -> NamedTuple:
+    """A copy of a :class:`SimState` (or :class:`StepBuffers`) of numpy arrays as device arrays in ``layout``."""
+    order = _check_layout(layout)
+    return type(arrays)(*(cuda.to_device(np.asarray(a, order=order), stream=stream) for a in arrays))
 
 
 def to_host(arrays: NamedTuple, stream=0) -> NamedTuple:
-    """A numpy copy of a :class:`SimState` (or :class:`StepBuffers`) of device arrays."""
+    """A numpy copy (C order, whatever the device layout) of a :class:`SimState` (or :class:`StepBuffers`) of device
+    arrays."""
     out = type(arrays)(*(a.copy_to_host(stream=stream) for a in arrays))
     if stream != 0:
         stream.synchronize()
-    return out
+    return type(arrays)(*(np.ascontiguousarray(a) for a in out))
 
 
 def step(state: SimState, actions, buffers: StepBuffers, episode_length: int, official_bugs: bool = True,
@@ -89,19 +106,21 @@ def step(state: SimState, actions, buffers: StepBuffers, episode_length: int, of
 
 
 def lockstep_mismatch(num_envs: int, steps: int, official_bugs: bool, policies, seed: int = 0,
-                      episode_length: int = 100, threads_per_block: int = THREADS_PER_BLOCK) -> str | None:
+                      episode_length: int = 100, threads_per_block: int = THREADS_PER_BLOCK,
+                      layout: str = "C") -> str | None:
     """Step the CPU kernel and this CUDA kernel side by side from the same state with the same actions; the first
     difference (step, and which output or state field), or None when every output and the whole state agree after
     every step.
 
     Envs cycle through B_lineAgent, RedMeanderAgent and SleepAgent; env j is defended by ``policies[j %
-    len(policies)]``, each called as ``policy(t, obs, rng) -> actions`` on the CPU kernel's observations.
+    len(policies)]``, each called as ``policy(t, obs, rng) -> actions`` on the CPU kernel's observations. The GPU
+    arrays are in ``layout`` (:data:`LAYOUTS`).
     """
     n = num_envs
     s, b = N.allocate_state(n), N.allocate_buffers(n)
     N.seed_state(s, seed, np.array([T.RED_BLINE, T.RED_MEANDER, T.RED_SLEEP], np.int8)[np.arange(n) % 3])
     N.reset_envs(s, b)
-    ds, db = to_device(s), to_device(b)
+    ds, db = to_device(s, layout=layout), to_device(b, layout=layout)
     rng = np.random.default_rng(seed)
     rows = np.arange(n)
     for t in range(steps):
@@ -116,4 +135,4 @@ def lockstep_mismatch(num_envs: int, steps: int, official_bugs: bool, policies, 
     return None
 
 
-__all__ = ["step", "to_device", "to_host", "lockstep_mismatch", "THREADS_PER_BLOCK"]
+__all__ = ["step", "to_device", "to_host", "lockstep_mismatch", "THREADS_PER_BLOCK", "LAYOUTS"]
