@@ -169,6 +169,9 @@ def against_random_noise_aware(rows: list[dict], gt_csv: str | Path) -> str:
     from scipy.stats import norm
 
     means, var = ground_truth_noise(gt_csv)
+    if means and not any(var.values()):
+        return ("- (no comparison counting the ground truth's noise: it has one seed per workflow, or seeds that "
+                "agree exactly, so that noise cannot be estimated)\n")
     lines = []
     for budget in sorted({r["budget"] for r in rows}):
         scored = {}
@@ -186,6 +189,8 @@ def against_random_noise_aware(rows: list[dict], gt_csv: str | Path) -> str:
             v_gt = sum((wa.get(w, 0) - wb.get(w, 0)) ** 2 * var[w] for w in ws)
             v_search = (np.var([means[w] for w in answers], ddof=1) / len(answers)
                         + np.var([means[w] for w in base], ddof=1) / len(base))
+            if v_gt + v_search == 0:
+                continue   # both strategies always answered one and the same workflow: nothing to compare
             z = diff / math.sqrt(v_gt + v_search)
             lines.append(f"- budget {budget:,}: {name} mean regret minus random's {diff:+.2f} ± "
                          f"{1.96 * math.sqrt(v_gt + v_search):.2f} (95%, the ground truth's noise included: "

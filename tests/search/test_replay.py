@@ -144,6 +144,12 @@ def test_noise_aware_comparison_counts_the_ground_truths_error_of_each_answered_
     # gp-ucb always answers the worse workflow: +1.00 regret; its error is the two means' (1/3 + 1/3), nothing else
     z = 1.0 / (2 / 3) ** 0.5
     assert "mean regret minus random's +1.00" in line and f"z {z:+.2f}" in line and "1 vs 1 distinct answers" in line
+    with open(gt, "w", newline="") as f:   # one seed per workflow: its noise cannot be estimated, so no test
+        w = csv.writer(f)
+        w.writerow(["workflow", "eligible", "seed_values"])
+        w.writerow(["D,E,OS,OH,U", "True", "-16"])
+        w.writerow(["E,D,OS,OH,U", "True", "-17"])
+    assert "cannot be estimated" in regret.against_random_noise_aware(rows, gt)
 
 
 def test_eligibility_model_learns_an_order_rule_and_constrained_ei_avoids_it():
