@@ -20,7 +20,7 @@ soon as it ends, so one failing stage never loses the others:
 3. engine: env-steps/s of the CUDA kernel at 4,096, 65,536, 1,048,576 and 4,194,304 envs through
    ``env.step_tensor`` with random actions drawn on the device (a pool of 8, cycled), kernel launch included,
    synchronised, median of 5; each also replayed as a CUDA graph (no launch path), in both GPU layouts (C
-   env-major, F host-major: ``sim.cuda.LAYOUTS``), with the kernel's registers, local memory and PTX counts;
+   env-major, F host-major: ``sim.native.GPU_LAYOUTS``), with the kernel's registers, local memory and PTX counts;
 4. batched multi-workflow training (``benchmarks/bench_batched.py``), 5. a workflow search (batched and one at a
    time), 6. single-workflow training at a large batch (``workflow-rl train``), as before.
 The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from workflow_rl.sim.native import GPU_LAYOUTS
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("equality", "graphs", "rollout", "engine")
@@ -376,8 +378,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--equality-envs", type=int, default=2048)
     p.add_argument("--equality-steps", type=int, default=200)
     p.add_argument("--engine-sizes", type=int, nargs="+", default=[4096, 65536, 1 << 20, 1 << 22])
-    p.add_argument("--engine-layouts", nargs="+", choices=["C", "F"], default=["C", "F"],
-                   help="GPU memory orders to time (sim.cuda.LAYOUTS)")
+    p.add_argument("--engine-layouts", nargs="+", choices=list(GPU_LAYOUTS), default=list(GPU_LAYOUTS),
+                   help="GPU memory orders to time (sim.native.GPU_LAYOUTS)")
     p.add_argument("--train-envs", type=int, default=65536)
     p.add_argument("--search-episodes", type=int, default=20_000)
     p.add_argument("--search-batches", type=int, nargs="+", default=[16, 1],

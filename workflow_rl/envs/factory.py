@@ -29,7 +29,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     CUDA kernel with numba-cuda; ``env.step_tensor`` keeps everything on the GPU). Options: ``official_bugs`` (default
     True: reproduce CybORG's OTService-restore and Vsftpd bugs; False fixes both), ``copy`` (default True; False
     returns engine buffers overwritten by the next step), ``gpu_layout`` (CUDA only: "C", the default, or "F", the
-    memory order of the GPU arrays: see ``sim.cuda.LAYOUTS``).
+    memory order of the GPU arrays: see ``sim.native.GPU_LAYOUTS``).
     engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
     ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or
     $WORKFLOW_RL_CAGE2_SCENARIO), ``timeout`` (seconds a worker may take per step before every worker is stopped

@@ -169,7 +169,7 @@ class CudaVectorEnv(NativeVectorEnv):
     ``numba.cuda.as_cuda_array`` views, on torch's current stream. :meth:`step_tensor` keeps everything on the
     device; ``step`` returns numpy arrays (one host copy per step). Episodes are started (``reset``) on the CPU and
     the state uploaded, which costs one copy per reset, not per step. ``gpu_layout``: the memory order of the 2-D
-    arrays on the GPU (``sim.cuda.LAYOUTS``: "C" env-major as on the CPU, the default; "F" host-major, coalesced),
+    arrays on the GPU (``sim.native.GPU_LAYOUTS``: "C" env-major as on the CPU, the default; "F" host-major, coalesced),
     the same results either way.
     """
 
@@ -177,9 +177,9 @@ class CudaVectorEnv(NativeVectorEnv):
                  official_bugs: bool = True, copy: bool = True, device: str = "cuda", gpu_layout: str = "C"):
         import torch
 
-        if gpu_layout not in ("C", "F"):   # sim.cuda.LAYOUTS (not imported here: numba-cuda may be missing)
-            raise ValueError(f"gpu_layout must be 'C' (env-major, as on the CPU) or 'F' (host-major), got "
-                             f"{gpu_layout!r}")
+        if gpu_layout not in sim.GPU_LAYOUTS:
+            raise ValueError(f"gpu_layout must be one of {', '.join(sim.GPU_LAYOUTS)} (C env-major as on the CPU, "
+                             f"F host-major), got {gpu_layout!r}")
         super().__init__(num_envs, red_agent, episode_length, seed, official_bugs, copy)
         self.gpu_layout = gpu_layout
         self.device = torch.device(device)

@@ -61,13 +61,7 @@ def _device_tables(official_bugs: bool) -> tuple:
     return _TABLES[key]
 
 
-LAYOUTS = ("C", "F")
-"""Memory order of the 2-D (env, host) arrays on the GPU. "C" (the CPU kernel's, env-major): a thread's row is
-contiguous, so a warp reading one host of 32 envs touches 32 rows, e.g. 416 bytes for 13 int8 hosts, to use 32.
-"F" (host-major): the same ``a[env, host]`` indexing, but 32 envs' values of one host are adjacent, so the warp's
-load is coalesced. The rules are not touched: numba compiles the kernel once per layout from the same source, and
-the results are the same bit for bit (the arithmetic is). Which is faster is measured (``gpu_check``'s engine
-stage), not assumed."""
+LAYOUTS = N.GPU_LAYOUTS   # the memory orders of the GPU arrays: why, in sim/native.py
 
 
 def _check_layout(layout: str) -> str:

@@ -88,6 +88,15 @@ class StepBuffers(NamedTuple):
     final_access: np.ndarray   # (N,13) int8
 
 
+GPU_LAYOUTS = ("C", "F")
+"""Memory orders of the 2-D (env, host) arrays on the GPU (``sim.cuda``; on the CPU they are always "C"). "C",
+env-major as here: a thread's row is contiguous, so a warp reading one host of 32 envs touches 32 rows, e.g. 416
+bytes for 13 int8 hosts, to use 32. "F", host-major: the same ``a[env, host]`` indexing, but 32 envs' values of one
+host are adjacent, so the warp's load is coalesced. The rules are not touched: numba compiles the kernel once per
+layout from the same source, and the results are the same bit for bit (the arithmetic is). Which is faster is
+measured (``benchmarks/gpu_check.py``'s engine stage), not assumed."""
+
+
 def allocate_state(num_envs: int) -> SimState:
     """Zeroed state for ``num_envs`` envs (call :func:`seed_state` and :func:`reset_all` before stepping)."""
     n, h = num_envs, _N
@@ -211,7 +220,7 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
                      buffers)
 
 
-__all__ = ["SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
+__all__ = ["GPU_LAYOUTS", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
            "red_cdf_of", "reset_envs", "step",
            "env_keys", "state_bytes_per_env"]
 
