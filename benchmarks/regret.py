@@ -28,7 +28,8 @@ import numpy as np
 
 from workflow_rl.cli import main as workflow_rl
 from workflow_rl.rl.evaluate import across_seeds
-from workflow_rl.search.stats import median_interval
+from workflow_rl.search.ground_truth import eligible_seeds
+from workflow_rl.search.stats import median_interval, pooled_variance
 
 COLUMNS = ["strategy", "budget", "search_seed", "answer", "regret", "answer_rank", "answer_in_top_set",
            "answer_eligible_in_ground_truth", "confidence_set_size", "workflows_evaluated", "episodes_used",
@@ -150,10 +151,8 @@ def ground_truth_noise(gt_csv: str | Path) -> tuple[dict[str, float], dict[str, 
     """({workflow: ground-truth mean}, {workflow: variance of that mean}) over the eligible rows of a
     ground_truth.csv; the variance is the pooled within-workflow seed variance over the row's seed count."""
     with open(gt_csv, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["eligible"] == "True"]
-    seeds = {r["workflow"]: [float(v) for v in r["seed_values"].split(";")] for r in rows}
-    multi = [v for v in seeds.values() if len(v) > 1]
-    pooled = sum(float(np.var(v, ddof=1)) * (len(v) - 1) for v in multi) / max(1, sum(len(v) - 1 for v in multi))
+        seeds = eligible_seeds(list(csv.DictReader(f)))
+    pooled = pooled_variance(seeds) or 0.0
     return ({w: float(np.mean(v)) for w, v in seeds.items()}, {w: pooled / len(v) for w, v in seeds.items()})
 
 

@@ -177,11 +177,8 @@ class CudaVectorEnv(NativeVectorEnv):
                  official_bugs: bool = True, copy: bool = True, device: str = "cuda", gpu_layout: str = "C"):
         import torch
 
-        if gpu_layout not in sim.GPU_LAYOUTS:
-            raise ValueError(f"gpu_layout must be one of {', '.join(sim.GPU_LAYOUTS)} (C env-major as on the CPU, "
-                             f"F host-major), got {gpu_layout!r}")
+        self.gpu_layout = sim.check_gpu_layout(gpu_layout)
         super().__init__(num_envs, red_agent, episode_length, seed, official_bugs, copy)
-        self.gpu_layout = gpu_layout
         self.device = torch.device(device)
         if self.device.type != "cuda":
             raise ValueError(f"CudaVectorEnv runs on an NVIDIA GPU: use device='cuda', not {device!r}")

@@ -70,15 +70,22 @@ def write_ground_truth(records: list[Record], cfg, path: Path) -> list[dict]:
     return rows
 
 
+def eligible_seeds(rows: list[dict]) -> dict[str, list[float]]:
+    """{workflow: its per-seed values} of the eligible rows, from rows as written (``ground_truth_rows``) or as read
+    back from the CSV (``eligible`` then the string "True")."""
+    return {r["workflow"]: [float(v) for v in str(r["seed_values"]).split(";")]
+            for r in rows if r["eligible"] in (True, "True")}
+
+
 def eligible_effect(rows: list[dict]) -> dict | None:
     """:func:`stats.workflow_effect` over the eligible rows' seed values: whether eligible workflows differ at all."""
-    return workflow_effect({r["workflow"]: [float(v) for v in str(r["seed_values"]).split(";")]
-                            for r in rows if r["eligible"]})
+    return workflow_effect(eligible_seeds(rows))
 
 
-def best_set_statement(rows: list[dict]) -> str:
+def best_set_statement(rows: list[dict], effect: dict | None = None) -> str:
     """Which workflows cannot be told apart from the best, and how that was decided; then whether the eligible
-    workflows differ at all (one-way ANOVA), which says whether "the best" means anything."""
+    workflows differ at all (one-way ANOVA, ``effect`` = :func:`eligible_effect` of ``rows``, computed here unless
+    the caller has it), which says whether "the best" means anything."""
     ok = [r for r in rows if r["eligible"]]
     if not ok:
         return "No workflow is eligible (compliant in training and evaluation): there is no best."
@@ -87,7 +94,7 @@ def best_set_statement(rows: list[dict]) -> str:
     text = (f"Best: {ok[0]['workflow']}. Not distinguishable from it at family-wise 95% (Holm-corrected one-sided "
             f"Welch t-tests against the best over {len(ok)} eligible workflows): {len(top)} workflow(s)"
             + (f", {untested} of them untestable (fewer than 2 seeds)" if untested else "") + f": {', '.join(top)}.")
-    e = eligible_effect(rows)
+    e = effect if effect is not None else eligible_effect(rows)
     if e is not None:
         verdict = ("they differ" if e["p"] < ALPHA else
                    "no evidence that they differ at all: the choice among eligible workflows is within seed noise")

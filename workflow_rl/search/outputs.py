@@ -107,8 +107,8 @@ def finalize(search, wall: float) -> dict:
     }
     if cfg.workflows is not None and state.iterations:
         rows = write_ground_truth(state.iterations, cfg, search.out / "ground_truth.csv")
-        summary["ground_truth_statement"] = best_set_statement(rows)
-        summary["eligible_workflow_effect"] = eligible_effect(rows)
+        summary["eligible_workflow_effect"] = effect = eligible_effect(rows)
+        summary["ground_truth_statement"] = best_set_statement(rows, effect)
     if best:
         shutil.copyfile(search.out / best.checkpoint, search.out / "best_policy.pt")
         record = best.to_dict()

@@ -69,6 +69,14 @@ def posterior_confidence_set(mu: np.ndarray, cov: np.ndarray, ref: int, candidat
     return [ref] + [i for i, r in zip(others, rej) if not r]
 
 
+def pooled_variance(samples: dict[str, list[float]]) -> float | None:
+    """The within-workflow seed variance pooled over workflows (each weighted by its seeds - 1; one-seed workflows
+    add nothing); None when no workflow has 2 seeds."""
+    groups = [np.asarray(v, float) for v in samples.values()]
+    df = sum(len(g) - 1 for g in groups)
+    return float(sum(((g - g.mean()) ** 2).sum() for g in groups) / df) if df > 0 else None
+
+
 def workflow_effect(samples: dict[str, list[float]], alpha: float = ALPHA) -> dict | None:
     """Do the workflows differ at all? One-way random-effects ANOVA over per-seed values (workflows the groups).
 
@@ -84,9 +92,8 @@ def workflow_effect(samples: dict[str, list[float]], alpha: float = ALPHA) -> di
         return None
     grand = np.concatenate(groups).mean()
     ss_between = sum(len(g) * (g.mean() - grand) ** 2 for g in groups)
-    ss_within = sum(((g - g.mean()) ** 2).sum() for g in groups)
     df_b, df_w = k - 1, n_total - k
-    ms_b, ms_w = ss_between / df_b, ss_within / df_w
+    ms_b, ms_w = ss_between / df_b, pooled_variance(samples)
     n0 = (n_total - sum(len(g) ** 2 for g in groups) / n_total) / df_b   # seeds per workflow (balanced: K)
     if ms_w == 0:
         return None

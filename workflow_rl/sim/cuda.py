@@ -64,15 +64,9 @@ def _device_tables(official_bugs: bool) -> tuple:
 LAYOUTS = N.GPU_LAYOUTS   # the memory orders of the GPU arrays: why, in sim/native.py
 
 
-def _check_layout(layout: str) -> str:
-    if layout not in LAYOUTS:
-        raise ValueError(f"gpu_layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
-    return layout
-
-
 def to_device(arrays: NamedTuple, stream=0, layout: str = "C") -> NamedTuple:
     """A copy of a :class:`SimState` (or :class:`StepBuffers`) of numpy arrays as device arrays in ``layout``."""
-    order = _check_layout(layout)
+    order = N.check_gpu_layout(layout)
     return type(arrays)(*(cuda.to_device(np.asarray(a, order=order), stream=stream) for a in arrays))
 
 

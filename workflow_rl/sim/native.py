@@ -97,6 +97,14 @@ layout from the same source, and the results are the same bit for bit (the arith
 measured (``benchmarks/gpu_check.py``'s engine stage), not assumed."""
 
 
+def check_gpu_layout(layout: str) -> str:
+    """``layout`` if it is one of :data:`GPU_LAYOUTS`; a ValueError naming them otherwise."""
+    if layout not in GPU_LAYOUTS:
+        raise ValueError(f"gpu_layout must be one of {', '.join(GPU_LAYOUTS)} (C env-major as on the CPU, F "
+                         f"host-major), got {layout!r}")
+    return layout
+
+
 def allocate_state(num_envs: int) -> SimState:
     """Zeroed state for ``num_envs`` envs (call :func:`seed_state` and :func:`reset_all` before stepping)."""
     n, h = num_envs, _N
@@ -220,7 +228,7 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
                      buffers)
 
 
-__all__ = ["GPU_LAYOUTS", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
+__all__ = ["GPU_LAYOUTS", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
            "red_cdf_of", "reset_envs", "step",
            "env_keys", "state_bytes_per_env"]
 
