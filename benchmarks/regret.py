@@ -107,6 +107,9 @@ def replay_runs(a) -> list[dict]:
 
     variants = [(s, {"strategy": s}) for s in a.strategies]
     variants += [(f"gp-ucb beta={b:g}", {"strategy": "gp-ucb", "gp_beta": b}) for b in a.gp_betas]
+    if a.design_start is not None:   # random search has no design: its rows keep their name
+        variants = [(n if s["strategy"].startswith("random") else f"{n} start={a.design_start}",
+                     {**s, "design_start": a.design_start}) for n, s in variants]
     rows = []
     for (name, settings), budget in itertools.product(variants, a.budgets):
         for seed in range(a.search_seeds):
@@ -288,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     y.add_argument("--seeds-per-workflow", type=int, default=1)
     y.add_argument("--gp-betas", nargs="*", type=float, default=[],
                    help="also replay GP-UCB with each of these fixed betas (rows 'gp-ucb beta=B')")
+    y.add_argument("--design-start", help="the searches' --design-start (rows get ' start=S'); default: the search's")
     y.add_argument("--out", required=True)
     t = sub.add_parser("table", help="the table and tests again, from a regret.csv or replay.csv already written")
     t.add_argument("rows", help="OUT/regret.csv or OUT/replay.csv")

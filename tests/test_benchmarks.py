@@ -57,3 +57,18 @@ def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
     assert "ablation.json" in names and not any(n.endswith(".pt") for n in names)
     if status["phases"]["setup"]["cyborg_problem"] is None:
         assert min(c["episodes"] for c in card["eval_cyborg"]) >= 1
+
+
+@pytest.mark.slow   # two toy searches, ~1 min
+def test_search_claims_benchmark_compares_lowered_and_whole_claims_at_tiny_scale(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_claims.py"), "--tiny", "--total-episodes",
+                        "300", "--batch-workflows", "8", "--out", str(tmp_path)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {row["mode"]: row for row in json.loads((tmp_path / "claims.json").read_text())["rows"]}
+    assert set(rows) == {"lowered", "whole"}
+    for row in rows.values():
+        assert row["episodes_used"] == 300 and row["rounds"] > 0 and row["most_in_flight"] >= 1
+    # whole caps of 48: at most 6 fit the 300; lowered ones let more run at once, in no more rounds
+    assert rows["whole"]["most_in_flight"] <= 6 < rows["lowered"]["most_in_flight"]
+    assert rows["lowered"]["rounds"] <= rows["whole"]["rounds"]

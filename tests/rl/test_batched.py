@@ -250,3 +250,40 @@ def test_cli_seeds(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--tensorboard", "--out",
                         str(tmp_path / "t")], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tensorboard" in r.stderr
+
+
+@pytest.mark.parametrize("kw", [dict(compliance_threshold=0.01, min_fixes=1, post_gate_episodes=2),   # gates fire
+                                dict(post_gate_episodes=3),                      # no gate: the cap is the bound
+                                dict(compliance_threshold=0.01, min_fixes=1, post_gate_episodes=1, num_episodes=30)])
+def test_most_episodes_bounds_every_run_and_is_exact_once_it_stops(tmp_path, kw):
+    """``Slot.most_episodes`` (what a search lets a running workflow keep of its claim) never falls below what the
+    run goes on to train, only shrinks, and equals the total once the run stopped."""
+    cfg = _cfg(**kw)
+    bt = BatchedTrainer(cfg, 2)
+    bt.start(0, cfg, tmp_path / "a")
+    bt.start(1, _cfg(**{**kw, "workflow": "U,OH,OS,E,D"}), tmp_path / "b")
+    bounds = {0: [], 1: []}
+    while any(s.stop_reason is None for s in bt.slots):
+        for k in (0, 1):
+            bounds[k].append(bt.slots[k].most_episodes())
+        bt.run_round()
+    for k, s in enumerate(bt.slots):
+        assert s.most_episodes() == s.total_episodes <= cfg.budget
+        assert all(b >= s.total_episodes for b in bounds[k])
+        assert bounds[k] == sorted(bounds[k], reverse=True)
+    if kw.get("compliance_threshold"):
+        assert any(s.gate_at is not None for s in bt.slots)     # the case that lowers a claim was exercised
+        gated = next(s for s in bt.slots if s.gate_at is not None)
+        assert gated.total_episodes < cfg.budget or "num_episodes" in kw
+
+
+def test_most_episodes_allows_for_updates_that_span_several_episodes():
+    from workflow_rl.rl.schedule import most_episodes
+
+    cfg = _cfg(update_every_steps=300, episode_length=100, max_episodes=10, post_gate_episodes=4, num_episodes=10**6)
+    # before the gate only the run's budget bounds it (the gate may fire at its last episode)
+    assert most_episodes(cfg, 0, 0, None, None) == cfg.budget == cfg.n_envs * (10 + 4)
+    # three episodes per update: the post-gate phase can overshoot by 2 per env
+    assert most_episodes(cfg, 3, 3 * cfg.n_envs, 3, None) == cfg.n_envs * (3 + 4 + 2)
+    assert most_episodes(cfg, 9, 9 * cfg.n_envs, 3, None) == 9 * cfg.n_envs         # the phase is over
+    assert most_episodes(cfg, 9, 123, 3, "post_gate") == 123

@@ -187,3 +187,47 @@ def test_parallel_claims_never_cut_a_workflow_short_before_the_end(tmp_path, mak
     s.state.pending = []
     s.state.episodes_used = 96
     assert s.budget_unclaimed == 4 and s._may_dispatch()           # nothing running: the last one gets the 4
+
+
+def test_a_fired_gate_hands_the_rest_of_the_claim_to_a_new_workflow(tmp_path):
+    """Caps of 40 (4 episodes per env + 1 post-gate), gates firing at the first episode: once a running workflow's
+    gate fires it can use 16 at most, so a third workflow starts while the first two still train (with whole
+    claims only two caps fit the 100). The budget is still spent exactly and no workflow exceeds its claim."""
+    cfg = _tiny(total_episodes=100, max_episodes=4, post_gate_episodes=1, min_episodes=1, min_fixes=1,
+                compliance_threshold=0.01, batch_workflows=4, inherit="none")
+    s = WorkflowSearch(cfg, tmp_path, progress=False)
+    seen = []
+    orig = s._tighten
+
+    def spy(claims):
+        orig(claims)
+        seen.append([(p.iteration, p.budget, p.seed_budgets) for p in s.state.pending])
+
+    s._tighten = spy
+    summary = s.run()
+    its = sorted(s.state.iterations, key=lambda r: r.iteration)
+    assert summary["episodes_used"] == 100 == sum(r.episodes_trained for r in its)
+    assert cfg.workflow_cap == 40 and len(its) >= 3
+    assert its[2].started_at < min(its[0].finished_at, its[1].finished_at)
+    lowered = [(i, b, sb) for snap in seen for i, b, sb in snap if sb is not None]
+    assert lowered and all(sum(sb) == b < 40 for _, b, sb in lowered)
+    for r in its:                             # nobody trained past the claim it was left with
+        final = [b for snap in seen for i, b, _ in snap if i == r.iteration]
+        assert r.episodes_trained <= min(final, default=40)
+
+
+def test_resumed_workflows_train_within_their_lowered_claims(tmp_path):
+    cfg = _tiny(total_episodes=100, max_episodes=4, post_gate_episodes=2, min_episodes=1, min_fixes=1,
+                compliance_threshold=0.01, batch_workflows=4, inherit="none", seeds_per_workflow=2)
+    s = WorkflowSearch(cfg, tmp_path, progress=False)
+    with pytest.raises(SearchInterrupted):
+        s.run(_InterruptAfter(4, rounds=2))
+    lowered = {p.iteration: p.seed_budgets for p in s.state.pending if p.seed_budgets}
+    assert lowered                                   # saved with the state
+    resumed = WorkflowSearch.resume(tmp_path, progress=False)
+    assert {p.iteration: p.seed_budgets for p in resumed.state.pending if p.seed_budgets} == lowered
+    summary = resumed.run()
+    assert summary["episodes_used"] == 100 == sum(r.episodes_trained for r in resumed.state.iterations)
+    for r in resumed.state.iterations:
+        if r.iteration in lowered:
+            assert r.episodes_trained <= sum(lowered[r.iteration])

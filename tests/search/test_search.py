@@ -67,6 +67,25 @@ def test_initial_design_is_spread_out():
     assert len(set(d)) == 3
 
 
+def test_design_start_sets_the_first_design_point_and_random_draws_it_from_the_seed(tmp_path):
+    def design(**kw):
+        s = WorkflowSearch(_tiny(n_init=3, **kw), tmp_path, progress=False)
+        first = s.propose()
+        s.state.pending.append(first.dispatched(1, None, 16))
+        s.state.dispatched = 1
+        return Workflow.parse(first.workflow), Workflow.parse(s.propose().workflow)
+
+    assert design()[0] == Workflow.parse("critical_first")                 # the default: the domain's prior
+    assert design(design_start="U,OH,OS,E,D") == (Workflow.parse("U,OH,OS,E,D"), Workflow.parse("D,E,OS,OH,U"))
+    starts = {design(design_start="random", seed=k)[0] for k in range(12)}
+    assert len(starts) >= 8                                                # seeds start apart
+    assert design(design_start="random", seed=5) == design(design_start="random", seed=5)   # and reproducibly
+    a, b = design(design_start="random", seed=3)
+    assert kendall(a, b) == 1.0                                            # then farthest point: the reverse
+    with pytest.raises(ValueError, match="--design-start"):
+        _tiny(design_start="X,Y").validate()
+
+
 def _tiny(**kw):
     base = dict(n_envs=8, max_episodes=2, total_episodes=60, eval_episodes=16, seed=1, n_init=2)
     base.update(kw)

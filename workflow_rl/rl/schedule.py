@@ -71,6 +71,24 @@ def stop_rule(cfg: TrainConfig, min_episodes_done: int, total_episodes: int, gat
     return None
 
 
+def most_episodes(cfg: TrainConfig, min_episodes_done: int, total_episodes: int, gate_at: int | None,
+                  stop_reason: str | None) -> int:
+    """The most training episodes a run can have when it stops, from its counters now (an upper bound that
+    :func:`stop_rule` guarantees; exact once it stopped).
+
+    Before the gate the run may still pass it as late as its ``max_episodes``th episode per env and then train its
+    post-gate phase, so only its budget bounds it; once the gate fired the post-gate phase is a fixed number of
+    episodes per env. A search uses this to hand a running workflow's unusable claim to new workflows as soon as
+    its gate fires, instead of when it finishes. ``per`` covers updates that span several episodes per env (each
+    stop check can then overshoot by all but one of them)."""
+    if stop_reason is not None:
+        return total_episodes
+    per = -(-cfg.update_every_steps // cfg.episode_length)   # episodes per env an update can finish, at most
+    gate = (cfg.max_episodes + per - 1) if gate_at is None else gate_at
+    last = gate + cfg.post_gate_episodes + per - 1
+    return min(cfg.budget, total_episodes + cfg.n_envs * max(0, last - min_episodes_done))
+
+
 def episode_seed(seed: int, index: int, stream: int) -> int:
     """A 63-bit seed for episode ``index`` of a run (stream 0: the env, 1: action sampling)."""
     return int(np.random.SeedSequence([seed, index, stream]).generate_state(1, np.uint64)[0] >> np.uint64(1))

@@ -44,7 +44,7 @@ from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
-from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
+from workflow_rl.rl.schedule import gate_fires, learning_rate, most_episodes, plan_update, stop_rule
 from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 from workflow_rl.workflow import Workflow
 
@@ -63,6 +63,11 @@ class Slot(RunState):
     log: RunLog
     saved_update: int = 0
     """the update of the last checkpoint (checkpoints every ``cfg.checkpoint_every`` updates)."""
+
+    def most_episodes(self) -> int:
+        """The most training episodes this run can have when it stops (``schedule.most_episodes``)."""
+        return most_episodes(self.cfg, int(self.episodes_per_env.min()), self.total_episodes, self.gate_at,
+                             self.stop_reason)
 
     def summary(self) -> dict:
         return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,

@@ -60,7 +60,7 @@ class BatchedExecutor:
     def submit(self, prop: Proposal) -> None:
         cfg, out, it = self.job.cfg, self.job.out, prop.iteration
         wf = Workflow.parse(prop.workflow)
-        budgets = split_budget(prop.budget, self.k)
+        budgets = prop.seed_budgets or split_budget(prop.budget, self.k)
         if self.trainer is None:
             self.trainer = BatchedTrainer(cfg.train_config(wf, max(budgets)), self.q * self.k)
         free = self.trainer.free_slots()
@@ -85,9 +85,24 @@ class BatchedExecutor:
         self.starts[it] = (time.perf_counter(), time.time())
         self._finish_ready()
 
-    def wait_one(self) -> tuple[Proposal, Record]:
+    def claims(self) -> dict[int, list[int]]:
+        """Per running workflow, per seed, the most training episodes it can still have in total (0 for a seed
+        given no budget)."""
+        out = {}
+        for it, runs in self.runs.items():
+            bound = [0] * self.k
+            for slot_id, seed in runs:
+                bound[seed] = self.trainer.slots[slot_id].most_episodes()
+            out[it] = bound
+        return out
+
+    def wait_one(self) -> tuple[Proposal, Record] | None:
+        """Train rounds until a workflow is evaluated; None earlier, after a round in which a running workflow's
+        claim shrank (a gate fired) while a slot is free, so the search can give that budget to a new workflow now."""
+        shrunk = False
         try:
             with self.interrupt:
+                before = self._claimed()
                 while not self.done:
                     if self.interrupt.requested:   # between rounds: every running seed is at an episode boundary
                         for runs in self.runs.values():
@@ -97,11 +112,21 @@ class BatchedExecutor:
                     self.trainer.run_round()
                     self._finish_ready()
                     self._show_progress()
+                    if not self.done and self.free() > 0 and self._claimed() < before:
+                        shrunk = True
+                        return None
         finally:
-            if self._bar is not None:   # the search prints its line for the finished workflow next
-                self._bar.close()
-                self._bar = None
+            if not shrunk:   # the search prints its line for the finished workflow next
+                self._close_bar()
         return self.done.pop(0)
+
+    def _claimed(self) -> int:
+        return sum(sum(c) for c in self.claims().values())
+
+    def _close_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def _show_progress(self) -> None:
         """One bar over the search budget: episodes of finished workflows plus those of the running ones."""
@@ -136,6 +161,7 @@ class BatchedExecutor:
         self.done.append((prop, record))
 
     def shutdown(self) -> None:
+        self._close_bar()
         if self.trainer is not None:
             self.trainer.close()
         self.props.clear()

@@ -64,6 +64,10 @@ class SearchConfig:
     """fixed UCB beta (default: Srinivas et al.'s finite-set schedule, delta 0.1)"""
     n_init: int = 3
     """initial design size (farthest-point)"""
+    design_start: str = "critical_first"
+    """the initial design's first workflow (the rest are the farthest points from it): a workflow (e.g.
+    critical_first, the domain's prior), or 'random' (drawn from --seed, so searches with different seeds start
+    apart and their answers are independent trials)"""
     eval_episodes: int = 500
     """held-out evaluation episodes per workflow (its observed value)"""
     eval_length: int = 100
@@ -143,6 +147,11 @@ class SearchConfig:
             check_int(flag("max_iterations"), self.max_iterations, 1)
         if self.init_checkpoint is not None:
             load_checkpoint(Path(self.init_checkpoint))
+        if self.design_start != "random":
+            try:
+                Workflow.parse(self.design_start)
+            except ValueError as e:
+                raise ValueError(f"{flag('design_start')}: {e}; or 'random'") from None
         if self.workflows is not None:
             ws = [Workflow.parse(w) for w in self.workflows]
             if len(set(ws)) != len(ws):

@@ -42,8 +42,13 @@ class Executor(Protocol):
 
     def submit(self, prop: Proposal) -> None: ...
 
-    def wait_one(self) -> tuple[Proposal, Record]:
-        """Block until one submitted proposal is trained and evaluated."""
+    def wait_one(self) -> tuple[Proposal, Record] | None:
+        """Block until one submitted proposal is trained and evaluated; an executor that reports ``claims`` may
+        return None earlier, when a running proposal's claim shrank, so the search can dispatch again."""
+
+    def claims(self) -> dict[int, list[int]]:
+        """Per running proposal (by iteration), per seed, the most training episodes it can still have in total,
+        where the executor knows a bound below the claim (``rl.schedule.most_episodes``); {} where it does not."""
 
     def shutdown(self) -> None: ...
 
@@ -66,6 +71,9 @@ class SerialExecutor:
 
     def submit(self, prop: Proposal) -> None:
         self.queue.append(prop)
+
+    def claims(self) -> dict[int, list[int]]:
+        return {}   # one workflow at a time: nothing else could use a lowered claim
 
     def wait_one(self) -> tuple[Proposal, Record]:
         prop = self.queue.pop(0)

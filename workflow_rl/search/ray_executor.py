@@ -82,6 +82,9 @@ class RayExecutor:
         ref = self.task.remote(self.job.cfg.to_dict(), prop.to_dict(), parent, self.threads)
         self.refs[ref] = prop
 
+    def claims(self) -> dict[int, list[int]]:
+        return {}   # a remote task's counters are not seen before it returns: claims stay whole
+
     def wait_one(self) -> tuple[Proposal, Record]:
         ready, _ = self.ray.wait(list(self.refs), num_returns=1)
         prop = self.refs.pop(ready[0])

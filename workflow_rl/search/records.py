@@ -53,7 +53,11 @@ class Proposal(_Saved):
     """the workflow whose weights it starts from"""
     parent_checkpoint: str | None = None
     budget: int = 0
-    """training episodes claimed at dispatch (all its seeds together)"""
+    """training episodes claimed (all its seeds together): a full cap (or what is left) at dispatch, lowered while
+    it trains to what it can still use (``WorkflowSearch._tighten``)"""
+    seed_budgets: list[int] | None = None
+    """each seed's claim once lowered (they differ: each seed passes its gate at its own time); None: ``budget``
+    shared out evenly"""
 
     def dispatched(self, iteration: int, parent: "Record | None", budget: int) -> "Proposal":
         return dataclasses.replace(

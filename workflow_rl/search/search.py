@@ -10,7 +10,8 @@ Rules (also in the README):
 * Budget: ``total_episodes`` counts every *training* episode (evaluation episodes are not counted) and is never
   exceeded: the last workflow's training is cut to what is left. Workflows running at once each claim a full cap
   at dispatch; a new one waits while less than a cap is unclaimed and others still run (they hand back what they
-  do not use), so only the search's real last workflow is cut.
+  do not use), so only the search's real last workflow is cut. Where the executor sees a running workflow's
+  counters (batches), its claim is lowered to what it can still use as soon as its gate fires (``_tighten``).
 * Every trained workflow is recorded with its observed value and status: ``compliant`` (passed the gate and its
   post-gate phase),
   ``not_compliant`` (hit its episode cap) or ``budget_cut`` (the budget ran out first). All observations feed the
@@ -27,6 +28,7 @@ Rules (also in the README):
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -42,6 +44,9 @@ from workflow_rl.search.gp import (N_CANDIDATES, cei_select, eligibility, featur
 from workflow_rl.search.outputs import append_logs, finalize, progress_line
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
+
+DESIGN_STREAM = 1_000_003
+"""Tag of the random stream that draws a 'random' design start (``_draw``'s streams are iteration numbers < 120)."""
 
 __all__ = ["SearchConfig", "SearchInterrupted", "WorkflowSearch"]   # what callers import from here
 
@@ -180,16 +185,25 @@ class WorkflowSearch:
     def _design_point(self, it: int, tried: set[int]) -> Proposal:
         """The next farthest-point design workflow not yet tried; past ``n_init`` (the design is in flight but
         fewer than 2 results are back) the design is extended."""
-        design = initial_design(self.cfg.n_init)
+        first = self._design_start()
+        design = initial_design(self.cfg.n_init, first)
         wf = next((w for w in design if w.index not in tried), None)
         n = len(design)
         while wf is None:
             n += 1
-            cand = initial_design(n)[-1]
+            cand = initial_design(n, first)[-1]
             wf = cand if cand.index not in tried else None
         why = (f"initial design {it + 1}/{len(design)} (farthest point)" if it < len(design) else
                f"initial design extended to {it + 1} (farthest point; fewer than 2 results back yet)")
         return Proposal(workflow=wf.codes, reason=why)
+
+    def _design_start(self) -> Workflow:
+        """The initial design's first workflow (``design_start``); 'random' draws it from the seed alone, so a resumed
+        search starts where the uninterrupted one did."""
+        if self.cfg.design_start != "random":
+            return Workflow.parse(self.cfg.design_start)
+        rng = np.random.default_rng([self.cfg.train.seed, DESIGN_STREAM])
+        return all_workflows()[int(rng.integers(N_CANDIDATES))]
 
     def _posterior(self, busy: set[int] = frozenset()):
         its = self.state.iterations
@@ -238,7 +252,10 @@ class WorkflowSearch:
                     self._dispatch(prop, executor)
                 if executor.running() == 0:
                     break
-                self._complete(*executor.wait_one())
+                done = executor.wait_one()
+                self._tighten(executor.claims())
+                if done is not None:
+                    self._complete(*done)
         finally:
             executor.shutdown()
         self.state.finished = True
@@ -276,6 +293,20 @@ class WorkflowSearch:
         self.state.dispatched = it
         self._save()
         executor.submit(prop)
+
+    def _tighten(self, claims: dict[int, list[int]]) -> None:
+        """Lower running workflows' claims to what they can still use (``Executor.claims``; saved, so a resumed
+        search keeps them): once a workflow's gate fires its post-gate phase is fixed, and the rest of its cap goes
+        to new workflows now instead of when it finishes. The budget is never exceeded: each seed trains within
+        its lowered claim (a resumed seed gets it as its budget)."""
+        changed = False
+        for i, p in enumerate(self.state.pending):
+            bound = claims.get(p.iteration)
+            if bound is not None and sum(bound) < p.budget:
+                self.state.pending[i] = dataclasses.replace(p, budget=sum(bound), seed_budgets=list(bound))
+                changed = True
+        if changed:
+            self._save()
 
     def _complete(self, prop: Proposal, record: Record) -> None:
         self.state.pending = [p for p in self.state.pending if p.iteration != prop.iteration]
