@@ -13,6 +13,15 @@ executor reports no bounds: the old behaviour) — and reports for each:
 
     PYTHONPATH=. python benchmarks/search_claims.py --total-episodes 100000 --batch-workflows 16 --out runs/claims
 
+One real search per mode is one sample (the two runs' GP picks diverge once their timing does). ``--replay GT_RUN``
+instead replays ``--search-seeds`` searches per mode against a finished exhaustive run (``search.replay``): the real
+search loop, with a batch modelled round by round — every running seed trains ``n_envs`` episodes per round, passes
+its gate at the episode count the ground truth recorded for that seed and stops at its recorded cost — so the two
+claim rules are compared on the same searches in seconds. The replay trains from scratch (no inheritance: real
+inherited workflows pass their gates sooner, so claims drop sooner than modelled here).
+
+    PYTHONPATH=. python benchmarks/search_claims.py --replay runs/gt-bline-pg40 --search-seeds 100 --out runs/claims
+
 Results: BENCHMARKS.md ("Search: claims lowered at the gate").
 """
 from __future__ import annotations
@@ -23,8 +32,11 @@ import sys
 import time
 from pathlib import Path
 
-from workflow_rl.search.batched_executor import BatchedExecutor
-from workflow_rl.search.search import SearchConfig, WorkflowSearch
+import numpy as np
+
+from workflow_rl.search.batched_executor import BatchedExecutor, split_budget
+from workflow_rl.search.replay import ReplayExecutor, draw_seeds, replay_search, replayed_record
+from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 
 
 class CountingExecutor(BatchedExecutor):
@@ -56,6 +68,95 @@ TINY = dict(n_envs=8, max_episodes=4, post_gate_episodes=2, min_episodes=1, min_
 """``--tiny``: gates that fire in the first episodes, caps of 48 (a smoke test of this script, not a measurement)."""
 
 
+class RoundsReplay(ReplayExecutor):
+    """A batched executor replayed: ``Q`` slots, each running seed ``n_envs`` episodes further per round, its gate
+    and its end where the ground truth recorded them; claims lowered at the gate as the batched executor lowers them
+    (``whole``: never). Returns early on a lowered claim with a slot free, as ``BatchedExecutor.wait_one`` does."""
+
+    q, whole, oracle = 16, False, False   # set per run by ``replay_rows``
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.n = args[-1]
+        self.live: dict[int, dict] = {}
+        self.done: list = []
+        self.rounds = self.most = 0
+
+    def free(self) -> int:
+        return 0 if self.done else self.q - len(self.live)
+
+    def running(self) -> int:
+        return len(self.live) + len(self.done)
+
+    def submit(self, prop) -> None:
+        truth, costs = self.records[prop.workflow], self.costs[prop.workflow]
+        pick = draw_seeds(len(truth.seed_rewards), self.seeds, self.rng)
+        self.observed[prop.workflow] = pick
+        shares = prop.seed_budgets or split_budget(prop.budget, self.seeds)
+        gates = [truth.gate_episodes[i] if i < len(truth.gate_episodes) and truth.seed_status[i] == "compliant"
+                 else None for i in pick]
+        self.live[prop.iteration] = {
+            "prop": prop, "record": replayed_record(prop, truth, self.seeds, self.rng, costs, pick),
+            "trained": [0] * self.seeds, "ends": [min(costs[i], s) for i, s in zip(pick, shares)], "gates": gates,
+            "shares": shares}
+        self.most = max(self.most, len(self.live))
+
+    def claims(self) -> dict[int, list[int]]:
+        if self.whole:
+            return {}
+        if self.oracle:   # a bound on any claim rule: every workflow claims exactly what it will use, from dispatch
+            return {it: list(w["ends"]) for it, w in self.live.items()}
+        return {it: [e if d >= e or (g is not None and d >= g) else s
+                     for d, e, g, s in zip(w["trained"], w["ends"], w["gates"], w["shares"])]
+                for it, w in self.live.items()}
+
+    def wait_one(self):
+        claimed = lambda: sum(map(sum, self.claims().values()))  # noqa: E731
+        before = claimed()
+        while not self.done:
+            self.rounds += 1
+            for it, w in list(self.live.items()):
+                w["trained"] = [min(d + self.n, e) for d, e in zip(w["trained"], w["ends"])]
+                if w["trained"] == w["ends"]:
+                    self.done.append((w["prop"], w["record"]))
+                    del self.live[it]
+            if not self.done and self.free() > 0 and claimed() < before:
+                return None
+        return self.done.pop(0)
+
+    def stats(self) -> dict:
+        return {"rounds": self.rounds, "most_in_flight": self.most}
+
+
+def replay_rows(args) -> list[dict]:
+    """Per mode, ``--search-seeds`` replayed searches: rounds and most in flight per search, with medians."""
+    rows = []
+    for mode in args.modes:
+        RoundsReplay.q, RoundsReplay.whole, RoundsReplay.oracle = args.batch_workflows, mode == "whole", mode == "oracle"
+        runs = [replay_search(args.replay, seed, executor=RoundsReplay, total_episodes=args.total_episodes,
+                              batch_workflows=args.batch_workflows, strategy=args.strategy)
+                for seed in range(args.search_seeds)]
+        rounds = np.array([r["rounds"] for r in runs])
+        lo, hi = median_interval(rounds)
+        rows.append({"mode": mode, "searches": len(runs), "median_rounds": float(np.median(rounds)),
+                     "median_rounds_95": [lo, hi], "mean_rounds": float(rounds.mean()),
+                     "median_most_in_flight": float(np.median([r["most_in_flight"] for r in runs])),
+                     "median_workflows": float(np.median([r["workflows_evaluated"] for r in runs])),
+                     "rounds": rounds.tolist()})
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "rounds"}), flush=True)
+    return rows
+
+
+def median_interval(x: np.ndarray) -> tuple[float, float]:
+    """Distribution-free 95% interval of a median (order statistics of the binomial)."""
+    from scipy.stats import binom
+
+    s, n = np.sort(x), len(x)
+    lo = int(binom.ppf(0.025, n, 0.5))
+    hi = int(binom.isf(0.025, n, 0.5))
+    return float(s[max(lo - 1, 0)]), float(s[min(hi, n - 1)])
+
+
 def run(mode: str, args) -> dict:
     cfg = SearchConfig(total_episodes=args.total_episodes, batch_workflows=args.batch_workflows, seed=args.seed,
                        red_agent=args.red_agent, device=args.device, **(TINY if args.tiny else {}))
@@ -75,14 +176,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--red-agent", default="B_lineAgent")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--modes", nargs="+", default=["lowered", "whole"], choices=["lowered", "whole"])
+    p.add_argument("--modes", nargs="+", default=["lowered", "whole"], choices=["lowered", "whole", "oracle"],
+                   help="claim rules; 'oracle' (with --replay only): every workflow claims exactly what it will use")
     p.add_argument("--tiny", action="store_true", help="a smoke test at toy scale (tests/test_benchmarks.py)")
+    p.add_argument("--replay", metavar="GT_RUN", help="replay searches against this finished exhaustive run instead")
+    p.add_argument("--search-seeds", type=int, default=100, help="with --replay: searches per mode")
+    p.add_argument("--strategy", default="gp-ucb", help="with --replay: the searches' strategy")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    rows = []
-    for mode in a.modes:
-        rows.append(run(mode, a))
-        print(json.dumps(rows[-1]), flush=True)
+    if a.replay:
+        rows = replay_rows(a)
+    else:
+        rows = []
+        for mode in a.modes:
+            try:
+                rows.append(run(mode, a))
+            except SearchInterrupted:
+                print(f"interrupted during mode {mode}: rows so far are in {a.out}/claims.json", file=sys.stderr)
+                break
+            print(json.dumps(rows[-1]), flush=True)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "claims.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
     return 0

@@ -72,6 +72,10 @@ class ReplayExecutor(SerialExecutor):
         self.observed[prop.workflow] = pick
         return prop, replayed_record(prop, truth, self.seeds, self.rng, self.costs[prop.workflow], pick)
 
+    def stats(self) -> dict:
+        """What a replay reports beyond the search's answer (none here; subclasses that model time add theirs)."""
+        return {}
+
     def heldout_value(self, workflow: str | None) -> float | None:
         """Mean of ``workflow``'s ground-truth seeds the search did not observe (None: none left, or not seen)."""
         if workflow not in self.observed:
@@ -130,10 +134,11 @@ def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Ge
         gate_episodes=[truth.gate_episodes[i] if i < len(truth.gate_episodes) else None for i in pick])
 
 
-def replay_search(ground_truth_run: str | Path, seed: int, **settings) -> dict:
+def replay_search(ground_truth_run: str | Path, seed: int, executor=ReplayExecutor, **settings) -> dict:
     """One search replayed against ``ground_truth_run`` (a finished exhaustive run) with the search settings given
     (``strategy``, ``total_episodes``, ``seeds_per_workflow`` (default 1), ``n_init``, ...; the protocol is the ground
-    truth's); its answer, confidence-set size and score against the ground truth."""
+    truth's); its answer, confidence-set size and score against the ground truth. ``executor``: a
+    :class:`ReplayExecutor` class (its constructor's arguments); whatever its ``stats()`` returns joins the result."""
     base, records, csv_path = load_exhaustive(ground_truth_run)
     cfg = SearchConfig.from_dict({**base.to_dict(), "workflows": None, "batch_workflows": 1, "max_iterations": None,
                                   "init_checkpoint": None, "ground_truth": str(csv_path), "seed": seed,
@@ -142,8 +147,8 @@ def replay_search(ground_truth_run: str | Path, seed: int, **settings) -> dict:
     table = load_ground_truth(csv_path, cfg)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         search = WorkflowSearch(cfg, tmp, progress=False)
-        executor = ReplayExecutor(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7]),
-                                  cfg.train.post_gate_episodes, cfg.train.n_envs)
+        executor = executor(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7]),
+                            cfg.train.post_gate_episodes, cfg.train.n_envs)
         search.explore(executor)
         summary = answer_summary(search)
     answer = summary["best_workflow_codes"]
@@ -152,4 +157,5 @@ def replay_search(ground_truth_run: str | Path, seed: int, **settings) -> dict:
     best = max((r["mean"] for r in table.values() if r["eligible"]), default=None)
     return {"answer": answer, "confidence_set_size": summary["confidence_set_size"],
             "workflows_evaluated": len(search.state.iterations), "episodes_used": search.state.episodes_used,
-            **score, "heldout_regret": None if score["regret"] is None or heldout is None else best - heldout}
+            **score, "heldout_regret": None if score["regret"] is None or heldout is None else best - heldout,
+            **executor.stats()}
