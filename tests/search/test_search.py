@@ -75,7 +75,10 @@ def test_design_start_sets_the_first_design_point_and_random_draws_it_from_the_s
         s.state.dispatched = 1
         return Workflow.parse(first.workflow), Workflow.parse(s.propose().workflow)
 
-    assert design()[0] == Workflow.parse("critical_first")                 # the default: the domain's prior
+    assert design(design_start="critical_first")[0] == Workflow.parse("critical_first")
+    assert SearchConfig().design_start == "random"                         # the default (RESULTS.md, issue G)
+    old = SearchConfig.from_dict({k: v for k, v in SearchConfig().to_dict().items() if k != "design_start"})
+    assert old.design_start == "critical_first"                            # a state saved before it resumes as it ran
     assert design(design_start="U,OH,OS,E,D") == (Workflow.parse("U,OH,OS,E,D"), Workflow.parse("D,E,OS,OH,U"))
     starts = {design(design_start="random", seed=k)[0] for k in range(12)}
     assert len(starts) >= 8                                                # seeds start apart

@@ -27,7 +27,7 @@ seed >= 0.95 in evaluation. The 200 envs (TrainConfig's default) are part of it:
 episodes per env leave seed std 5.8-7.7 and evaluated compliance 0.85-0.92. (The learning rate, 5e-4, is
 PPOConfig's own default in both.)"""
 
-LEGACY_SETTINGS = {"post_gate_episodes": 0, "strategy": "gp-ucb"}
+LEGACY_SETTINGS = {"post_gate_episodes": 0, "strategy": "gp-ucb", "design_start": "critical_first"}
 """What a search saved before these settings existed ran with: a resumed old ``search_state.json`` keeps them
 (not today's defaults), so its remaining workflows are measured as its first ones were."""
 
@@ -64,10 +64,10 @@ class SearchConfig:
     """fixed UCB beta (default: Srinivas et al.'s finite-set schedule, delta 0.1)"""
     n_init: int = 3
     """initial design size (farthest-point)"""
-    design_start: str = "critical_first"
-    """the initial design's first workflow (the rest are the farthest points from it): a workflow (e.g.
-    critical_first, the domain's prior), or 'random' (drawn from --seed, so searches with different seeds start
-    apart and their answers are independent trials)"""
+    design_start: str = "random"
+    """the initial design's first workflow (the rest are the farthest points from it): 'random' (drawn from --seed,
+    so searches with different seeds start apart and their answers are independent trials) or a workflow (e.g.
+    critical_first, the domain's prior: measured worse, RESULTS.md)"""
     eval_episodes: int = 500
     """held-out evaluation episodes per workflow (its observed value)"""
     eval_length: int = 100

@@ -143,7 +143,8 @@ def replay_search(ground_truth_run: str | Path, seed: int, executor=ReplayExecut
     cfg = SearchConfig.from_dict({**base.to_dict(), "workflows": None, "batch_workflows": 1, "max_iterations": None,
                                   "init_checkpoint": None, "ground_truth": str(csv_path), "seed": seed,
                                   "device": "cpu", "cuda_graphs": False,   # nothing is trained
-                                  "seeds_per_workflow": 1, **settings})
+                                  "seeds_per_workflow": 1, "design_start": SearchConfig().design_start,   # today's
+                                  **settings})
     table = load_ground_truth(csv_path, cfg)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         search = WorkflowSearch(cfg, tmp, progress=False)
