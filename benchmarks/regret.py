@@ -122,8 +122,9 @@ def replay_runs(a) -> list[dict]:
     return rows
 
 
-def against_random(rows: list[dict], key: str = "regret") -> str:
-    """Per budget, each strategy's ``key`` (regret, or the replay's held-out regret) against random search's: the
+def against_random(rows: list[dict], key: str = "regret", baseline: str = "random") -> str:
+    """Per budget, each strategy's ``key`` (regret, or the replay's held-out regret) against random search's (or the
+    ``baseline`` row's): the
     difference of medians and a two-sided Mann-Whitney U test (unpaired: the search seeds of two strategies share
     nothing); and the answers the ground truth holds ineligible, with Fisher's exact test against random's."""
     from scipy.stats import fisher_exact, mannwhitneyu
@@ -132,18 +133,18 @@ def against_random(rows: list[dict], key: str = "regret") -> str:
     lines = []
     for budget in sorted({r["budget"] for r in rows}):
         at = [r for r in rows if r["budget"] == budget and r.get(key) is not None]
-        base = [r[key] for r in at if r["strategy"] == "random"]
-        for name in dict.fromkeys(r["strategy"] for r in at if r["strategy"] != "random"):
+        base = [r[key] for r in at if r["strategy"] == baseline]
+        for name in dict.fromkeys(r["strategy"] for r in at if r["strategy"] != baseline):
             reg = [r[key] for r in at if r["strategy"] == name]
             if len(base) < 2 or len(reg) < 2:
                 continue
             p = mannwhitneyu(reg, base, alternative="two-sided").pvalue
             diff = float(np.median(reg) - np.median(base))
-            n = [sum(r["strategy"] == s for r in rows if r["budget"] == budget) for s in (name, "random")]
+            n = [sum(r["strategy"] == s for r in rows if r["budget"] == budget) for s in (name, baseline)]
             bad = [sum(r.get("answer_eligible_in_ground_truth") is False for r in rows
-                       if r["budget"] == budget and r["strategy"] == s) for s in (name, "random")]
+                       if r["budget"] == budget and r["strategy"] == s) for s in (name, baseline)]
             fisher = fisher_exact([[bad[0], n[0] - bad[0]], [bad[1], n[1] - bad[1]]]).pvalue
-            lines.append(f"- budget {budget:,}: {name} {what} {np.median(reg):.2f} vs random "
+            lines.append(f"- budget {budget:,}: {name} {what} {np.median(reg):.2f} vs {baseline} "
                          f"{np.median(base):.2f} (difference {diff:+.2f}; Mann-Whitney U two-sided p = {p:.3g}, "
                          f"{len(reg)} vs {len(base)} scored searches); answers the ground truth holds ineligible: "
                          f"{bad[0]}/{n[0]} vs {bad[1]}/{n[1]} (Fisher exact p = {fisher:.3g})")
@@ -159,8 +160,8 @@ def ground_truth_noise(gt_csv: str | Path) -> tuple[dict[str, float], dict[str, 
     return ({w: float(np.mean(v)) for w, v in seeds.items()}, {w: pooled / len(v) for w, v in seeds.items()})
 
 
-def against_random_noise_aware(rows: list[dict], gt_csv: str | Path) -> str:
-    """Mean regret against random's, counting the ground truth's own noise.
+def against_random_noise_aware(rows: list[dict], gt_csv: str | Path, baseline: str = "random") -> str:
+    """Mean regret against random's (or the ``baseline`` row's), counting the ground truth's own noise.
 
     Why: every search that answers workflow i is scored by the same ground-truth mean m_i, whose error (seed
     variance / K) is shared. A strategy that keeps answering the same few workflows inherits those few errors, so
@@ -180,9 +181,9 @@ def against_random_noise_aware(rows: list[dict], gt_csv: str | Path) -> str:
         for r in rows:
             if r["budget"] == budget and r["answer"] in means:
                 scored.setdefault(r["strategy"], []).append(r["answer"])
-        base = scored.get("random", [])
+        base = scored.get(baseline, [])
         for name, answers in scored.items():
-            if name == "random" or len(answers) < 2 or len(base) < 2:
+            if name == baseline or len(answers) < 2 or len(base) < 2:
                 continue
             wa = {w: answers.count(w) / len(answers) for w in set(answers)}
             wb = {w: base.count(w) / len(base) for w in set(base)}
@@ -194,21 +195,21 @@ def against_random_noise_aware(rows: list[dict], gt_csv: str | Path) -> str:
             if v_gt + v_search == 0:
                 continue   # both strategies always answered one and the same workflow: nothing to compare
             z = diff / math.sqrt(v_gt + v_search)
-            lines.append(f"- budget {budget:,}: {name} mean regret minus random's {diff:+.2f} ± "
+            lines.append(f"- budget {budget:,}: {name} mean regret minus {baseline}'s {diff:+.2f} ± "
                          f"{1.96 * math.sqrt(v_gt + v_search):.2f} (95%, the ground truth's noise included: "
                          f"{len(wa)} vs {len(wb)} distinct answers), z {z:+.2f}, two-sided p = "
                          f"{2 * norm.sf(abs(z)):.3g}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def comparisons(rows: list[dict], gt_csv: str | Path | None = None) -> str:
+def comparisons(rows: list[dict], gt_csv: str | Path | None = None, baseline: str = "random") -> str:
     """The U tests on regret, on held-out regret where the rows have it (a replay), and, given the ground truth's
-    file, the comparison of mean regrets that counts its noise."""
-    text = against_random(rows)
+    file, the comparison of mean regrets that counts its noise; each row against ``baseline``'s."""
+    text = against_random(rows, baseline=baseline)
     if any(r.get("heldout_regret") is not None for r in rows):
-        text += against_random(rows, "heldout_regret")
+        text += against_random(rows, "heldout_regret", baseline)
     if gt_csv is not None:
-        text += against_random_noise_aware(rows, gt_csv)
+        text += against_random_noise_aware(rows, gt_csv, baseline)
     return text
 
 
@@ -294,13 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     y.add_argument("--design-start", help="the searches' --design-start (rows get ' start=S'); default: the search's")
     y.add_argument("--out", required=True)
     t = sub.add_parser("table", help="the table and tests again, from a regret.csv or replay.csv already written")
-    t.add_argument("rows", help="OUT/regret.csv or OUT/replay.csv")
+    t.add_argument("rows", nargs="+", help="OUT/regret.csv or OUT/replay.csv (several: their rows together)")
     t.add_argument("--ground-truth", required=True, help="the ground_truth.csv they were scored against")
     t.add_argument("--figure", help="also draw the reproducibility figure (ground truth and regrets) to this PNG")
+    t.add_argument("--baseline", default="random", help="the row every other row is tested against")
     a, extra = p.parse_known_args(argv)
     if a.step == "table":
-        rows = read_rows(a.rows)
-        print(table(rows) + "\n" + comparisons(rows, a.ground_truth))
+        rows = [r for path in a.rows for r in read_rows(path)]
+        print(table(rows) + "\n" + comparisons(rows, a.ground_truth, a.baseline))
         if a.figure:
             figure(rows, a.ground_truth, a.figure)
         return 0
