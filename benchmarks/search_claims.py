@@ -133,7 +133,7 @@ def replay_rows(args) -> list[dict]:
     rows = []
     for mode in args.modes:
         RoundsReplay.q, RoundsReplay.whole, RoundsReplay.oracle = args.batch_workflows, mode == "whole", mode == "oracle"
-        runs = [replay_search(args.replay, seed, executor=RoundsReplay, total_episodes=args.total_episodes,
+        runs = [replay_search(args.replay, seed, executor_class=RoundsReplay, total_episodes=args.total_episodes,
                               batch_workflows=args.batch_workflows, strategy=args.strategy)
                 for seed in range(args.search_seeds)]
         rounds = np.array([r["rounds"] for r in runs])
