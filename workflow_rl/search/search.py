@@ -193,7 +193,9 @@ class WorkflowSearch:
             n += 1
             cand = initial_design(n, first)[-1]
             wf = cand if cand.index not in tried else None
-        why = (f"initial design {it + 1}/{len(design)} (farthest point)" if it < len(design) else
+        start = "drawn from the seed" if self.cfg.design_start == "random" else "given"
+        why = (f"initial design 1/{len(design)} (start {start})" if it == 0 and wf == first else
+               f"initial design {it + 1}/{len(design)} (farthest point)" if it < len(design) else
                f"initial design extended to {it + 1} (farthest point; fewer than 2 results back yet)")
         return Proposal(workflow=wf.codes, reason=why)
 
