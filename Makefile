@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	@if [ -n "$(SCENARIO)" ]; then $(VENV)/bin/workflow-rl cyborg-setup --scenario "$(SCENARIO)"; fi
 	touch $@
 
-# the main job: a GP-UCB workflow search on the native engine (about 3-4 minutes on a 2-core laptop)
+# the main job: a GP-UCB workflow search on the native engine (about 2-5 minutes on a 2-core laptop)
 RUN_EPISODES ?= 60000
 run: setup
 	$(VENV)/bin/workflow-rl search --total-episodes $(RUN_EPISODES) --out runs/search-$$(date +%Y%m%d-%H%M%S)
