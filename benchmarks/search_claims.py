@@ -27,6 +27,7 @@ Results: BENCHMARKS.md ("Search: claims lowered at the gate").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -73,14 +74,14 @@ class RoundsReplay(ReplayExecutor):
     and its end where the ground truth recorded them; claims lowered at the gate as the batched executor lowers them
     (``whole``: never). Returns early on a lowered claim with a slot free, as ``BatchedExecutor.wait_one`` does."""
 
-    q, whole, oracle = 16, False, False   # set per run by ``replay_rows``
+    q, whole, oracle, elastic = 16, False, False, False   # set per run by ``replay_rows``
 
     def __init__(self, *args):
         super().__init__(*args)
         self.n = args[-1]
         self.live: dict[int, dict] = {}
         self.done: list = []
-        self.rounds = self.most = 0
+        self.rounds = self.most = self.cuts = 0
 
     def free(self) -> int:
         return 0 if self.done else self.q - len(self.live)
@@ -96,10 +97,32 @@ class RoundsReplay(ReplayExecutor):
         gates = [truth.gate_episodes[i] if i < len(truth.gate_episodes) and truth.seed_status[i] == "compliant"
                  else None for i in pick]
         self.live[prop.iteration] = {
-            "prop": prop, "record": replayed_record(prop, truth, self.seeds, self.rng, costs, pick),
-            "trained": [0] * self.seeds, "ends": [min(costs[i], s) for i, s in zip(pick, shares)], "gates": gates,
-            "shares": shares}
+            "prop": prop, "truth": truth, "pick": pick, "cost": [costs[i] for i in pick], "trained": [0] * self.seeds,
+            "ends": [min(costs[i], s) for i, s in zip(pick, shares)], "gates": gates, "shares": shares, "cut": False}
         self.most = max(self.most, len(self.live))
+        self._stalled = False
+
+    def needs(self) -> dict[int, list[int | None]]:
+        """(elastic) Per running workflow, per seed, what it will use in all, where known (gate passed); None: up to
+        its cap."""
+        return {it: [c if (g is not None and d >= g) or d >= c else None
+                     for d, c, g in zip(w["trained"], w["cost"], w["gates"])] for it, w in self.live.items()}
+
+    def extend(self, it: int, shares: list[int]) -> None:
+        """(elastic) Raise a running workflow's per-seed claims."""
+        w = self.live[it]
+        w["shares"], w["ends"] = list(shares), [min(c, s) for c, s in zip(w["cost"], shares)]
+        self._stalled = False
+
+    def _finished(self, w: dict) -> bool:
+        return w["trained"] == w["ends"] and (w["ends"] == w["cost"] or w["cut"] or not self.elastic)
+
+    def _complete(self, it: int) -> None:
+        w = self.live.pop(it)
+        self.cuts += w["ends"] != w["cost"]
+        prop = dataclasses.replace(w["prop"], budget=sum(w["ends"]))   # a cut seed is cut at what it trained
+        self.done.append((w["prop"], replayed_record(prop, w["truth"], self.seeds, self.rng,
+                                                     self.costs[prop.workflow], w["pick"])))
 
     def claims(self) -> dict[int, list[int]]:
         if self.whole:
@@ -114,26 +137,67 @@ class RoundsReplay(ReplayExecutor):
         claimed = lambda: sum(map(sum, self.claims().values()))  # noqa: E731
         before = claimed()
         while not self.done:
+            if self.elastic and all(w["trained"] == w["ends"] for w in self.live.values()):
+                if not self._stalled:       # every running workflow waits at its claim: let the search top up
+                    self._stalled = True
+                    return None
+                max(self.live.items())[1]["cut"] = True   # it could not: the newest is cut where it stands
+                self._stalled = False
             self.rounds += 1
             for it, w in list(self.live.items()):
                 w["trained"] = [min(d + self.n, e) for d, e in zip(w["trained"], w["ends"])]
-                if w["trained"] == w["ends"]:
-                    self.done.append((w["prop"], w["record"]))
-                    del self.live[it]
+                if self._finished(w):
+                    self._complete(it)
             if not self.done and self.free() > 0 and claimed() < before:
                 return None
         return self.done.pop(0)
 
     def stats(self) -> dict:
-        return {"rounds": self.rounds, "most_in_flight": self.most}
+        return {"rounds": self.rounds, "most_in_flight": self.most, "cut": self.cuts}
+
+
+class ElasticSearch(WorkflowSearch):
+    """The search with *elastic* claims (modelled, not shipped): while others run, a new workflow waits only for the
+    median cost of the workflows finished so far (a full cap before any finished) and claims what is unclaimed, up to
+    a cap; each time claims are reviewed, running workflows are topped up to their known need (a cap before the
+    gate) oldest first. A workflow at its claim pauses (``RoundsReplay`` with ``elastic``); if every running one
+    waits and nothing can be topped up, the newest is cut."""
+
+    def explore(self, executor) -> None:
+        self._executor = executor
+        super().explore(executor)
+
+    def _reserve(self) -> int:
+        done = sorted(r.episodes_trained for r in self.state.iterations if r.status != "budget_cut")
+        return done[len(done) // 2] if done else self.cfg.workflow_cap
+
+    def _tighten(self, claims) -> None:
+        super()._tighten(claims)
+        cap = self.cfg.workflow_cap // self.cfg.seeds_per_workflow
+        needs = self._executor.needs()
+        for i, p in sorted(enumerate(self.state.pending), key=lambda x: x[1].iteration):
+            if p.iteration not in needs or self.budget_unclaimed <= 0:
+                continue
+            shares = list(p.seed_budgets or split_budget(p.budget, self.cfg.seeds_per_workflow))
+            before = list(shares)
+            for k, need in enumerate(needs[p.iteration]):
+                give = min(max(0, (cap if need is None else need) - shares[k]), self.budget_unclaimed)
+                if give:
+                    shares[k] += give
+                    p = dataclasses.replace(p, budget=sum(shares), seed_budgets=list(shares))
+                    self.state.pending[i] = p
+            if shares != before:
+                self._executor.extend(p.iteration, shares)
 
 
 def replay_rows(args) -> list[dict]:
     """Per mode, ``--search-seeds`` replayed searches: rounds and most in flight per search, with medians."""
     rows = []
     for mode in args.modes:
-        RoundsReplay.q, RoundsReplay.whole, RoundsReplay.oracle = args.batch_workflows, mode == "whole", mode == "oracle"
+        RoundsReplay.q, RoundsReplay.whole = args.batch_workflows, mode == "whole"
+        RoundsReplay.oracle, RoundsReplay.elastic = mode == "oracle", mode == "elastic"
         runs = [replay_search(args.replay, seed, executor_class=RoundsReplay, total_episodes=args.total_episodes,
+                              search_class=ElasticSearch if mode == "elastic" else WorkflowSearch,
                               batch_workflows=args.batch_workflows, strategy=args.strategy)
                 for seed in range(args.search_seeds)]
         rounds = np.array([r["rounds"] for r in runs])
@@ -142,6 +206,8 @@ def replay_rows(args) -> list[dict]:
                      "median_rounds_95": [lo, hi], "mean_rounds": float(rounds.mean()),
                      "median_most_in_flight": float(np.median([r["most_in_flight"] for r in runs])),
                      "median_workflows": float(np.median([r["workflows_evaluated"] for r in runs])),
+                     "mean_cut": float(np.mean([r["cut"] for r in runs])),
+                     "median_regret": float(np.median([r["regret"] for r in runs if r["regret"] is not None])),
                      "rounds": rounds.tolist()})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "rounds"}), flush=True)
     return rows
@@ -176,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--red-agent", default="B_lineAgent")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--modes", nargs="+", default=["lowered", "whole"], choices=["lowered", "whole", "oracle"],
-                   help="claim rules; 'oracle' (with --replay only): every workflow claims exactly what it will use")
+    p.add_argument("--modes", nargs="+", default=["lowered", "whole"], choices=["lowered", "whole", "oracle", "elastic"],
+                   help="claim rules; with --replay only: 'oracle' (every workflow claims exactly what it will use) "
+                        "and 'elastic' (ElasticSearch: partial claims, pause, top-ups; a model, not shipped)")
     p.add_argument("--tiny", action="store_true", help="a smoke test at toy scale (tests/test_benchmarks.py)")
     p.add_argument("--replay", metavar="GT_RUN", help="replay searches against this finished exhaustive run instead")
     p.add_argument("--search-seeds", type=int, default=100, help="with --replay: searches per mode")

@@ -209,7 +209,7 @@ def test_random_eligible_draws_only_workflows_the_model_deems_eligible_once_both
 
 def test_search_claims_replay_models_a_batch_round_by_round(ground_truth_run, tmp_path):
     """``benchmarks/search_claims.py --replay``: every mode replays whole searches in rounds. Here every seed uses
-    its whole cap (gate 500 + post-gate 500 of a 1,000 cap), so no claim rule can free anything: the three modes
+    its whole cap (gate 500 + post-gate 500 of a 1,000 cap), so no claim rule can free anything: the four modes
     must agree exactly, and a 10,000-episode search at 1,000 per workflow needs at least 10 rounds of 10 envs x 10."""
     import json
     import subprocess
@@ -218,10 +218,11 @@ def test_search_claims_replay_models_a_batch_round_by_round(ground_truth_run, tm
 
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "search_claims.py"
     r = subprocess.run([sys.executable, str(script), "--replay", str(ground_truth_run), "--search-seeds", "3",
-                        "--total-episodes", "10000", "--batch-workflows", "4", "--modes", "lowered", "whole", "oracle",
+                        "--total-episodes", "10000", "--batch-workflows", "4", "--modes", "lowered", "whole", "oracle", "elastic",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {row["mode"]: row for row in json.loads((tmp_path / "claims.json").read_text())["rows"]}
-    assert rows["lowered"]["rounds"] == rows["whole"]["rounds"] == rows["oracle"]["rounds"]
+    assert rows["lowered"]["rounds"] == rows["whole"]["rounds"] == rows["oracle"]["rounds"] == rows["elastic"]["rounds"]
+    assert rows["elastic"]["mean_cut"] == rows["whole"]["mean_cut"]   # elastic claims cut nothing more here
     assert all(x >= 100 for x in rows["whole"]["rounds"])   # 10 workflows x 100 episodes-per-env deep / 4 at once
     assert rows["whole"]["median_most_in_flight"] == 4

@@ -134,11 +134,13 @@ def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Ge
         gate_episodes=[truth.gate_episodes[i] if i < len(truth.gate_episodes) else None for i in pick])
 
 
-def replay_search(ground_truth_run: str | Path, seed: int, executor_class=ReplayExecutor, **settings) -> dict:
+def replay_search(ground_truth_run: str | Path, seed: int, executor_class=ReplayExecutor, search_class=WorkflowSearch,
+                  **settings) -> dict:
     """One search replayed against ``ground_truth_run`` (a finished exhaustive run) with the search settings given
     (``strategy``, ``total_episodes``, ``seeds_per_workflow`` (default 1), ``n_init``, ...; the protocol is the ground
     truth's); its answer, confidence-set size and score against the ground truth. ``executor_class``: a
-    :class:`ReplayExecutor` (sub)class (its constructor's arguments); whatever its ``stats()`` returns joins the result."""
+    :class:`ReplayExecutor` (sub)class (its constructor's arguments); whatever its ``stats()`` returns joins the result;
+    ``search_class``: the search loop (a benchmark may try another rule in a subclass)."""
     base, records, csv_path = load_exhaustive(ground_truth_run)
     cfg = SearchConfig.from_dict({**base.to_dict(), "workflows": None, "batch_workflows": 1, "max_iterations": None,
                                   "init_checkpoint": None, "ground_truth": str(csv_path), "seed": seed,
@@ -147,7 +149,7 @@ def replay_search(ground_truth_run: str | Path, seed: int, executor_class=Replay
                                   **settings})
     table = load_ground_truth(csv_path, cfg)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        search = WorkflowSearch(cfg, tmp, progress=False)
+        search = search_class(cfg, tmp, progress=False)
         executor = executor_class(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7]),
                                   cfg.train.post_gate_episodes, cfg.train.n_envs)
         search.explore(executor)

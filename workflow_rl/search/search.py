@@ -277,7 +277,7 @@ class WorkflowSearch:
         if m is not None and self.state.dispatched >= m:
             return False
         its, pending = self.state.iterations, self.state.pending
-        if pending and self.budget_unclaimed < self.cfg.workflow_cap:
+        if pending and self.budget_unclaimed < self._reserve():
             # a smaller claim would cut this workflow short although running ones will hand back what they do
             # not use: wait for them; only the search's real last workflow gets what is left
             return False
@@ -286,6 +286,10 @@ class WorkflowSearch:
         # inheriting from a near, finished workflow saves; so only the initial design runs until then
         inherits = self.cfg.inherit != "none" and self.cfg.workflows is None
         return not (inherits and len(its) < 2 and pending and len(pending) + len(its) >= max(2, self.cfg.n_init))
+
+    def _reserve(self) -> int:
+        """Unclaimed budget a new workflow waits for while others run: a full cap, so it is never cut short."""
+        return self.cfg.workflow_cap
 
     def _dispatch(self, prop: Proposal, executor: Executor) -> None:
         it = self.state.dispatched + 1
