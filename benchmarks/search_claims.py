@@ -38,6 +38,7 @@ import numpy as np
 from workflow_rl.search.batched_executor import BatchedExecutor, split_budget
 from workflow_rl.search.replay import ReplayExecutor, draw_seeds, replay_search, replayed_record
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
+from workflow_rl.search.stats import median_interval
 
 
 class CountingExecutor(BatchedExecutor):
@@ -206,7 +207,7 @@ def replay_rows(args) -> list[dict]:
                               batch_workflows=args.batch_workflows, strategy=args.strategy)
                 for seed in range(args.search_seeds)]
         rounds = np.array([r["rounds"] for r in runs])
-        lo, hi = median_interval(rounds)
+        _, lo, hi = median_interval(rounds)
         rows.append({"mode": mode, "searches": len(runs), "median_rounds": float(np.median(rounds)),
                      "median_rounds_95": [lo, hi], "mean_rounds": float(rounds.mean()),
                      "median_most_in_flight": float(np.median([r["most_in_flight"] for r in runs])),
@@ -216,16 +217,6 @@ def replay_rows(args) -> list[dict]:
                      "rounds": rounds.tolist()})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "rounds"}), flush=True)
     return rows
-
-
-def median_interval(x: np.ndarray) -> tuple[float, float]:
-    """Distribution-free 95% interval of a median (order statistics of the binomial)."""
-    from scipy.stats import binom
-
-    s, n = np.sort(x), len(x)
-    lo = int(binom.ppf(0.025, n, 0.5))
-    hi = int(binom.isf(0.025, n, 0.5))
-    return float(s[max(lo - 1, 0)]), float(s[min(hi, n - 1)])
 
 
 def run(mode: str, args) -> dict:
