@@ -27,12 +27,12 @@ if [ "${CURVES:-0}" = 1 ]; then
      --scenario .whl/scenario --out runs/curves-device > "$OUT/collect.log" 2>&1) &
 fi
 # H: the GPU checks on cores 14-15, most important first (graphs and rollout equality, then the 100k search with
-# claims lowered at the gate and kept whole: benchmarks/search_claims.py)
+# elastic claims, claims lowered at the gate and kept whole: benchmarks/search_claims.py)
 taskset -c 14-15 python3 benchmarks/gpu_check.py --budget $((LIMIT - 20)) --engine-sizes 4096 65536 1048576 \
   --engine-layouts C F --search-episodes 100000 --search-batches 16 --search-timeout 100 --out "$OUT/gpu" \
   > "$OUT/gpu.log" 2>&1
 grep -A14 '"graphs"' "$OUT/gpu/gpu.json" | head -16; grep -A14 '"rollout"' "$OUT/gpu/gpu.json" | head -16
-grep -A9 '"table"' "$OUT/gpu/gpu.json" | head -10; grep -A30 '"search_claims"' "$OUT/gpu/gpu.json" | grep -E 'mode|rounds|in_flight|wall_s' | head -12
+grep -A9 '"table"' "$OUT/gpu/gpu.json" | head -10; grep -A30 '"search_claims"' "$OUT/gpu/gpu.json" | grep -E 'mode|rounds|in_flight|wall_s' | head -16
 rm -rf "$OUT"/gpu/search_b*/policies "$OUT"/gpu/search_b*/workflows "$OUT"/gpu/claims/*/workflows "$OUT/gpu/train"
 wait
 cat "$OUT/agent.log"; tail -25 "$OUT/agent/device_agent.log" 2>/dev/null

@@ -1,10 +1,10 @@
-"""How much lowering claims at the gate shortens a batched search (issue H's 100k search target).
+"""How much the claim rule shortens a batched search (issue H's 100k search target).
 
-A batched search (``--batch-workflows Q``) dispatches a workflow only while a full cap is unclaimed; running
-workflows used to keep their whole cap until they finished. Now a workflow's claim drops to what it can still use
-once its gate fires (``rl.schedule.most_episodes``; ``WorkflowSearch._tighten``), so more workflows train at once.
-This runs the same search twice in one process — claims lowered (the search as shipped) and claims kept whole (the
-executor reports no bounds: the old behaviour) — and reports for each:
+A batched search (``--batch-workflows Q``) runs workflows side by side, each holding a claim on the search budget
+(``--claims``, README "Search, exactly"): ``whole`` (a full cap until finished), ``lowered`` (a full cap, lowered at
+the gate to what it can still use) or ``elastic`` (the default: a new workflow starts once a typical workflow's cost is
+unclaimed; claims grow while training; a workflow at its claim waits). This runs the same search once per rule in
+one process and reports for each:
 
 * ``rounds``: episode rounds the batch ran (every round steps all slots 100 steps and updates them 4 times). On a
   GPU a round costs about the same whatever the number of workflows in it (the loop is launch-bound), so rounds
@@ -13,16 +13,17 @@ executor reports no bounds: the old behaviour) — and reports for each:
 
     PYTHONPATH=. python benchmarks/search_claims.py --total-episodes 100000 --batch-workflows 16 --out runs/claims
 
-One real search per mode is one sample (the two runs' GP picks diverge once their timing does). ``--replay GT_RUN``
-instead replays ``--search-seeds`` searches per mode against a finished exhaustive run (``search.replay``): the real
+One real search per rule is one sample (the runs' GP picks diverge once their timing does). ``--replay GT_RUN``
+instead replays ``--search-seeds`` searches per rule against a finished exhaustive run (``search.replay``): the real
 search loop, with a batch modelled round by round — every running seed trains ``n_envs`` episodes per round, passes
-its gate at the episode count the ground truth recorded for that seed and stops at its recorded cost — so the two
-claim rules are compared on the same searches in seconds. The replay trains from scratch (no inheritance: real
-inherited workflows pass their gates sooner, so claims drop sooner than modelled here).
+its gate at the episode count the ground truth recorded for that seed and stops at its recorded cost — so the rules
+are compared on the same searches in seconds, on rounds and on the answers' regret (paired by search seed).
+``oracle`` (replay only) is a bound no rule can beat at dispatch: every workflow claims exactly what it will use. The
+replay trains from scratch (no inheritance: real inherited workflows pass their gates sooner).
 
     PYTHONPATH=. python benchmarks/search_claims.py --replay runs/gt-bline-pg40 --search-seeds 100 --out runs/claims
 
-Results: BENCHMARKS.md ("Search: claims lowered at the gate").
+Results: BENCHMARKS.md ("Search: how workflows share the budget").
 """
 from __future__ import annotations
 
@@ -34,23 +35,21 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
-from workflow_rl.search.batched_executor import BatchedExecutor, split_budget
+from workflow_rl.search.batched_executor import BatchedExecutor
+from workflow_rl.search.config import CLAIMS
 from workflow_rl.search.replay import ReplayExecutor, draw_seeds, replay_search, replayed_record
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 from workflow_rl.search.stats import median_interval
 
 
 class CountingExecutor(BatchedExecutor):
-    """The batched executor, counting episode rounds and the most workflows in flight; ``whole`` hides every
-    bound, so claims stay whole until a workflow finishes (the search before claims were lowered)."""
+    """The batched executor, counting episode rounds and the most workflows in flight."""
 
-    def __init__(self, workflows: int, whole: bool):
+    def __init__(self, workflows: int):
         super().__init__(workflows)
-        self.whole, self.rounds, self.most = whole, 0, 0
-
-    def claims(self) -> dict[int, list[int]]:
-        return {} if self.whole else super().claims()
+        self.rounds, self.most = 0, 0
 
     def submit(self, prop) -> None:
         super().submit(prop)
@@ -72,10 +71,12 @@ TINY = dict(n_envs=8, max_episodes=4, post_gate_episodes=2, min_episodes=1, min_
 
 class RoundsReplay(ReplayExecutor):
     """A batched executor replayed: ``Q`` slots, each running seed ``n_envs`` episodes further per round, its gate
-    and its end where the ground truth recorded them; claims lowered at the gate as the batched executor lowers them
-    (``whole``: never). Returns early on a lowered claim with a slot free, as ``BatchedExecutor.wait_one`` does."""
+    and its end where the ground truth recorded them. As ``BatchedExecutor``: claims reported lowered at the gate,
+    an early return on a lowered claim with a slot free and, with elastic claims, seeds that wait at their claims,
+    ``needs``/``extend`` for top-ups, and a stall (every running workflow waiting) returned once, then the newest
+    cut. ``oracle``: every workflow reports exactly what it will use from dispatch."""
 
-    q, whole, oracle, elastic = 16, False, False, False   # set per run by ``replay_rows``
+    q, oracle = 16, False   # set per run by ``replay_rows``
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -83,7 +84,12 @@ class RoundsReplay(ReplayExecutor):
         self.live: dict[int, dict] = {}
         self.done: list = []
         self.rounds = self.most = self.cuts = 0
+        self.elastic = self._stalled = False
         self._known: set[int] = set()   # (oracle) workflows whose exact claims the search has seen
+
+    def open(self, job) -> None:
+        super().open(job)
+        self.elastic, self.cap = job.cfg.claims == "elastic", job.cfg.train.budget
 
     def free(self) -> int:
         return 0 if self.done else self.q - len(self.live)
@@ -95,25 +101,28 @@ class RoundsReplay(ReplayExecutor):
         truth, costs = self.records[prop.workflow], self.costs[prop.workflow]
         pick = draw_seeds(len(truth.seed_rewards), self.seeds, self.rng)
         self.observed[prop.workflow] = pick
-        shares = prop.seed_budgets or split_budget(prop.budget, self.seeds)
         gates = [truth.gate_episodes[i] if i < len(truth.gate_episodes) and truth.seed_status[i] == "compliant"
                  else None for i in pick]
         self.live[prop.iteration] = {
             "prop": prop, "truth": truth, "pick": pick, "cost": [costs[i] for i in pick], "trained": [0] * self.seeds,
-            "ends": [min(costs[i], s) for i, s in zip(pick, shares)], "gates": gates, "shares": shares, "cut": False}
+            "gates": gates, "cut": False}
+        self._set_shares(prop.iteration, prop.shares(self.seeds))
         self.most = max(self.most, len(self.live))
         self._stalled = False
 
-    def needs(self) -> dict[int, list[int | None]]:
-        """(elastic) Per running workflow, per seed, what it will use in all, where known (gate passed); None: up to
-        its cap."""
-        return {it: [c if (g is not None and d >= g) or d >= c else None
+    def _set_shares(self, it: int, shares: list[int]) -> None:
+        w = self.live[it]
+        w["shares"], w["ends"] = list(shares), [min(c, s) for c, s in zip(w["cost"], shares)]
+
+    def needs(self) -> dict[int, list[int]] | None:
+        """Per running workflow, per seed, what it will use in all once its gate passed (its cost), else its cap."""
+        if not self.elastic:
+            return None
+        return {it: [c if (g is not None and d >= g) or d >= c else self.cap
                      for d, c, g in zip(w["trained"], w["cost"], w["gates"])] for it, w in self.live.items()}
 
     def extend(self, it: int, shares: list[int]) -> None:
-        """(elastic) Raise a running workflow's per-seed claims."""
-        w = self.live[it]
-        w["shares"], w["ends"] = list(shares), [min(c, s) for c, s in zip(w["cost"], shares)]
+        self._set_shares(it, shares)
         self._stalled = False
 
     def _finished(self, w: dict) -> bool:
@@ -122,13 +131,11 @@ class RoundsReplay(ReplayExecutor):
     def _complete(self, it: int) -> None:
         w = self.live.pop(it)
         self.cuts += w["ends"] != w["cost"]
-        prop = dataclasses.replace(w["prop"], budget=sum(w["ends"]))   # a cut seed is cut at what it trained
+        prop = dataclasses.replace(w["prop"], budget=sum(w["ends"]), seed_budgets=list(w["ends"]))
         self.done.append((w["prop"], replayed_record(prop, w["truth"], self.seeds, self.rng,
                                                      self.costs[prop.workflow], w["pick"])))
 
     def claims(self) -> dict[int, list[int]]:
-        if self.whole:
-            return {}
         if self.oracle:   # a bound on any claim rule: every workflow claims exactly what it will use, from dispatch
             return {it: list(w["ends"]) for it, w in self.live.items()}
         return {it: [e if d >= e or (g is not None and d >= g) else s
@@ -147,8 +154,10 @@ class RoundsReplay(ReplayExecutor):
                 if not self._stalled:       # every running workflow waits at its claim: let the search top up
                     self._stalled = True
                     return None
-                max(self.live.items())[1]["cut"] = True   # it could not: the newest is cut where it stands
-                self._stalled = False
+                newest = max(self.live)                    # it could not: the newest is cut where it stands
+                self.live[newest]["cut"] = True
+                self._complete(newest)
+                continue
             self.rounds += 1
             for it, w in list(self.live.items()):
                 w["trained"] = [min(d + self.n, e) for d, e in zip(w["trained"], w["ends"])]
@@ -162,67 +171,50 @@ class RoundsReplay(ReplayExecutor):
         return {"rounds": self.rounds, "most_in_flight": self.most, "cut": self.cuts}
 
 
-class ElasticSearch(WorkflowSearch):
-    """The search with *elastic* claims (modelled, not shipped): while others run, a new workflow waits only for the
-    median cost of the workflows finished so far (a full cap before any finished) and claims what is unclaimed, up to
-    a cap; each time claims are reviewed, running workflows are topped up to their known need (a cap before the
-    gate) oldest first. A workflow at its claim pauses (``RoundsReplay`` with ``elastic``); if every running one
-    waits and nothing can be topped up, the newest is cut."""
-
-    def explore(self, executor) -> None:
-        self._executor = executor
-        super().explore(executor)
-
-    def _reserve(self) -> int:
-        done = sorted(r.episodes_trained for r in self.state.iterations if r.status != "budget_cut")
-        return done[len(done) // 2] if done else self.cfg.workflow_cap
-
-    def _tighten(self, claims) -> None:
-        super()._tighten(claims)
-        cap = self.cfg.workflow_cap // self.cfg.seeds_per_workflow
-        needs = self._executor.needs()
-        for i, p in sorted(enumerate(self.state.pending), key=lambda x: x[1].iteration):
-            if p.iteration not in needs or self.budget_unclaimed <= 0:
-                continue
-            shares = list(p.seed_budgets or split_budget(p.budget, self.cfg.seeds_per_workflow))
-            before = list(shares)
-            for k, need in enumerate(needs[p.iteration]):
-                give = min(max(0, (cap if need is None else need) - shares[k]), self.budget_unclaimed)
-                if give:
-                    shares[k] += give
-                    p = dataclasses.replace(p, budget=sum(shares), seed_budgets=list(shares))
-                    self.state.pending[i] = p
-            if shares != before:
-                self._executor.extend(p.iteration, shares)
-
-
 def replay_rows(args) -> list[dict]:
-    """Per mode, ``--search-seeds`` replayed searches: rounds and most in flight per search, with medians."""
+    """Per mode, ``--search-seeds`` replayed searches: rounds, most in flight and regret per search, with medians;
+    each mode's regrets compared with the first mode's on the same search seeds (paired)."""
     rows = []
     for mode in args.modes:
-        RoundsReplay.q, RoundsReplay.whole = args.batch_workflows, mode == "whole"
-        RoundsReplay.oracle, RoundsReplay.elastic = mode == "oracle", mode == "elastic"
+        RoundsReplay.q, RoundsReplay.oracle = args.batch_workflows, mode == "oracle"
         runs = [replay_search(args.replay, seed, executor_class=RoundsReplay, total_episodes=args.total_episodes,
-                              search_class=ElasticSearch if mode == "elastic" else WorkflowSearch,
-                              batch_workflows=args.batch_workflows, strategy=args.strategy)
+                              claims="lowered" if mode == "oracle" else mode, batch_workflows=args.batch_workflows,
+                              strategy=args.strategy)
                 for seed in range(args.search_seeds)]
         rounds = np.array([r["rounds"] for r in runs])
+        regrets = [r["regret"] for r in runs]
         _, lo, hi = median_interval(rounds)
         rows.append({"mode": mode, "searches": len(runs), "median_rounds": float(np.median(rounds)),
                      "median_rounds_95": [lo, hi], "mean_rounds": float(rounds.mean()),
                      "median_most_in_flight": float(np.median([r["most_in_flight"] for r in runs])),
                      "median_workflows": float(np.median([r["workflows_evaluated"] for r in runs])),
-                     "mean_cut": float(np.mean([r["cut"] for r in runs])),
-                     "median_regret": float(np.median([r["regret"] for r in runs if r["regret"] is not None])),
-                     "rounds": rounds.tolist()})
-        print(json.dumps({k: v for k, v in rows[-1].items() if k != "rounds"}), flush=True)
+                     "mean_cut": float(np.mean([r["cut"] for r in runs])), "max_cut": int(max(r["cut"] for r in runs)),
+                     "median_regret": float(np.median([g for g in regrets if g is not None])),
+                     "no_regret_scored": sum(g is None for g in regrets),
+                     **paired_regret(regrets, rows[0]["regrets"] if rows else None),
+                     "rounds": rounds.tolist(), "regrets": regrets})
+        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("rounds", "regrets")}), flush=True)
     return rows
+
+
+def paired_regret(regrets: list, base: list | None) -> dict:
+    """Regret minus the first mode's on the same search seeds (both scored): mean with its 95% t interval and the
+    Wilcoxon signed-rank p (two-sided); {} for the first mode."""
+    if base is None:
+        return {}
+    d = np.array([a - b for a, b in zip(regrets, base) if a is not None and b is not None])
+    if len(d) < 2:
+        return {}
+    half = float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    p = float(stats.wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
+    return {"regret_vs_first": {"mean": float(d.mean()), "ci95": [float(d.mean()) - half, float(d.mean()) + half],
+                                "wilcoxon_p": p, "pairs": len(d), "same_answer": int(np.sum(d == 0))}}
 
 
 def run(mode: str, args) -> dict:
     cfg = SearchConfig(total_episodes=args.total_episodes, batch_workflows=args.batch_workflows, seed=args.seed,
-                       red_agent=args.red_agent, device=args.device, **(TINY if args.tiny else {}))
-    ex = CountingExecutor(args.batch_workflows, whole=mode == "whole")
+                       red_agent=args.red_agent, device=args.device, claims=mode, **(TINY if args.tiny else {}))
+    ex = CountingExecutor(args.batch_workflows)
     t0 = time.perf_counter()
     s = WorkflowSearch(cfg, Path(args.out) / mode, progress=False)
     summary = s.run(ex)
@@ -238,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--red-agent", default="B_lineAgent")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--modes", nargs="+", default=["lowered", "whole"], choices=["lowered", "whole", "oracle", "elastic"],
-                   help="claim rules; with --replay only: 'oracle' (every workflow claims exactly what it will use) "
-                        "and 'elastic' (ElasticSearch: partial claims, pause, top-ups; a model, not shipped)")
+    p.add_argument("--modes", nargs="+", default=["elastic", "lowered", "whole"], choices=[*CLAIMS, "oracle"],
+                   help="claim rules (--claims of the search); with --replay also 'oracle' (every workflow claims "
+                        "exactly what it will use from dispatch: a bound)")
     p.add_argument("--tiny", action="store_true", help="a smoke test at toy scale (tests/test_benchmarks.py)")
     p.add_argument("--replay", metavar="GT_RUN", help="replay searches against this finished exhaustive run instead")
     p.add_argument("--search-seeds", type=int, default=100, help="with --replay: searches per mode")

@@ -156,6 +156,7 @@ CASES = [
     (["search", "--gp-beta", "inf"], "--gp-beta must be a finite"),
     (["search", "--gp-beta", "-1"], "--gp-beta must be >= 0"),
     (["search", "--total-episodes", "0"], "--total-episodes"),
+    (["search", "--claims", "bogus"], "--claims"),
     (["search", "--eval-episodes", "-5"], "--eval-episodes"),
     (["search", "--n-init", "0"], "--n-init"),
     (["search", "--max-iterations", "0"], "--max-iterations"),

@@ -25,7 +25,7 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     assert res["engine"]["rows"][0]["n_envs"] == 4096 and res["engine"]["rows"][0]["env_steps_per_s"] > 0
     for stage in (res["batched_training"], res["search_claims"], res["search"][0], res["training"]):
         assert "wall_s" in stage, stage          # neither failed nor timed out
-    assert [r["mode"] for r in res["search_claims"]["rows"]] == ["lowered", "whole"]
+    assert [r["mode"] for r in res["search_claims"]["rows"]] == ["elastic", "lowered", "whole"]
     assert res["search"][0]["batch_workflows"] == 1
     assert "| batched (BatchedTrainer) | 2 |" in res["batched_training"]["table"]
     assert len(res["training"]["sps_per_update"]) == 3
@@ -61,14 +61,14 @@ def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
         assert min(c["episodes"] for c in card["eval_cyborg"]) >= 1
 
 
-@pytest.mark.slow   # two toy searches, ~1 min
-def test_search_claims_benchmark_compares_lowered_and_whole_claims_at_tiny_scale(tmp_path):
+@pytest.mark.slow   # three toy searches, ~1.5 min
+def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_claims.py"), "--tiny", "--total-episodes",
                         "300", "--batch-workflows", "8", "--out", str(tmp_path)], capture_output=True, text=True,
                        cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {row["mode"]: row for row in json.loads((tmp_path / "claims.json").read_text())["rows"]}
-    assert set(rows) == {"lowered", "whole"}
+    assert set(rows) == {"elastic", "lowered", "whole"}
     for row in rows.values():
         assert row["episodes_used"] == 300 and row["rounds"] > 0 and row["most_in_flight"] >= 1
     # whole caps of 48: at most 6 fit the 300; lowered ones let more run at once, in no more rounds

@@ -287,3 +287,35 @@ def test_most_episodes_allows_for_updates_that_span_several_episodes():
     assert most_episodes(cfg, 3, 3 * cfg.n_envs, 3, None) == cfg.n_envs * (3 + 4 + 2)
     assert most_episodes(cfg, 9, 9 * cfg.n_envs, 3, None) == 9 * cfg.n_envs         # the phase is over
     assert most_episodes(cfg, 9, 123, 3, "post_gate") == 123
+
+
+def test_a_slot_waits_at_its_claim_and_trains_on_when_it_grows(tmp_path):
+    """A claim below the budget (an elastic search's slot): a pausing slot waits there — not stopped, training
+    nothing while others train — trains on when the claim grows and stops "budget" where a cut leaves it, with its
+    checkpoint; a slot that does not pause stops "budget" at its claim. The bounds a search reads: within the claim
+    the claim, within the budget the budget (no gate yet)."""
+    cfg = _cfg(max_episodes=4)                     # budget 64 = 4 episodes x 16 envs
+    bt = BatchedTrainer(cfg, 3)
+    bt.start(0, cfg, tmp_path / "a", claim=20, pauses=True)
+    bt.start(1, cfg, tmp_path / "b", claim=20)
+    bt.start(2, cfg, tmp_path / "c")               # keeps the batch training
+    for _ in range(2):
+        bt.run_round()
+    a, b = bt.slots[0], bt.slots[1]
+    assert a.total_episodes == 20 and a.waiting and a.stop_reason is None
+    assert b.total_episodes == 20 and b.stop_reason == "budget" and not b.waiting
+    assert a.most_episodes() == 20 and a.most_episodes(within_claim=False) == cfg.budget == 64
+    update = a.update
+    bt.run_round()
+    assert a.total_episodes == 20 and a.update == update            # waiting trains nothing
+    with pytest.raises(ValueError):
+        bt.extend(0, 19)
+    bt.extend(0, 40)
+    assert not a.waiting
+    for _ in range(2):
+        bt.run_round()
+    assert a.total_episodes == 40 and a.waiting
+    bt.cut(0)
+    assert a.stop_reason == "budget" and not a.waiting and a.most_episodes() == 40
+    ck = load_checkpoint(tmp_path / "a" / "checkpoints" / "latest.pt")
+    assert ck["counters"]["total_episodes"] == 40 and ck["counters"]["stop_reason"] == "budget"

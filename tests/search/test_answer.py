@@ -62,7 +62,7 @@ def test_old_search_state_keeps_the_protocol_it_ran_with():
     for k in LEGACY_SETTINGS:
         old.pop(k)
     cfg = SearchConfig.from_dict(old)
-    assert cfg.train.post_gate_episodes == 0 and cfg.strategy == "gp-ucb"
+    assert cfg.train.post_gate_episodes == 0 and cfg.strategy == "gp-ucb" and cfg.claims == "lowered"
     assert SearchConfig().train.post_gate_episodes > 0          # a new search uses the protocol
     assert SearchConfig(max_episodes=4, n_envs=10, post_gate_episodes=6, seeds_per_workflow=2).workflow_cap == 200
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from helpers import read_log
 
-from workflow_rl.search.batched_executor import BatchedExecutor, split_budget
+from workflow_rl.search.batched_executor import BatchedExecutor
+from workflow_rl.search.records import split_budget
 from workflow_rl.search.records import Proposal
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 from workflow_rl.rl.checkpoint import load_checkpoint
@@ -194,16 +195,17 @@ def test_a_fired_gate_hands_the_rest_of_the_claim_to_a_new_workflow(tmp_path):
     gate fires it can use 16 at most, so a third workflow starts while the first two still train (with whole
     claims only two caps fit the 100). The budget is still spent exactly and no workflow exceeds its claim."""
     cfg = _tiny(total_episodes=100, max_episodes=4, post_gate_episodes=1, min_episodes=1, min_fixes=1,
-                compliance_threshold=0.01, batch_workflows=4, inherit="none")
+                compliance_threshold=0.01, batch_workflows=4, inherit="none", claims="lowered")
     s = WorkflowSearch(cfg, tmp_path, progress=False)
     seen = []
-    orig = s._tighten
+    orig = s._lower
 
     def spy(claims):
-        orig(claims)
+        changed = orig(claims)
         seen.append([(p.iteration, p.budget, p.seed_budgets) for p in s.state.pending])
+        return changed
 
-    s._tighten = spy
+    s._lower = spy
     summary = s.run()
     its = sorted(s.state.iterations, key=lambda r: r.iteration)
     assert summary["episodes_used"] == 100 == sum(r.episodes_trained for r in its)
@@ -216,9 +218,10 @@ def test_a_fired_gate_hands_the_rest_of_the_claim_to_a_new_workflow(tmp_path):
         assert r.episodes_trained <= min(final, default=40)
 
 
-def test_resumed_workflows_train_within_their_lowered_claims(tmp_path):
+@pytest.mark.parametrize("claims", ["lowered", "elastic"])
+def test_resumed_workflows_train_within_their_lowered_claims(tmp_path, claims):
     cfg = _tiny(total_episodes=100, max_episodes=4, post_gate_episodes=2, min_episodes=1, min_fixes=1,
-                compliance_threshold=0.01, batch_workflows=4, inherit="none", seeds_per_workflow=2)
+                compliance_threshold=0.01, batch_workflows=4, inherit="none", seeds_per_workflow=2, claims=claims)
     s = WorkflowSearch(cfg, tmp_path, progress=False)
     with pytest.raises(SearchInterrupted):
         s.run(_InterruptAfter(4, rounds=2))
@@ -231,3 +234,68 @@ def test_resumed_workflows_train_within_their_lowered_claims(tmp_path):
     for r in resumed.state.iterations:
         if r.iteration in lowered:
             assert r.episodes_trained <= sum(lowered[r.iteration])
+
+
+class _Watch(BatchedExecutor):
+    """The batched executor, noting each dispatch (iteration, claim, workflows already running) and each top-up."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.submits, self.extends = [], []
+
+    def submit(self, prop):
+        self.submits.append((prop.iteration, prop.budget, len(self.props)))
+        super().submit(prop)
+
+    def extend(self, iteration, seed_budgets):
+        self.extends.append((iteration, list(seed_budgets)))
+        super().extend(iteration, seed_budgets)
+
+
+def test_elastic_claims_start_workflows_on_what_is_unclaimed(tmp_path):
+    """Caps of 40, gates at the first episode, so a finished workflow costs 16 (1 episode + 1 post-gate, 8 envs):
+    with elastic claims (the default) a workflow starts while others run once the median cost is unclaimed,
+    holding less than a cap; with lowered claims it waits for a full cap. Either way the budget is spent exactly and
+    no workflow trains past its cap; the last one, whose claim cannot grow, waits, is cut where it stands and is
+    recorded budget_cut."""
+    kw = dict(total_episodes=100, max_episodes=4, post_gate_episodes=1, min_episodes=1, min_fixes=1,
+              compliance_threshold=0.01, batch_workflows=4, inherit="none")
+    partial = {}
+    for claims in ("elastic", "lowered"):
+        cfg = _tiny(**kw, claims=claims)
+        ex = _Watch(4)
+        s = WorkflowSearch(cfg, tmp_path / claims, progress=False)
+        summary = s.run(ex)
+        its = s.state.iterations
+        assert summary["episodes_used"] == 100 == sum(r.episodes_trained for r in its)
+        assert all(r.episodes_trained <= cfg.workflow_cap == 40 for r in its)
+        partial[claims] = [b for _, b, running in ex.submits if b < cfg.workflow_cap and running]
+        last = max(its, key=lambda r: r.iteration)
+        assert last.status == "budget_cut" and last.episodes_trained == ex.submits[-1][1]
+    assert partial["elastic"] and not partial["lowered"]
+    assert SearchConfig().claims == "elastic"
+
+
+class _Needs:
+    """What ``_top_up`` reads of an executor: each running workflow's needs; records the top-ups."""
+
+    def __init__(self, needs):
+        self._needs, self.extended = needs, []
+
+    def needs(self):
+        return self._needs
+
+    def extend(self, iteration, seed_budgets):
+        self.extended.append((iteration, seed_budgets))
+
+
+def test_top_ups_go_to_the_oldest_workflow_first_and_never_exceed_the_budget(tmp_path):
+    s = WorkflowSearch(_tiny(total_episodes=100, seeds_per_workflow=2), tmp_path, progress=False)
+    s.state.pending = [_claim(w, b).dispatched(it, None, b)
+                       for w, b, it in (("OS,D,E,OH,U", 20, 2), ("OH,D,E,OS,U", 30, 1), ("D,E,OS,OH,U", 10, 3))]
+    s.state.episodes_used = 25                       # 75 left, 60 claimed: 15 to share out
+    ex = _Needs({1: [20, 20], 2: [16, 16], 3: [5, 5]})   # 1 needs +10, 2 needs +12, 3 has more than it needs
+    assert s._top_up(ex)
+    assert ex.extended == [(1, [20, 20]), (2, [15, 10])]   # oldest in full, then what is left, seed by seed
+    assert s.budget_unclaimed == 0 and {p.iteration: p.budget for p in s.state.pending} == {1: 40, 2: 25, 3: 10}
+    assert not s._top_up(ex)                         # nothing left: no change

@@ -63,11 +63,27 @@ class Slot(RunState):
     log: RunLog
     saved_update: int = 0
     """the update of the last checkpoint (checkpoints every ``cfg.checkpoint_every`` updates)."""
+    claim: int | None = None
+    """training episodes the run may use for now, below its budget ``cfg.budget`` (None: all of it). A search's
+    slot trains within its workflow's claim on the search budget while its config keeps the workflow's cap, so the
+    protocol (stop rule, learning-rate schedule) does not depend on how the claim was granted."""
+    pauses: bool = False
+    """at its claim the run waits (``waiting``) instead of stopping "budget": the claim may still grow
+    (``BatchedTrainer.extend``) or be made final (``BatchedTrainer.cut``). An elastic search's slots."""
+    waiting: bool = False
+    """the run is at its claim, not stopped, and trains no further until ``extend`` or ``cut``."""
 
-    def most_episodes(self) -> int:
-        """The most training episodes this run can have when it stops (``schedule.most_episodes``)."""
-        return most_episodes(self.cfg, int(self.episodes_per_env.min()), self.total_episodes, self.gate_at,
-                             self.stop_reason)
+    @property
+    def allowance(self) -> int:
+        """Training episodes the run may use now: its claim, never above its budget."""
+        return self.cfg.budget if self.claim is None else min(self.claim, self.cfg.budget)
+
+    def most_episodes(self, within_claim: bool = True) -> int:
+        """The most training episodes this run can have when it stops (``schedule.most_episodes``), within its
+        claim or (``within_claim`` False) within its budget: what it would use were its claim to grow."""
+        bound = most_episodes(self.cfg, int(self.episodes_per_env.min()), self.total_episodes, self.gate_at,
+                              self.stop_reason)
+        return min(bound, self.allowance) if within_claim else bound
 
     def summary(self) -> dict:
         return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
@@ -133,10 +149,11 @@ class BatchedTrainer:
 
     def start(self, k: int, cfg: TrainConfig, out_dir: str | Path, init_agent_state: dict | None = None,
               checkpoint: dict | None = None, log_prefix: dict | None = None, init_seed: int | None = None,
-              checkpoint_dir: str | Path | None = None) -> Slot:
+              checkpoint_dir: str | Path | None = None, claim: int | None = None, pauses: bool = False) -> Slot:
         """Put a training run into free slot ``k``: weights from ``checkpoint`` (continuing its counters and Adam
         state), else ``init_agent_state``, else the fresh initialisation a run with seed ``init_seed`` (default:
-        the config's) gets. ``cfg.workflow`` None trains unconditioned PPO in this slot."""
+        the config's) gets. ``cfg.workflow`` None trains unconditioned PPO in this slot. ``claim`` and ``pauses``:
+        see :class:`Slot`."""
         if self.slots[k] is not None:
             raise RuntimeError(f"slot {k} is busy")
         if self.global_step % self.cfg.episode_length:
@@ -161,7 +178,8 @@ class BatchedTrainer:
         out = Path(out_dir)
         slot = Slot(**{f.name: getattr(run, f.name) for f in dataclasses.fields(RunState)}, cfg=cfg, workflow=wf,
                     out=out, ckpt_dir=Path(checkpoint_dir) if checkpoint_dir else out / "checkpoints",
-                    log=RunLog(out, log_prefix, cfg.tensorboard), saved_update=run.update)
+                    log=RunLog(out, log_prefix, cfg.tensorboard), saved_update=run.update, claim=claim,
+                    pauses=pauses)
         rows = slice(k * self.n, (k + 1) * self.n)
         self.wf_enc[k] = torch.as_tensor(wf.encode() if wf else np.zeros(WORKFLOW_DIM, np.float32),
                                          device=self.device)
@@ -189,7 +207,7 @@ class BatchedTrainer:
         """(steps, active envs) of slot ``k``'s next update under its episode budget, or None when it is spent."""
         s = self.slots[k]
         c = s.cfg
-        left = c.budget - s.total_episodes
+        left = s.allowance - s.total_episodes
         if self.pool is not None:   # episode workers play whole episodes
             return (c.episode_length, min(c.n_envs, left)) if left > 0 else None
         plan = plan_update(c, s.global_step, left, s.round_active)
@@ -209,12 +227,13 @@ class BatchedTrainer:
         for _ in range(max(1, c.episode_length // c.update_every_steps)):
             active = np.zeros(self.q, np.int64)
             for k, s in enumerate(self.slots):
-                if s is None or s.stop_reason is not None:
+                if s is None or s.stop_reason is not None or s.waiting:
                     continue
                 plan = self.plan(k)
                 if plan is None:
-                    s.stop_reason = "budget"
-                    stopped.append(k)
+                    self._at_claim(s)
+                    if s.stop_reason is not None:
+                        stopped.append(k)
                 else:
                     active[k] = plan[1]
             if not active.any():
@@ -259,7 +278,30 @@ class BatchedTrainer:
         if s.gate_at is None and gate_fires(s.cfg, s.workflow is not None, done, counted, s.last_compliance):
             s.gate_at, s.gate_episodes = done, s.total_episodes
         s.stop_reason = stop_rule(s.cfg, done, s.total_episodes, s.gate_at)
+        if s.stop_reason is None and s.total_episodes >= s.allowance:
+            self._at_claim(s)
         return row
+
+    @staticmethod
+    def _at_claim(s: Slot) -> None:
+        """A run whose claim is spent stops "budget", or waits for its claim to grow if it ``pauses``."""
+        if s.pauses and s.total_episodes < s.cfg.budget:
+            s.waiting = True
+        else:
+            s.stop_reason = "budget"
+
+    def extend(self, k: int, claim: int) -> None:
+        """Raise slot ``k``'s claim (an elastic search's top-up); a waiting run trains on from the next round."""
+        s = self.slots[k]
+        if claim < s.total_episodes:
+            raise ValueError(f"slot {k}: a claim of {claim} is below the {s.total_episodes} episodes it trained")
+        s.claim, s.waiting = claim, s.waiting and claim <= s.total_episodes
+
+    def cut(self, k: int) -> None:
+        """Make slot ``k``'s claim final where it stands: the run stops "budget" and writes its last checkpoint."""
+        s = self.slots[k]
+        s.claim, s.waiting, s.stop_reason = s.total_episodes, False, "budget"
+        self.save(k)
 
     def _x(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.cat([obs.view(self.q, self.n, -1), self.wf_enc], 2)

@@ -7,6 +7,12 @@ dispatch and records each as it finishes. This executor puts each workflow's K s
 what keeps a GPU busy: a single run's few hundred envs are far too small a batch. A workflow whose seeds have all
 stopped is evaluated and its slots are refilled at the next episode boundary. Ctrl-C finishes the current episode
 round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it.
+
+Each seed trains under its workflow's cap (its config) within its share of the workflow's claim (``Slot.claim``).
+The executor reports how far below the claim each seed can still go (``claims``: the search lowers the claim) and,
+with elastic claims (``--claims elastic``), what each could use were its claim to grow (``needs``): its seeds then
+wait at their claims instead of stopping, until the search tops them up (``extend``) or, when every running
+workflow waits and none can be topped up, the newest is cut where it stands.
 """
 from __future__ import annotations
 
@@ -21,11 +27,6 @@ from workflow_rl.search.evaluation import SearchInterrupted, initial_weights
 from workflow_rl.search.executors import SearchJob
 from workflow_rl.search.records import Proposal, Record
 from workflow_rl.workflow import Workflow
-
-
-def split_budget(claim: int, seeds: int) -> list[int]:
-    """A workflow's episode claim shared out over its seeds as evenly as possible (earlier seeds get the rest)."""
-    return [claim // seeds + (1 if i < claim % seeds else 0) for i in range(seeds)]
 
 
 def seed_dir(run_dir: str, seed: int, seeds: int) -> str:
@@ -45,10 +46,13 @@ class BatchedExecutor:
         self.done: list[tuple[Proposal, Record]] = []         # evaluated, not yet handed to the search
         self.job: SearchJob | None = None
         self.interrupt = GracefulInterrupt("this episode round")
+        self.elastic = False
+        self._stalled = False   # wait_one returned on a stall and nothing was topped up or started since
         self._bar = None
 
     def open(self, job: SearchJob) -> None:
         self.job = job
+        self.elastic = job.cfg.claims == "elastic"
 
     def free(self) -> int:
         # while results wait to be handed back, dispatch nothing: the GP should see them first
@@ -60,9 +64,10 @@ class BatchedExecutor:
     def submit(self, prop: Proposal) -> None:
         cfg, out, it = self.job.cfg, self.job.out, prop.iteration
         wf = Workflow.parse(prop.workflow)
-        budgets = prop.seed_budgets or split_budget(prop.budget, self.k)
+        budgets = prop.shares(self.k)
+        seed_cfg = cfg.train_config(wf, cfg.train.budget)   # each seed's cap; its share of the claim bounds it
         if self.trainer is None:
-            self.trainer = BatchedTrainer(cfg.train_config(wf, max(budgets)), self.q * self.k)
+            self.trainer = BatchedTrainer(seed_cfg, self.q * self.k)
         free = self.trainer.free_slots()
         init, runs = None, []
         for seed, budget in enumerate(budgets):
@@ -75,31 +80,46 @@ class BatchedExecutor:
                 init = initial_weights(cfg, out, prop)
             prefix = {"iteration": it} if self.k == 1 else {"iteration": it, "seed": seed}
             slot_id = free[len(runs)]
-            slot = self.trainer.start(slot_id, cfg.train_config(wf, budget), run_dir,
-                                      init_agent_state=None if ck is not None else init, checkpoint=ck,
-                                      log_prefix=prefix, init_seed=cfg.train.seed + seed)
+            slot = self.trainer.start(slot_id, seed_cfg, run_dir, init_agent_state=None if ck is not None else init,
+                                      checkpoint=ck, log_prefix=prefix, init_seed=cfg.train.seed + seed,
+                                      claim=budget, pauses=self.elastic)
             if ck is not None and ck["counters"].get("stop_reason") not in (None, "interrupted"):
                 slot.stop_reason = ck["counters"]["stop_reason"]   # trained before a crash, not yet evaluated
             runs.append((slot_id, seed))
         self.props[it], self.runs[it] = prop, runs
         self.starts[it] = (time.perf_counter(), time.time())
+        self._stalled = False
         self._finish_ready()
 
     def claims(self) -> dict[int, list[int]]:
         """Per running workflow, per seed, the most training episodes it can still have in total (0 for a seed
         given no budget)."""
+        return self._bounds(within_claim=True)
+
+    def needs(self) -> dict[int, list[int]] | None:
+        """(elastic) Per running workflow, per seed, the most training episodes it could have within its cap."""
+        return self._bounds(within_claim=False) if self.elastic else None
+
+    def _bounds(self, within_claim: bool) -> dict[int, list[int]]:
         out = {}
         for it, runs in self.runs.items():
             bound = [0] * self.k
             for slot_id, seed in runs:
-                bound[seed] = self.trainer.slots[slot_id].most_episodes()
+                bound[seed] = self.trainer.slots[slot_id].most_episodes(within_claim)
             out[it] = bound
         return out
 
+    def extend(self, iteration: int, seed_budgets: list[int]) -> None:
+        for slot_id, seed in self.runs[iteration]:
+            self.trainer.extend(slot_id, seed_budgets[seed])
+        self._stalled = False
+
     def wait_one(self) -> tuple[Proposal, Record] | None:
         """Train rounds until a workflow is evaluated; None earlier, after a round in which a running workflow's
-        claim shrank (a gate fired) while a slot is free, so the search can give that budget to a new workflow now."""
-        shrunk = False
+        claim shrank (a gate fired) while a slot is free, so the search can give that budget to a new workflow now,
+        or (elastic) when every running workflow waits at its claim, so the search can top them up; if it did not,
+        the newest is cut where it stands (nothing else can free budget for it)."""
+        early = False
         try:
             with self.interrupt:
                 before = self._claimed()
@@ -109,16 +129,30 @@ class BatchedExecutor:
                             for slot_id, _ in runs:
                                 self.trainer.save(slot_id)
                         raise SearchInterrupted("batched search")
+                    if self._all_waiting():
+                        if not self._stalled:
+                            self._stalled = early = True
+                            return None
+                        for slot_id, _ in self.runs[max(self.runs)]:
+                            if self.trainer.slots[slot_id].waiting:
+                                self.trainer.cut(slot_id)
+                        self._finish_ready()
+                        continue
                     self.trainer.run_round()
                     self._finish_ready()
                     self._show_progress()
                     if not self.done and self.free() > 0 and self._claimed() < before:
-                        shrunk = True
+                        early = True
                         return None
         finally:
-            if not shrunk:   # the search prints its line for the finished workflow next
+            if not early:   # the search prints its line for the finished workflow next
                 self._close_bar()
         return self.done.pop(0)
+
+    def _all_waiting(self) -> bool:
+        """Every running seed is at its claim or stopped, some wait: no round can train anything."""
+        slots = [self.trainer.slots[s] for runs in self.runs.values() for s, _ in runs]
+        return any(s.waiting for s in slots) and all(s.waiting or s.stop_reason is not None for s in slots)
 
     def _claimed(self) -> int:
         return sum(sum(c) for c in self.claims().values())

@@ -27,7 +27,8 @@ seed >= 0.95 in evaluation. The 200 envs (TrainConfig's default) are part of it:
 episodes per env leave seed std 5.8-7.7 and evaluated compliance 0.85-0.92. (The learning rate, 5e-4, is
 PPOConfig's own default in both.)"""
 
-LEGACY_SETTINGS = {"post_gate_episodes": 0, "strategy": "gp-ucb", "design_start": "critical_first"}
+LEGACY_SETTINGS = {"post_gate_episodes": 0, "strategy": "gp-ucb", "design_start": "critical_first",
+                   "claims": "lowered"}
 """What a search saved before these settings existed ran with: a resumed old ``search_state.json`` keeps them
 (not today's defaults), so its remaining workflows are measured as its first ones were."""
 
@@ -36,6 +37,14 @@ STRATEGIES = ("gp-ucb", "random", "gp-cei", "random-eligible")
 the untried ones (the baseline a search strategy must beat), or constrained expected improvement (the initial
 design, then EI on the value GP times a GP classifier's probability that the workflow is eligible), or uniformly
 among the untried workflows that classifier deems likely eligible; see ``WorkflowSearch.propose``."""
+
+CLAIMS = ("elastic", "lowered", "whole")
+"""How workflows training at once share the search budget (``WorkflowSearch``, README "Search, exactly"): each
+holds a *claim* on it. 'whole': a full cap from dispatch until it finishes; 'lowered': a full cap, lowered to what
+it can still use once its gate fires; 'elastic': lowered too, and a new workflow needs only a typical workflow's
+cost unclaimed to start, with a claim that grows while it trains (it waits at its claim when none is left; the newest
+is cut if nothing frees up). Only a batched search (``--batch-workflows``) has workflows whose claims can change;
+others train one at a time (serial) or hold whole claims (Ray)."""
 
 RETIRED = ("compile", "native_backend")
 """Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
@@ -83,6 +92,10 @@ class SearchConfig:
     batch_workflows: int = field(default=1, metadata={"metavar": "Q"})
     """train Q workflows at once in this process, in one batch (one engine call and one PPO update serve all Q; the
     way to fill a GPU); 1 = one at a time"""
+    claims: str = one_of("elastic", CLAIMS)
+    """how workflows training at once share the budget in a batched search: elastic (start with what is unclaimed,
+    grow while training; the fewest episode rounds), lowered (a full cap each, lowered at the gate) or whole (a full
+    cap until finished: the most results seen before each pick); see README ("Search, exactly")"""
     strategy: str = one_of("gp-ucb", STRATEGIES)
     """how the next workflow is chosen: gp-ucb, random (uniform over untried workflows; the baseline), gp-cei
     (expected improvement times the modelled probability of being eligible), or random-eligible (uniform over the

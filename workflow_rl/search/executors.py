@@ -44,11 +44,20 @@ class Executor(Protocol):
 
     def wait_one(self) -> tuple[Proposal, Record] | None:
         """Block until one submitted proposal is trained and evaluated; an executor that reports ``claims`` may
-        return None earlier, when a running proposal's claim shrank, so the search can dispatch again."""
+        return None earlier, when a running proposal's claim shrank, so the search can dispatch again, or (one
+        that grows claims) when every running proposal waits at its claim, so the search can top them up; if the
+        search could not, the next call cuts the newest where it stands."""
 
     def claims(self) -> dict[int, list[int]]:
         """Per running proposal (by iteration), per seed, the most training episodes it can still have in total,
         where the executor knows a bound below the claim (``rl.schedule.most_episodes``); {} where it does not."""
+
+    def needs(self) -> dict[int, list[int]] | None:
+        """Per running proposal, per seed, the most training episodes it could have were its claim to grow (a
+        seed's cap before its gate); None where the executor cannot grow claims (``extend``)."""
+
+    def extend(self, iteration: int, seed_budgets: list[int]) -> None:
+        """Raise a running proposal's per-seed claims (only where ``needs`` is not None)."""
 
     def shutdown(self) -> None: ...
 
@@ -74,6 +83,12 @@ class SerialExecutor:
 
     def claims(self) -> dict[int, list[int]]:
         return {}   # one workflow at a time: nothing else could use a lowered claim
+
+    def needs(self) -> None:
+        return None   # one workflow at a time: it always gets a full cap (or, last, what is left)
+
+    def extend(self, iteration: int, seed_budgets: list[int]) -> None:
+        raise NotImplementedError("a serial search's claims do not grow")
 
     def wait_one(self) -> tuple[Proposal, Record]:
         prop = self.queue.pop(0)

@@ -85,6 +85,12 @@ class RayExecutor:
     def claims(self) -> dict[int, list[int]]:
         return {}   # a remote task's counters are not seen before it returns: claims stay whole
 
+    def needs(self) -> None:
+        return None   # nor can a remote task's claim grow once it runs
+
+    def extend(self, iteration: int, seed_budgets: list[int]) -> None:
+        raise NotImplementedError("a Ray search's claims do not grow")
+
     def wait_one(self) -> tuple[Proposal, Record]:
         ready, _ = self.ray.wait(list(self.refs), num_returns=1)
         prop = self.refs.pop(ready[0])

@@ -54,16 +54,25 @@ class Proposal(_Saved):
     parent_checkpoint: str | None = None
     budget: int = 0
     """training episodes claimed (all its seeds together): a full cap (or what is left) at dispatch, lowered while
-    it trains to what it can still use (``WorkflowSearch._tighten``)"""
+    it trains to what it can still use, or topped up (``WorkflowSearch._review``)"""
     seed_budgets: list[int] | None = None
-    """each seed's claim once lowered (they differ: each seed passes its gate at its own time); None: ``budget``
-    shared out evenly"""
+    """each seed's claim once lowered or topped up (they differ: each seed passes its gate at its own time); None:
+    ``budget`` shared out evenly"""
+
+    def shares(self, seeds: int) -> list[int]:
+        """Each of its ``seeds`` seeds' claim."""
+        return list(self.seed_budgets) if self.seed_budgets is not None else split_budget(self.budget, seeds)
 
     def dispatched(self, iteration: int, parent: "Record | None", budget: int) -> "Proposal":
         return dataclasses.replace(
             self, iteration=iteration, run_dir=f"workflows/{iteration:03d}_{self.workflow.replace(',', '-')}",
             parent=parent.workflow if parent else None, parent_checkpoint=parent.checkpoint if parent else None,
             budget=budget)
+
+
+def split_budget(claim: int, seeds: int) -> list[int]:
+    """A workflow's episode claim shared out over its seeds as evenly as possible (earlier seeds get the rest)."""
+    return [claim // seeds + (1 if i < claim % seeds else 0) for i in range(seeds)]
 
 
 @dataclass(kw_only=True)

@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.rl.evaluate import across_seeds
-from workflow_rl.search.batched_executor import split_budget
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.executors import SerialExecutor
 from workflow_rl.search.ground_truth import load_ground_truth, score_answer
@@ -115,7 +114,7 @@ def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Ge
     pick = draw_seeds(k, seeds, rng) if pick is None else pick
     values = [truth.seed_rewards[i] for i in pick]
     statuses, episodes = [], 0
-    for i, share in zip(pick, split_budget(prop.budget, seeds)):
+    for i, share in zip(pick, prop.shares(seeds)):
         cut = costs[i] > share
         statuses.append("budget_cut" if cut else truth.seed_status[i])
         episodes += share if cut else costs[i]
@@ -134,22 +133,21 @@ def replayed_record(prop: Proposal, truth: Record, seeds: int, rng: np.random.Ge
         gate_episodes=[truth.gate_episodes[i] if i < len(truth.gate_episodes) else None for i in pick])
 
 
-def replay_search(ground_truth_run: str | Path, seed: int, executor_class=ReplayExecutor, search_class=WorkflowSearch,
-                  **settings) -> dict:
+def replay_search(ground_truth_run: str | Path, seed: int, executor_class=ReplayExecutor, **settings) -> dict:
     """One search replayed against ``ground_truth_run`` (a finished exhaustive run) with the search settings given
     (``strategy``, ``total_episodes``, ``seeds_per_workflow`` (default 1), ``n_init``, ...; the protocol is the ground
     truth's); its answer, confidence-set size and score against the ground truth. ``executor_class``: a
-    :class:`ReplayExecutor` (sub)class (its constructor's arguments); whatever its ``stats()`` returns joins the result;
-    ``search_class``: the search loop (a benchmark may try another rule in a subclass)."""
+    :class:`ReplayExecutor` (sub)class (its constructor's arguments); whatever its ``stats()`` returns joins the
+    result."""
     base, records, csv_path = load_exhaustive(ground_truth_run)
     cfg = SearchConfig.from_dict({**base.to_dict(), "workflows": None, "batch_workflows": 1, "max_iterations": None,
                                   "init_checkpoint": None, "ground_truth": str(csv_path), "seed": seed,
                                   "device": "cpu", "cuda_graphs": False,   # nothing is trained
                                   "seeds_per_workflow": 1, "design_start": SearchConfig().design_start,   # today's
-                                  **settings})
+                                  "claims": SearchConfig().claims, **settings})
     table = load_ground_truth(csv_path, cfg)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        search = search_class(cfg, tmp, progress=False)
+        search = WorkflowSearch(cfg, tmp, progress=False)
         executor = executor_class(records, cfg.seeds_per_workflow, np.random.default_rng([seed, 7]),
                                   cfg.train.post_gate_episodes, cfg.train.n_envs)
         search.explore(executor)

@@ -8,10 +8,15 @@ episode cap, evaluate the policy's environment-only return on held-out seeds, re
 Rules (also in the README):
 
 * Budget: ``total_episodes`` counts every *training* episode (evaluation episodes are not counted) and is never
-  exceeded: the last workflow's training is cut to what is left. Workflows running at once each claim a full cap
-  at dispatch; a new one waits while less than a cap is unclaimed and others still run (they hand back what they
-  do not use), so only the search's real last workflow is cut. Where the executor sees a running workflow's
-  counters (batches), its claim is lowered to what it can still use as soon as its gate fires (``_tighten``).
+  exceeded: each running workflow holds a *claim* on it and trains within it. Claims (``claims``): 'whole' — a full
+  cap at dispatch; a new workflow waits while less than a cap is unclaimed and others still run (they hand back
+  what they do not use), so only the search's real last workflow is cut. 'lowered' — the same, and where the
+  executor sees a running workflow's counters (batches) its claim drops to what it can still use as soon as its
+  gate fires (``_lower``). 'elastic' (batches) — lowered too, and a new workflow needs only the median cost of the
+  workflows finished so far unclaimed (a full cap before any finished); it claims what is unclaimed up to a cap,
+  and after every wait running workflows are topped up to what they can use, oldest first (``_top_up``); one at its
+  claim waits, and when every running workflow waits and none can be topped up the newest is cut where it stands.
+  Other executors (serial, Ray) cannot grow a claim, so there 'elastic' behaves as 'lowered'.
 * Every trained workflow is recorded with its observed value and status: ``compliant`` (passed the gate and its
   post-gate phase),
   ``not_compliant`` (hit its episode cap) or ``budget_cut`` (the budget ran out first). All observations feed the
@@ -61,6 +66,8 @@ class WorkflowSearch:
         self.progress = progress
         self.state_path = self.out / "search_state.json"
         self.state = SearchState(config=cfg.to_dict())
+        self._grows = False
+        """claims are elastic and the executor can grow them (set when ``explore`` opens it)"""
 
     # ---------------------------------------------------------------------------------------------------- state
     @classmethod
@@ -242,6 +249,7 @@ class WorkflowSearch:
         ``search.replay``, runs thousands of these)."""
         executor.open(SearchJob(self.cfg, self.out, self.progress, train_and_evaluate, evaluate_record,
                                 lambda: self.state.episodes_used))
+        self._grows = executor.needs() is not None   # elastic claims, and an executor that can grow them
         self._save()
         for p in self.state.pending:          # resumed: restart what was running (from its own checkpoint)
             executor.submit(p)
@@ -255,7 +263,7 @@ class WorkflowSearch:
                 if executor.running() == 0:
                     break
                 done = executor.wait_one()
-                self._tighten(executor.claims())
+                self._review(executor)
                 if done is not None:
                     self._complete(*done)
         finally:
@@ -288,8 +296,13 @@ class WorkflowSearch:
         return not (inherits and len(its) < 2 and pending and len(pending) + len(its) >= max(2, self.cfg.n_init))
 
     def _reserve(self) -> int:
-        """Unclaimed budget a new workflow waits for while others run: a full cap, so it is never cut short."""
-        return self.cfg.workflow_cap
+        """Unclaimed budget a new workflow waits for while others run: a full cap, so it is never cut short; with
+        elastic claims the median training cost of the workflows finished so far (cut ones aside), since its claim
+        grows as running ones hand back what they do not use."""
+        done = sorted(r.episodes_trained for r in self.state.iterations if r.status != "budget_cut")
+        if not (self._grows and done):
+            return self.cfg.workflow_cap
+        return min(done[len(done) // 2], self.cfg.workflow_cap)
 
     def _dispatch(self, prop: Proposal, executor: Executor) -> None:
         it = self.state.dispatched + 1
@@ -300,19 +313,45 @@ class WorkflowSearch:
         self._save()
         executor.submit(prop)
 
-    def _tighten(self, claims: dict[int, list[int]]) -> None:
-        """Lower running workflows' claims to what they can still use (``Executor.claims``; saved, so a resumed
-        search keeps them): once a workflow's gate fires its post-gate phase is fixed, and the rest of its cap goes
-        to new workflows now instead of when it finishes. The budget is never exceeded: each seed trains within
-        its lowered claim (a resumed seed gets it as its budget)."""
+    def _review(self, executor: Executor) -> None:
+        """After every wait: lower running workflows' claims ('lowered', 'elastic'), then top them up ('elastic',
+        where the executor can grow them); saved, so a resumed search keeps them."""
+        if self.cfg.claims == "whole":
+            return
+        changed = self._lower(executor.claims())
+        if self._grows:
+            changed |= self._top_up(executor)
+        if changed:
+            self._save()
+
+    def _lower(self, claims: dict[int, list[int]]) -> bool:
+        """Lower running workflows' claims to what they can still use (``Executor.claims``): once a workflow's gate
+        fires its post-gate phase is fixed, and the rest of its cap goes to new workflows now instead of when it
+        finishes. The budget is never exceeded: each seed trains within its claim (a resumed seed gets it as its
+        claim)."""
         changed = False
         for i, p in enumerate(self.state.pending):
             bound = claims.get(p.iteration)
             if bound is not None and sum(bound) < p.budget:
                 self.state.pending[i] = dataclasses.replace(p, budget=sum(bound), seed_budgets=list(bound))
                 changed = True
-        if changed:
-            self._save()
+        return changed
+
+    def _top_up(self, executor: Executor) -> bool:
+        """Raise running workflows' claims towards what they can use (``Executor.needs``), oldest first, from the
+        unclaimed budget: the workflow that has trained longest is nearest its result."""
+        needs, changed = executor.needs(), False
+        for i, p in sorted(enumerate(self.state.pending), key=lambda x: x[1].iteration):
+            if p.iteration not in needs or self.budget_unclaimed <= 0:
+                continue
+            shares = p.shares(self.cfg.seeds_per_workflow)
+            for k, need in enumerate(needs[p.iteration]):
+                shares[k] += min(max(0, need - shares[k]), self.budget_unclaimed - (sum(shares) - p.budget))
+            if sum(shares) > p.budget:
+                self.state.pending[i] = dataclasses.replace(p, budget=sum(shares), seed_budgets=shares)
+                executor.extend(p.iteration, shares)
+                changed = True
+        return changed
 
     def _complete(self, prop: Proposal, record: Record) -> None:
         self.state.pending = [p for p in self.state.pending if p.iteration != prop.iteration]
