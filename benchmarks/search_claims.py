@@ -213,7 +213,8 @@ def paired_regret(regrets: list, base: list | None) -> dict:
 
 def run(mode: str, args) -> dict:
     cfg = SearchConfig(total_episodes=args.total_episodes, batch_workflows=args.batch_workflows, seed=args.seed,
-                       red_agent=args.red_agent, device=args.device, claims=mode, **(TINY if args.tiny else {}))
+                       red_agent=args.red_agent, device=args.device, claims=mode,
+                       **({"n_envs": args.n_envs} if args.n_envs else {}), **(TINY if args.tiny else {}))
     ex = CountingExecutor(args.batch_workflows)
     t0 = time.perf_counter()
     s = WorkflowSearch(cfg, Path(args.out) / mode, progress=False)
@@ -230,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--red-agent", default="B_lineAgent")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--n-envs", type=int, help="envs per workflow (default: the search's; fewer make a CPU check "
+                                               "affordable but change the protocol, so compare rules, not values)")
     p.add_argument("--modes", nargs="+", default=["elastic", "lowered", "whole"], choices=[*CLAIMS, "oracle"],
                    help="claim rules (--claims of the search); with --replay also 'oracle' (every workflow claims "
                         "exactly what it will use from dispatch: a bound)")
