@@ -174,6 +174,9 @@ CASES = [
     (["search", "--out", "{d}/search_done"], "already holds a search"),
     (["search", "--resume", "{d}/empty"], "no search to resume"),
     (["search", "--resume", "{d}/file"], "is a file"),
+    (["search", "--resume", "{d}/empty", "--total-episodes", "100000"], "drop --total-episodes"),   # even = default
+    (["search", "--resume", "{d}/empty", "--claims", "whole", "--n-env", "8"], "drop --claims, --n-envs"),
+    (["search", "--resume", "{d}/empty", "--out", "{d}/other"], "drop --out"),
     *[(["search", "--resume", "{d}/" + name], "search_state.json") for name in STATE_EDITS],
     # ---- demo, parity, bench, top level
     (["demo", "--n-envs", "0"], "--n-envs"),

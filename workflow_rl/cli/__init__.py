@@ -6,10 +6,12 @@ flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from workflow_rl import __version__
 from workflow_rl.cli.evaluate import add_evaluate
+from workflow_rl.cli.flags import given
 from workflow_rl.cli.search import add_search
 from workflow_rl.cli.tools import add_tools
 from workflow_rl.cli.train import add_train
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     from workflow_rl.rl.checkpoint import CheckpointError
 
     args = build_parser().parse_args(argv)
+    typed = sys.argv[1:] if argv is None else list(argv)
+    args.given = functools.partial(given, build_parser, typed)   # (command, dests) -> the options typed
     try:
         return args.func(args)
     except (ValueError, CybORGUnavailable, FileNotFoundError, CheckpointError) as e:

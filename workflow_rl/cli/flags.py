@@ -64,6 +64,19 @@ def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
     return names
 
 
+def given(make_parser, argv: list[str], command: str, dests) -> list[str]:
+    """Which of subcommand ``command``'s options ``dests`` the command line ``argv`` sets, whatever their values
+    (a parsed namespace cannot tell a default from the same value typed): ``argv`` parsed again by a fresh parser
+    from ``make_parser`` with those options' defaults suppressed."""
+    parser = make_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    for action in sub._actions:
+        if action.dest in dests:
+            action.default = argparse.SUPPRESS
+    ns = parser.parse_args(argv)
+    return [d for d in dests if hasattr(ns, d)]
+
+
 def settings(args: argparse.Namespace, names) -> dict:
     """The parsed values of the flags ``names``, by setting name."""
     return {n: getattr(args, n) for n in names}

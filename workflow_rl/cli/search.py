@@ -5,6 +5,7 @@ from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
+from workflow_rl.rl.config import flag
 from workflow_rl.rundir import RunDirLock
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.search.outputs import answer_line
@@ -44,6 +45,7 @@ def _search(args):
     from workflow_rl.search.search import WorkflowSearch
 
     if args.resume:
+        _check_resume_alone(args)
         return WorkflowSearch.resume(args.resume, progress=not args.no_progress)
     check_out_dir("--out", args.out)
     cfg = SearchConfig(**{**settings(args, args.config_names), "workflows": _workflow_list(args)})
@@ -52,6 +54,16 @@ def _search(args):
         raise ValueError(f"{args.out} already holds a search: continue it with --resume {args.out}, or choose "
                          "another --out")
     return search
+
+
+def _check_resume_alone(args) -> None:
+    """``--resume`` continues a search with the settings it started with (its workflows are measured alike), so a
+    setting given beside it would be ignored: refused instead, naming it."""
+    typed = args.given("search", [*args.config_names, "exhaustive", "out"])
+    if typed:
+        names = ", ".join(flag(n) for n in typed)
+        raise ValueError(f"--resume continues {args.resume} with the settings it started with: drop {names} (a "
+                         "search's settings cannot change once it ran; start a new search with --out to change them)")
 
 
 def _ray_executor(args, cfg: SearchConfig):
