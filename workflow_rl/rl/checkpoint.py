@@ -71,7 +71,7 @@ class RunState:
                          "gate_episodes": self.gate_episodes},
             "rng": e.get("rng"), "env_state": e.get("env_state"), "obs": e.get("obs"), "access": e.get("access"),
             "tracker": e.get("tracker"), "episode_running": e.get("episode_running"),
-            "recent": list(self.recent),
+            "decoys_placed": e.get("decoys_placed"), "recent": list(self.recent),
         }
 
     @classmethod
@@ -150,8 +150,8 @@ def check_same_run(ck: dict, cfg: TrainConfig) -> None:
 
 
 def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
-    hidden = tuple(ck["config"]["ppo"]["hidden"])
-    agent = Agent(hidden).to(device)
+    ppo = ck["config"]["ppo"]
+    agent = Agent(tuple(ppo["hidden"]), ppo.get("decoy_memory", False)).to(device)
     try:
         agent.load_state_dict(ck["agent"])
     except RuntimeError as e:

@@ -19,6 +19,7 @@ import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
 from workflow_rl.rl.compliance import ComplianceTracker, fix_hosts
+from workflow_rl.rl.memory import no_decoys, remember
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
 
@@ -28,7 +29,7 @@ class Trajectory:
     """One finished episode, as the trainer needs it."""
 
     index: int
-    x: np.ndarray          # (T, 77) policy inputs
+    x: np.ndarray          # (T, 77) policy inputs ((T, 181) with decoy memory)
     actions: np.ndarray    # (T,)
     logp: np.ndarray       # (T,)
     values: np.ndarray     # (T,)
@@ -56,12 +57,20 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
     tracker = ComplianceTracker(1)
+    placed = no_decoys(1) if agent.decoy_memory else None
+
+    def policy_input(o) -> torch.Tensor:
+        parts = [torch.as_tensor(o, dtype=torch.float32), enc] + ([placed[0]] if placed is not None else [])
+        return torch.cat(parts).unsqueeze(0)
+
     xs, acts, logps, vals, env_r, align_r = [], [], [], [], [], []
     truncated = False
     while not truncated:
-        x = torch.cat([torch.as_tensor(obs, dtype=torch.float32), enc]).unsqueeze(0)
+        x = policy_input(obs)
         with torch.inference_mode():
             a, lp, v = agent.act(x, gen)
+        if placed is not None:
+            remember(placed, a)
         obs, r, _term, truncated, info = env.step(int(a.item()))
         al = 0.0
         if rank is not None and bool(fix_hosts(a)[0]):
@@ -74,16 +83,16 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
         env_r.append(float(r))
         align_r.append(al)
     with torch.no_grad():
-        fv = float(agent.value(torch.cat([torch.as_tensor(obs, dtype=torch.float32), enc]).unsqueeze(0)).item())
+        fv = float(agent.value(policy_input(obs)).item())
     return Trajectory(index, np.stack(xs), np.array(acts), np.array(logps, np.float32), np.array(vals, np.float32),
                       np.array(env_r, np.float32), np.array(align_r, np.float32), fv,
                       float(tracker.compliant.item()), float(tracker.violations.item()), float(tracker.neutral.item()))
 
 
-def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden):
+def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, decoy_memory):
     try:
         env = _make_single_env(engine, red, length, scenario)
-        agent = Agent(hidden)
+        agent = Agent(hidden, decoy_memory)
         conn.send(("ready", wid))
         while True:
             msg = conn.recv()
@@ -108,7 +117,8 @@ class EpisodeWorkerPool:
     """``n_workers`` processes playing whole episodes of ``engine`` against ``red`` with the latest policy."""
 
     def __init__(self, n_workers: int, red: str, episode_length: int = 100, engine: str = "cyborg",
-                 scenario=None, start_method: str | None = None, hidden=(64, 64), timeout: float = 300.0):
+                 scenario=None, start_method: str | None = None, hidden=(64, 64), decoy_memory: bool = False,
+                 timeout: float = 300.0):
         if engine == "cyborg":
             from workflow_rl.envs.cyborg import install_scenario
 
@@ -121,7 +131,7 @@ class EpisodeWorkerPool:
         for w in range(n_workers):
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_worker, args=(w, child, self.tasks, self.results, engine, red, episode_length,
-                                                  scenario, tuple(hidden)), daemon=True)
+                                                  scenario, tuple(hidden), decoy_memory), daemon=True)
             p.start()
             child.close()
             self.conns.append(parent)

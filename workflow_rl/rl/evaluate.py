@@ -14,6 +14,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
+from workflow_rl.rl.memory import no_decoys, remember
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
@@ -132,13 +133,23 @@ def _play_round(env, act: ActFn, seed: int, lengths: list[int], workflow: Workfl
 
 # ----------------------------------------------------------------------------------------------------- baselines
 def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.Generator | None = None) -> ActFn:
-    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent)."""
+    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent); an agent with
+    ``decoy_memory`` remembers its decoys from step ``t`` 0 of each episode on (``rl.memory``)."""
     enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
+    placed = None
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-        x = torch.cat([obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM)], 1)
+        nonlocal placed
+        parts = [obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM)]
+        if agent.decoy_memory:
+            if t == 0 or placed is None or placed.shape[0] != obs.shape[0]:
+                placed = no_decoys(obs.shape[0], obs.device)
+            parts.append(placed)
         with torch.no_grad():
-            return agent.act(x, generator, greedy=greedy)[0]
+            a = agent.act(torch.cat(parts, 1), generator, greedy=greedy)[0]
+        if agent.decoy_memory:
+            remember(placed, a)
+        return a
 
     return act
 

@@ -17,6 +17,14 @@ import torch
 from torch import nn
 
 OBS_DIM, WORKFLOW_DIM, N_ACTIONS = 52, 25, 145
+DECOY_DIM = 104
+"""One input per decoy action (8 decoy types x 13 hosts) with ``decoy_memory``: whether blue took it earlier in the
+episode (``rl.memory``)."""
+
+
+def input_dim(decoy_memory: bool) -> int:
+    """Width of the policy input: observation, workflow encoding and, with ``decoy_memory``, the decoys placed."""
+    return OBS_DIM + WORKFLOW_DIM + (DECOY_DIM if decoy_memory else 0)
 
 
 @dataclass
@@ -49,6 +57,10 @@ class PPOConfig:
     """rewards are multiplied by this before GAE (CAGE2 returns reach -1000; values train better near 1)."""
     hidden: tuple[int, ...] = (64, 64)
     """hidden layer sizes of actor and critic."""
+    decoy_memory: bool = False
+    """add to the policy input which decoys blue has placed this episode (104 bits): CAGE2's observation does not
+    show them, so without it a policy cannot tell a new decoy from a repeat, which does nothing (RESULTS.md, issue
+    I)."""
 
 
 def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:
@@ -68,13 +80,14 @@ def _mlp(inp: int, hidden: tuple[int, ...], out: int, out_std: float) -> nn.Sequ
 
 
 class Agent(nn.Module):
-    """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1)."""
+    """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1); 181 inputs with
+    ``decoy_memory``."""
 
-    def __init__(self, hidden: tuple[int, ...] = (64, 64)):
+    def __init__(self, hidden: tuple[int, ...] = (64, 64), decoy_memory: bool = False):
         super().__init__()
-        self.hidden = tuple(hidden)
-        self.actor = _mlp(OBS_DIM + WORKFLOW_DIM, self.hidden, N_ACTIONS, 0.01)
-        self.critic = _mlp(OBS_DIM + WORKFLOW_DIM, self.hidden, 1, 1.0)
+        self.hidden, self.decoy_memory = tuple(hidden), bool(decoy_memory)
+        self.actor = _mlp(input_dim(decoy_memory), self.hidden, N_ACTIONS, 0.01)
+        self.critic = _mlp(input_dim(decoy_memory), self.hidden, 1, 1.0)
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x).squeeze(-1)

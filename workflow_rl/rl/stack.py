@@ -32,10 +32,10 @@ class AgentStack(nn.Module):
     """``n`` independent :class:`Agent` members as rows of one (n, P) parameter ``flat``: inputs (n, B, 77) give
     outputs (n, B, ...). Row k laid out as ``Agent.state_dict()`` flattened in its order."""
 
-    def __init__(self, n: int, hidden: tuple[int, ...] = (64, 64)):
+    def __init__(self, n: int, hidden: tuple[int, ...] = (64, 64), decoy_memory: bool = False):
         super().__init__()
-        self.hidden = tuple(hidden)
-        agents = [Agent(self.hidden) for _ in range(n)]   # each member initialised as a lone Agent would be
+        self.hidden, self.decoy_memory = tuple(hidden), bool(decoy_memory)
+        agents = [Agent(self.hidden, self.decoy_memory) for _ in range(n)]   # each member initialised as a lone Agent would be
         sd = agents[0].state_dict()
         self.names = list(sd)
         self.shapes = [tuple(v.shape) for v in sd.values()]
@@ -77,14 +77,15 @@ class AgentStack(nn.Module):
     def load_member(self, k: int, state: dict[str, torch.Tensor]) -> None:
         """Give member ``k`` the weights of an ``Agent.state_dict()`` of the same network size."""
         if list(state) != self.names or any(tuple(state[n].shape) != s for n, s in zip(self.names, self.shapes)):
-            raise ValueError(f"weights of another network shape (this batch's hidden layers: {self.hidden})")
+            raise ValueError(f"weights of another network shape (this batch's hidden layers: {self.hidden}, decoy "
+                             f"memory: {self.decoy_memory})")
         with torch.no_grad():
             self.flat[k] = _flatten(state).to(self.flat)
 
     def member(self, k: int) -> Agent:
         """A stand-alone :class:`Agent` holding a copy of member ``k``'s current weights."""
         with torch.random.fork_rng(devices=[]):   # building an Agent draws its init; keep the global stream as is
-            agent = Agent(self.hidden)
+            agent = Agent(self.hidden, self.decoy_memory)
         agent.load_state_dict(self.member_state(k))
         return agent.to(self.flat.device)
 
