@@ -5,7 +5,7 @@ import torch
 from workflow_rl import pretrained
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
-from workflow_rl.rl.ppo import N_ACTIONS, OBS_DIM, WORKFLOW_DIM
+from workflow_rl.rl.ppo import N_ACTIONS, input_dim
 
 
 def test_cage2_is_shipped_and_loads_by_name():
@@ -13,7 +13,7 @@ def test_cage2_is_shipped_and_loads_by_name():
     agent, workflow = pretrained.load("cage2")
     assert workflow is None                                   # unconstrained: one network for both red agents
     assert pretrained.load("pretrained:cage2")[0].hidden == agent.hidden
-    x = torch.zeros((3, OBS_DIM + WORKFLOW_DIM))
+    x = torch.zeros((3, input_dim(agent.decoy_memory)))
     a = agent.act(x, None, greedy=True)[0]
     assert a.shape == (3,) and ((0 <= a) & (a < N_ACTIONS)).all()
 
