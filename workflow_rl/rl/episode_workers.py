@@ -19,7 +19,7 @@ import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
 from workflow_rl.rl.compliance import ComplianceTracker, fix_hosts
-from workflow_rl.rl.memory import no_decoys, remember
+from workflow_rl.rl.memory import no_decoys, policy_input, remember
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
 
@@ -59,14 +59,13 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
     tracker = ComplianceTracker(1)
     placed = no_decoys(1) if agent.decoy_memory else None
 
-    def policy_input(o) -> torch.Tensor:
-        parts = [torch.as_tensor(o, dtype=torch.float32), enc] + ([placed[0]] if placed is not None else [])
-        return torch.cat(parts).unsqueeze(0)
+    def x_of(o) -> torch.Tensor:
+        return policy_input(torch.as_tensor(o, dtype=torch.float32).unsqueeze(0), enc.unsqueeze(0), placed)
 
     xs, acts, logps, vals, env_r, align_r = [], [], [], [], [], []
     truncated = False
     while not truncated:
-        x = policy_input(obs)
+        x = x_of(obs)
         with torch.inference_mode():
             a, lp, v = agent.act(x, gen)
         if placed is not None:
@@ -83,7 +82,7 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
         env_r.append(float(r))
         align_r.append(al)
     with torch.no_grad():
-        fv = float(agent.value(policy_input(obs)).item())
+        fv = float(agent.value(x_of(obs)).item())
     return Trajectory(index, np.stack(xs), np.array(acts), np.array(logps, np.float32), np.array(vals, np.float32),
                       np.array(env_r, np.float32), np.array(align_r, np.float32), fv,
                       float(tracker.compliant.item()), float(tracker.violations.item()), float(tracker.neutral.item()))

@@ -14,7 +14,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.memory import no_decoys, remember
+from workflow_rl.rl.memory import no_decoys, policy_input, remember
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
@@ -140,13 +140,11 @@ def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.G
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
         nonlocal placed
-        parts = [obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM)]
-        if agent.decoy_memory:
-            if t == 0 or placed is None or placed.shape[0] != obs.shape[0]:
-                placed = no_decoys(obs.shape[0], obs.device)
-            parts.append(placed)
+        if agent.decoy_memory and (t == 0 or placed is None or placed.shape[0] != obs.shape[0]):
+            placed = no_decoys(obs.shape[0], obs.device)
+        x = policy_input(obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM), placed)
         with torch.no_grad():
-            a = agent.act(torch.cat(parts, 1), generator, greedy=greedy)[0]
+            a = agent.act(x, generator, greedy=greedy)[0]
         if agent.decoy_memory:
             remember(placed, a)
         return a

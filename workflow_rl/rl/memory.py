@@ -28,6 +28,11 @@ def remember(placed: torch.Tensor, actions: torch.Tensor) -> None:
                            reduce="amax")
 
 
+def policy_input(obs: torch.Tensor, workflow: torch.Tensor, placed: torch.Tensor | None) -> torch.Tensor:
+    """The policy input along the last axis: observation, workflow encoding and, with a decoy memory, ``placed``."""
+    return torch.cat([obs, workflow] + ([placed] if placed is not None else []), -1)
+
+
 def forget(placed: torch.Tensor, ended: torch.Tensor) -> None:
     """Clear, in place, the memory of the envs whose episode ``ended`` (n,) bool."""
     placed.masked_fill_(ended.unsqueeze(1), 0.0)

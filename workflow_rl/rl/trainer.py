@@ -42,7 +42,7 @@ from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.interrupt import GracefulInterrupt
-from workflow_rl.rl.memory import forget, no_decoys, remember
+from workflow_rl.rl.memory import forget, no_decoys, policy_input, remember
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, most_episodes, plan_update, stop_rule
@@ -309,10 +309,8 @@ class BatchedTrainer:
 
     def _x(self, obs: torch.Tensor) -> torch.Tensor:
         """The policy input of every env, (Q, n, ...): observation, workflow encoding and the decoy memory."""
-        parts = [obs.view(self.q, self.n, -1), self.wf_enc]
-        if self.placed is not None:
-            parts.append(self.placed.view(self.q, self.n, -1))
-        return torch.cat(parts, 2)
+        placed = None if self.placed is None else self.placed.view(self.q, self.n, -1)
+        return policy_input(obs.view(self.q, self.n, -1), self.wf_enc, placed)
 
     def _collect(self, steps: int, active: np.ndarray):
         """``steps`` steps of every env: the rollout (each field (Q, steps * n, ...)), the mask of each slot's
