@@ -13,7 +13,7 @@ def test_cage2_is_shipped_and_loads_by_name():
     agent, workflow = pretrained.load("cage2")
     assert workflow is None                                   # unconstrained: one network for both red agents
     assert pretrained.load("pretrained:cage2")[0].hidden == agent.hidden
-    x = torch.zeros((3, input_dim(agent.decoy_memory)))
+    x = torch.zeros((3, input_dim(agent.memory)))
     a = agent.act(x, None, greedy=True)[0]
     assert a.shape == (3,) and ((0 <= a) & (a < N_ACTIONS)).all()
 

@@ -1,24 +1,26 @@
-"""``--decoy-memory``: the policy input remembers the decoys blue placed this episode, the same way in the batched
-trainer, in evaluation and in episode workers, and a run with it resumes exactly."""
+"""Episode memory (``--decoy-memory``, ``--red-memory``): the policy input remembers the decoys blue placed and the
+red activity it saw this episode, the same way in the batched trainer, in evaluation and in episode workers, and a
+run with it resumes exactly."""
 import numpy as np
 import pytest
 import torch
 from helpers import read_log, train_cfg
 
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
-from workflow_rl.rl.memory import forget, no_decoys, remember
-from workflow_rl.rl.ppo import DECOY_DIM, WORKFLOW_DIM, Agent, PPOConfig, input_dim
+from workflow_rl.rl.memory import DECOY_DIM, RED_DIM, Memory, forget
+from workflow_rl.rl.ppo import OBS_DIM, WORKFLOW_DIM, Agent, PPOConfig, input_dim
 from workflow_rl.rl.trainer import BatchedTrainer, Trainer
 from workflow_rl.sim.tables import A_DECOY, A_RESTORE, N_ACTIONS
 
-BASE = 52 + WORKFLOW_DIM   # where the memory starts in the policy input
+BASE = OBS_DIM + WORKFLOW_DIM   # where the memory starts in the policy input
+DECOYS, RED, BOTH = Memory(decoys=True), Memory(red=True), Memory(decoys=True, red=True)
 
 
-def mem_cfg(**kw):
-    return train_cfg(ppo=PPOConfig(decoy_memory=True), **kw)
+def mem_cfg(decoys=True, red=False, **kw):
+    return train_cfg(ppo=PPOConfig(decoy_memory=decoys, red_memory=red), **kw)
 
 
-def expected_memory(actions: np.ndarray, length: int) -> np.ndarray:
+def expected_decoys(actions: np.ndarray, length: int) -> np.ndarray:
     """(T, n, 104): before each step, the decoy actions taken earlier in the same episode (``actions``: (T, n))."""
     T, n = actions.shape
     mem = np.zeros((T, n, DECOY_DIM), np.float32)
@@ -31,37 +33,79 @@ def expected_memory(actions: np.ndarray, length: int) -> np.ndarray:
     return mem
 
 
-def test_remember_marks_decoys_only_and_forget_clears_ended_envs():
-    placed = no_decoys(3)
-    remember(placed, torch.tensor([A_DECOY + 5, 0, A_RESTORE]))       # a decoy, Sleep, a Restore
-    remember(placed, torch.tensor([A_DECOY, A_RESTORE - 1, 1]))
-    assert placed.sum(1).tolist() == [2, 1, 0] and placed[0, 5] == 1 and placed[0, 0] == 1
-    assert placed[1, DECOY_DIM - 1] == 1
-    remember(placed, torch.tensor([A_DECOY + 5, 0, 0]))               # a repeat changes nothing
-    assert placed.sum().item() == 3
-    forget(placed, torch.tensor([True, False, False]))
-    assert placed.sum(1).tolist() == [0, 1, 0]
-    assert A_RESTORE - A_DECOY == DECOY_DIM and input_dim(True) == BASE + DECOY_DIM <= N_ACTIONS + BASE
+def expected_red(obs: np.ndarray, length: int) -> np.ndarray:
+    """(T, n, 26): at each step, per host, whether any observation of the episode so far (this step's included)
+    showed red activity (bit 0 of the host's four), then an exploit (bit 1)."""
+    T, n, _ = obs.shape
+    seen = obs.reshape(T, n, 13, 4)[..., :2].transpose(0, 1, 3, 2).reshape(T, n, RED_DIM)
+    mem = np.zeros((T, n, RED_DIM), np.float32)
+    for t in range(T):
+        mem[t] = np.maximum(seen[t], 0 if t % length == 0 else mem[t - 1])
+    return mem
 
 
-def test_the_trainer_feeds_each_env_its_own_decoys_of_this_episode(tmp_path):
+def test_took_marks_decoys_only_and_forget_clears_ended_envs():
+    mem = DECOYS.blank(3)
+    DECOYS.took(mem, torch.tensor([A_DECOY + 5, 0, A_RESTORE]))       # a decoy, Sleep, a Restore
+    DECOYS.took(mem, torch.tensor([A_DECOY, A_RESTORE - 1, 1]))
+    assert mem.sum(1).tolist() == [2, 1, 0] and mem[0, 5] == 1 and mem[0, 0] == 1
+    assert mem[1, DECOY_DIM - 1] == 1
+    DECOYS.took(mem, torch.tensor([A_DECOY + 5, 0, 0]))               # a repeat changes nothing
+    assert mem.sum().item() == 3
+    forget(mem, torch.tensor([True, False, False]))
+    assert mem.sum(1).tolist() == [0, 1, 0]
+    assert DECOY_DIM == 104 and input_dim(DECOYS) == BASE + DECOY_DIM <= N_ACTIONS + BASE
+    assert Memory().blank(3) is None and input_dim(Memory()) == BASE
+
+
+def test_saw_keeps_activity_and_exploits_per_host_and_leaves_the_decoy_block_alone():
+    mem = BOTH.blank(2)
+    obs = torch.zeros(2, OBS_DIM)
+    obs[0, 4 * 3] = 1                      # env 0: a scan on host 3
+    obs[1, 4 * 7], obs[1, 4 * 7 + 1] = 1, 1   # env 1: an exploit on host 7
+    obs[1, 4 * 2 + 2] = 1                  # a compromise bit: not red activity
+    BOTH.saw(mem, obs)
+    BOTH.saw(mem, torch.zeros(2, OBS_DIM))   # the next step shows nothing: remembered anyway
+    red = mem[:, DECOY_DIM:]
+    assert mem[:, :DECOY_DIM].sum() == 0 and red.shape == (2, RED_DIM)
+    assert red[0].nonzero().flatten().tolist() == [3]
+    assert red[1].nonzero().flatten().tolist() == [7, 13 + 7]
+    assert input_dim(BOTH) == BASE + DECOY_DIM + RED_DIM and input_dim(RED) == BASE + RED_DIM
+
+
+def test_memory_of_a_saved_config_defaults_to_off():
+    assert Memory.of({"hidden": [64, 64]}) == Memory()
+    assert Memory.of({"decoy_memory": True}) == DECOYS
+    assert Memory.of(PPOConfig(decoy_memory=True, red_memory=True)) == BOTH
+
+
+@pytest.mark.parametrize("red", [False, True])
+def test_the_trainer_feeds_each_env_its_own_memory_of_this_episode(tmp_path, red):
     """Two episodes of 20 steps per rollout, two slots: every step's memory columns are exactly the decoy actions
-    its env took earlier in the same episode (cleared at the boundary)."""
-    cfg = mem_cfg(episode_length=20, update_every_steps=40, n_envs=8)
+    its env took earlier in the same episode and the red activity its observations showed (cleared at the
+    boundary)."""
+    cfg = mem_cfg(red=red, episode_length=20, update_every_steps=40, n_envs=8)
     bt = BatchedTrainer(cfg, 2)
     bt.start(0, cfg, tmp_path / "a")
-    bt.start(1, mem_cfg(episode_length=20, update_every_steps=40, n_envs=8, workflow="U,OH,OS,E,D"), tmp_path / "b")
+    bt.start(1, mem_cfg(red=red, episode_length=20, update_every_steps=40, n_envs=8, workflow="U,OH,OS,E,D"),
+             tmp_path / "b")
     batch, _, _ = bt._collect(40, np.array([8, 8]))
-    assert batch.x.shape[-1] == input_dim(True)
+    assert batch.x.shape[-1] == input_dim(Memory(True, red))
     for k in range(2):
         acts = batch.actions[k].view(40, 8).numpy()
-        mem = batch.x[k].view(40, 8, -1)[..., BASE:].numpy()
-        assert np.array_equal(mem, expected_memory(acts, 20))
+        x = batch.x[k].view(40, 8, -1).numpy()
+        mem = x[..., BASE:BASE + DECOY_DIM]
+        assert np.array_equal(mem, expected_decoys(acts, 20))
         assert mem.sum() > 0                                         # decoys were placed and remembered
+        if red:
+            got = x[..., BASE + DECOY_DIM:]
+            assert np.array_equal(got, expected_red(x[..., :OBS_DIM], 20))
+            assert got.sum() > x[..., :OBS_DIM].reshape(40, 8, 13, 4)[..., :2].sum()   # more than this step shows
 
 
-def test_evaluation_remembers_decoys_from_each_episode_start():
-    """``agent_act`` keeps the same memory as training: reset at t == 0, then each decoy it chose."""
+def test_evaluation_remembers_from_each_episode_start():
+    """``agent_act`` keeps the same memory as training: reset at t == 0, then each decoy it chose and the red
+    activity it saw, this step's included."""
     from workflow_rl.rl.evaluate import agent_act
 
     seen = []
@@ -72,42 +116,61 @@ def test_evaluation_remembers_decoys_from_each_episode_start():
             a = torch.tensor([A_DECOY + 3, 7])[: x.shape[0]] if len(seen) % 2 else torch.tensor([A_DECOY, 0])
             return a, None, None
 
-    act = agent_act(Recorder(decoy_memory=True), None, greedy=True)
-    obs = torch.zeros(2, 52)
-    for t in range(3):
-        act(obs, t)
-    assert [s.sum(1).tolist() for s in seen] == [[0, 0], [1, 0], [2, 0]]
+    act = agent_act(Recorder(memory=BOTH), None, greedy=True)
+    obs = torch.zeros(2, OBS_DIM)
+    scan = obs.clone()
+    scan[1, 4 * 5] = 1
+    for t, o in enumerate((obs, scan, obs)):
+        act(o, t)
+    assert [s[:, :DECOY_DIM].sum(1).tolist() for s in seen] == [[0, 0], [1, 0], [2, 0]]
+    assert [s[:, DECOY_DIM:].sum(1).tolist() for s in seen] == [[0, 0], [0, 1], [0, 1]]
     act(obs, 0)                                                       # a new episode: forgotten
     assert seen[-1].sum().item() == 0
 
 
-def test_episode_workers_remember_decoys_like_the_trainer():
+def test_episode_workers_remember_like_the_trainer():
     from workflow_rl.envs.native import NativeEnv
     from workflow_rl.rl.episode_workers import _play
 
     torch.manual_seed(0)
-    agent = Agent(decoy_memory=True)
-    traj = _play(NativeEnv("B_lineAgent", 30), agent, torch.zeros(WORKFLOW_DIM), None, 0.0, 5, 6, 0)
-    assert traj.x.shape == (30, input_dim(True))
-    assert np.array_equal(traj.x[:, BASE:], expected_memory(traj.actions[:, None], 30)[:, 0])
-    assert traj.x[:, BASE:].sum() > 0
+    agent = Agent(memory=BOTH)
+    traj = _play(NativeEnv("RedMeanderAgent", 30), agent, torch.zeros(WORKFLOW_DIM), None, 0.0, 5, 6, 0)
+    assert traj.x.shape == (30, input_dim(BOTH))
+    assert np.array_equal(traj.x[:, BASE:BASE + DECOY_DIM], expected_decoys(traj.actions[:, None], 30)[:, 0])
+    assert np.array_equal(traj.x[:, BASE + DECOY_DIM:], expected_red(traj.x[:, None, :OBS_DIM], 30)[:, 0])
+    assert traj.x[:, BASE:BASE + DECOY_DIM].sum() > 0 and traj.x[:, BASE + DECOY_DIM:].sum() > 0
 
 
 @pytest.mark.slow
-def test_a_run_with_decoy_memory_resumes_mid_episode_exactly_and_loads_for_evaluation(tmp_path):
+def test_a_run_with_memory_resumes_mid_episode_exactly_and_loads_for_evaluation(tmp_path):
     """Checkpointed 25 steps into its first episode (the memory in the engine snapshot) and resumed, it equals the
     uninterrupted run; its checkpoint builds an agent with the memory inputs."""
-    full = Trainer(mem_cfg(update_every_steps=25), tmp_path / "full", progress=False)
+    cfg = lambda: mem_cfg(red=True, update_every_steps=25)   # noqa: E731
+    full = Trainer(cfg(), tmp_path / "full", progress=False)
     full.run()
-    part = Trainer(mem_cfg(update_every_steps=25), tmp_path / "part", progress=False)
+    part = Trainer(cfg(), tmp_path / "part", progress=False)
     part.batch.update(25, np.array([16]))                  # one update, mid-episode
-    assert part.batch.placed.sum() > 0                      # something to remember across the checkpoint
+    assert part.batch.mem[:, :DECOY_DIM].sum() > 0 and part.batch.mem[:, DECOY_DIM:].sum() > 0
     part.batch.save(0, engine=True)
     part.batch.close()
-    resumed = Trainer(mem_cfg(update_every_steps=25), tmp_path / "part", progress=False)
+    resumed = Trainer(cfg(), tmp_path / "part", progress=False)
     resumed.restore(load_checkpoint(tmp_path / "part" / "checkpoints" / "latest.pt"))
     resumed.run()
     assert read_log(tmp_path / "full") == read_log(tmp_path / "part")
     assert all(torch.equal(p, r) for p, r in zip(full.agent.parameters(), resumed.agent.parameters()))
     agent = agent_from_checkpoint(load_checkpoint(tmp_path / "full" / "checkpoints" / "latest.pt"))
-    assert agent.decoy_memory and agent.actor[0].in_features == input_dim(True)
+    assert agent.memory == BOTH and agent.actor[0].in_features == input_dim(BOTH)
+
+
+def test_a_checkpoint_of_the_old_decoy_only_format_still_resumes(tmp_path):
+    """Checkpoints written before ``--red-memory`` keep the decoy memory under ``decoys_placed``."""
+    part = Trainer(mem_cfg(update_every_steps=25), tmp_path / "run", progress=False)
+    part.batch.update(25, np.array([16]))
+    part.batch.save(0, engine=True)
+    part.batch.close()
+    path = tmp_path / "run" / "checkpoints" / "latest.pt"
+    ck = load_checkpoint(path)
+    ck["decoys_placed"] = ck.pop("memory")
+    again = Trainer(mem_cfg(update_every_steps=25), tmp_path / "run", progress=False)
+    again.restore(ck)
+    assert torch.equal(again.batch.mem, ck["decoys_placed"])

@@ -41,15 +41,16 @@ def card(name: str) -> dict:
 
 def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
     """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``) and its workflow (None: unconstrained).
-    Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the decoy memory of an agent trained
-    with ``--decoy-memory``), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)``
+    Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
+    with ``--decoy-memory`` or ``--red-memory``), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)``
     for one without."""
     ck = load_checkpoint(path(name), device)
     agent = agent_from_checkpoint(ck, device).eval()
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 
-SLIM_DROP = ("optimizer", "rng", "env_state", "obs", "access", "tracker", "episode_running", "decoys_placed")
+SLIM_DROP = ("optimizer", "rng", "env_state", "obs", "access", "tracker", "episode_running", "memory",
+             "decoys_placed")
 """What a shipped checkpoint leaves out: only a resume needs it, and it is most of a training checkpoint's size."""
 
 

@@ -11,6 +11,7 @@ import torch
 
 from workflow_rl.checks import check_int, check_types
 from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.rundir import atomic_write
 from workflow_rl.workflow import Workflow
@@ -71,7 +72,7 @@ class RunState:
                          "gate_episodes": self.gate_episodes},
             "rng": e.get("rng"), "env_state": e.get("env_state"), "obs": e.get("obs"), "access": e.get("access"),
             "tracker": e.get("tracker"), "episode_running": e.get("episode_running"),
-            "decoys_placed": e.get("decoys_placed"), "recent": list(self.recent),
+            "memory": e.get("memory"), "recent": list(self.recent),
         }
 
     @classmethod
@@ -151,7 +152,7 @@ def check_same_run(ck: dict, cfg: TrainConfig) -> None:
 
 def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
     ppo = ck["config"]["ppo"]
-    agent = Agent(tuple(ppo["hidden"]), ppo.get("decoy_memory", False)).to(device)
+    agent = Agent(tuple(ppo["hidden"]), Memory.of(ppo)).to(device)
     try:
         agent.load_state_dict(ck["agent"])
     except RuntimeError as e:

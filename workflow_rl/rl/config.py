@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from workflow_rl.checks import check_float, check_int, check_memory, check_seed, check_types, flag  # noqa: F401
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
+from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import PPOConfig, input_dim
 from workflow_rl.workflow import Workflow
 
@@ -18,10 +19,10 @@ EPISODE_WORKERS = "episodes"
 """The vectorization that runs whole episodes in worker processes (either engine) instead of stepping envs."""
 
 
-def rollout_bytes(decoy_memory: bool) -> int:
+def rollout_bytes(memory: Memory) -> int:
     """Bytes one transition takes in a rollout: the float32 input, the int64 action and eight float32 per-step
     fields (log-prob, value, reward, bootstrap value, end flag, advantage, return, mask)."""
-    return input_dim(decoy_memory) * 4 + 8 + 8 * 4
+    return input_dim(memory) * 4 + 8 + 8 * 4
 
 
 def one_of(default, options) -> dataclasses.Field:
@@ -186,7 +187,7 @@ class TrainConfig:
         """Refuse a batch of ``slots`` runs whose engine state and rollout would not fit in this machine's memory
         (estimate: engine bytes per env plus the transitions of one update, held about three times over)."""
         envs = slots * self.n_envs
-        need = envs * (engine_bytes_per_env() + 3 * rollout_bytes(self.ppo.decoy_memory) * self.update_every_steps)
+        need = envs * (engine_bytes_per_env() + 3 * rollout_bytes(Memory.of(self.ppo)) * self.update_every_steps)
         runs = f" in each of {slots} runs" if slots > 1 else ""
         check_memory(f"--n-envs {self.n_envs}{runs} with --update-every-steps {self.update_every_steps}", need,
                      "use fewer envs (or fewer steps per update)")

@@ -19,7 +19,7 @@ import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
 from workflow_rl.rl.compliance import ComplianceTracker, fix_hosts
-from workflow_rl.rl.memory import no_decoys, policy_input, remember
+from workflow_rl.rl.memory import Memory, policy_input
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
 
@@ -29,7 +29,7 @@ class Trajectory:
     """One finished episode, as the trainer needs it."""
 
     index: int
-    x: np.ndarray          # (T, 77) policy inputs ((T, 181) with decoy memory)
+    x: np.ndarray          # (T, 77 + memory) policy inputs (``rl.memory``)
     actions: np.ndarray    # (T,)
     logp: np.ndarray       # (T,)
     values: np.ndarray     # (T,)
@@ -57,10 +57,13 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
     tracker = ComplianceTracker(1)
-    placed = no_decoys(1) if agent.decoy_memory else None
+    memory = agent.memory
+    mem = memory.blank(1)
 
     def x_of(o) -> torch.Tensor:
-        return policy_input(torch.as_tensor(o, dtype=torch.float32).unsqueeze(0), enc.unsqueeze(0), placed)
+        o = torch.as_tensor(o, dtype=torch.float32).unsqueeze(0)
+        memory.saw(mem, o)
+        return policy_input(o, enc.unsqueeze(0), mem)
 
     xs, acts, logps, vals, env_r, align_r = [], [], [], [], [], []
     truncated = False
@@ -68,8 +71,7 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
         x = x_of(obs)
         with torch.inference_mode():
             a, lp, v = agent.act(x, gen)
-        if placed is not None:
-            remember(placed, a)
+        memory.took(mem, a)
         obs, r, _term, truncated, info = env.step(int(a.item()))
         al = 0.0
         if rank is not None and bool(fix_hosts(a)[0]):
@@ -88,10 +90,10 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajector
                       float(tracker.compliant.item()), float(tracker.violations.item()), float(tracker.neutral.item()))
 
 
-def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, decoy_memory):
+def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, memory):
     try:
         env = _make_single_env(engine, red, length, scenario)
-        agent = Agent(hidden, decoy_memory)
+        agent = Agent(hidden, memory)
         conn.send(("ready", wid))
         while True:
             msg = conn.recv()
@@ -116,7 +118,7 @@ class EpisodeWorkerPool:
     """``n_workers`` processes playing whole episodes of ``engine`` against ``red`` with the latest policy."""
 
     def __init__(self, n_workers: int, red: str, episode_length: int = 100, engine: str = "cyborg",
-                 scenario=None, start_method: str | None = None, hidden=(64, 64), decoy_memory: bool = False,
+                 scenario=None, start_method: str | None = None, hidden=(64, 64), memory: Memory = Memory(),
                  timeout: float = 300.0):
         if engine == "cyborg":
             from workflow_rl.envs.cyborg import install_scenario
@@ -130,7 +132,7 @@ class EpisodeWorkerPool:
         for w in range(n_workers):
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_worker, args=(w, child, self.tasks, self.results, engine, red, episode_length,
-                                                  scenario, tuple(hidden), decoy_memory), daemon=True)
+                                                  scenario, tuple(hidden), memory), daemon=True)
             p.start()
             child.close()
             self.conns.append(parent)

@@ -14,7 +14,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.memory import no_decoys, policy_input, remember
+from workflow_rl.rl.memory import policy_input
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
@@ -133,20 +133,21 @@ def _play_round(env, act: ActFn, seed: int, lengths: list[int], workflow: Workfl
 
 # ----------------------------------------------------------------------------------------------------- baselines
 def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.Generator | None = None) -> ActFn:
-    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent); an agent with
-    ``decoy_memory`` remembers its decoys from step ``t`` 0 of each episode on (``rl.memory``)."""
+    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent); an agent with an
+    episode memory (``--decoy-memory``, ``--red-memory``) keeps it from step ``t`` 0 of each episode on, as in
+    training (``rl.memory``)."""
     enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
-    placed = None
+    memory, mem = agent.memory, None
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-        nonlocal placed
-        if agent.decoy_memory and (t == 0 or placed is None or placed.shape[0] != obs.shape[0]):
-            placed = no_decoys(obs.shape[0], obs.device)
-        x = policy_input(obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM), placed)
+        nonlocal mem
+        if t == 0 or mem is None or mem.shape[0] != obs.shape[0]:
+            mem = memory.blank(obs.shape[0], obs.device)
+        memory.saw(mem, obs)
+        x = policy_input(obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM), mem)
         with torch.no_grad():
             a = agent.act(x, generator, greedy=greedy)[0]
-        if agent.decoy_memory:
-            remember(placed, a)
+        memory.took(mem, a)
         return a
 
     return act

@@ -1,38 +1,83 @@
-"""What blue remembers within an episode that its observation does not show: the decoys it has placed.
+"""What blue remembers within an episode that its observation does not show.
 
-CAGE2's blue observation (per host: activity and compromise) says nothing of blue's own decoys, and a decoy of a type
-already on a host does nothing (its port is taken). A memoryless policy therefore repeats a few decoys: the shipped
-generalist's greedy decoy actions repeat one placed earlier in the episode 92-96% of the time
-(``benchmarks/agent_actions.py``, RESULTS.md issue I). With ``--decoy-memory`` the policy input carries one bit per
-decoy action (type x host), set when blue takes it and cleared when the episode ends. A pure function of blue's own
-actions, so it is the same on every engine, and in-place tensor ops without host reads (CUDA graphs keep working).
+Two optional parts, each a block of 0/1 policy inputs that is cleared when the episode ends:
+
+- **decoys** (``--decoy-memory``, 104 bits, one per decoy action: 8 types x 13 hosts): set when blue takes it.
+  CAGE2's blue observation says nothing of blue's own decoys, and a decoy of a type already on a host does nothing
+  (its port is taken): a memoryless policy repeats a few decoys -- the generalist shipped before it repeated one
+  placed earlier in the episode 92-96% of the time (``benchmarks/agent_actions.py``, RESULTS.md issue I).
+- **red** (``--red-memory``, 26 bits: per host, red activity seen and an exploit seen): set when the observation
+  shows it. The observation's activity bits describe this step only (a scan shows once, then is gone), so a
+  memoryless policy forgets which hosts red has found and cannot tell B_line's path from Meander's sweep.
+
+Memory at step ``t`` = blue's decoy actions at steps ``< t`` and red activity in observations ``<= t``. Pure
+functions of blue's own actions and observations, so the same on every engine, and in-place tensor ops without
+host reads (CUDA graphs keep working). The layout is decoys first, then red.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
-from workflow_rl.rl.ppo import DECOY_DIM
-from workflow_rl.sim.tables import A_DECOY
+from workflow_rl.sim.tables import A_DECOY, A_RESTORE
+
+N_HOSTS = 13
+DECOY_DIM = A_RESTORE - A_DECOY
+"""One input per decoy action (8 decoy types x 13 hosts): whether blue took it earlier in the episode."""
+RED_DIM = 2 * N_HOSTS
+"""Per host: red activity (a scan or an exploit) seen this episode, then an exploit seen this episode."""
 
 
-def no_decoys(n: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The memory of ``n`` envs at an episode's start: (n, 104) float32 zeros."""
-    return torch.zeros((n, DECOY_DIM), device=device)
+@dataclass(frozen=True)
+class Memory:
+    """Which memory blocks a policy input carries (the ``decoy_memory`` and ``red_memory`` PPO settings)."""
+
+    decoys: bool = False
+    red: bool = False
+
+    @classmethod
+    def of(cls, ppo: Any) -> Memory:
+        """The memory of a :class:`~workflow_rl.rl.ppo.PPOConfig` or of its saved dict (keys a file written
+        before a block existed lacks mean "off")."""
+        get = ppo.get if isinstance(ppo, dict) else lambda k, d: getattr(ppo, k, d)
+        return cls(bool(get("decoy_memory", False)), bool(get("red_memory", False)))
+
+    @property
+    def dim(self) -> int:
+        return DECOY_DIM * self.decoys + RED_DIM * self.red
+
+    def blank(self, n: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
+        """The memory of ``n`` envs at an episode's start, (n, dim) zeros; None without memory."""
+        return torch.zeros((n, self.dim), device=device) if self.dim else None
+
+    def took(self, mem: torch.Tensor | None, actions: torch.Tensor) -> None:
+        """Mark, in place, each env's action in ``actions`` (n,) as placed where it is a decoy action."""
+        if mem is None or not self.decoys:
+            return
+        idx = actions.to(torch.int64) - A_DECOY
+        is_decoy = (idx >= 0) & (idx < DECOY_DIM)
+        mem[:, :DECOY_DIM].scatter_reduce_(1, idx.clamp(0, DECOY_DIM - 1).unsqueeze(1),
+                                           is_decoy.unsqueeze(1).to(mem.dtype), reduce="amax")
+
+    def saw(self, mem: torch.Tensor | None, obs: torch.Tensor) -> None:
+        """Add, in place, the red activity in observations ``obs`` (n, 52): per host bits 0 (activity) and 1
+        (exploit) of its four."""
+        if mem is None or not self.red:
+            return
+        lo = DECOY_DIM * self.decoys
+        seen = obs.view(obs.shape[0], N_HOSTS, 4)[..., :2].transpose(1, 2).reshape(obs.shape[0], RED_DIM)
+        part = mem[:, lo:lo + RED_DIM]
+        part.copy_(torch.maximum(part, seen.to(mem.dtype)))
 
 
-def remember(placed: torch.Tensor, actions: torch.Tensor) -> None:
-    """Mark, in place, each env's action in ``actions`` (n,) as placed where it is a decoy action."""
-    idx = actions.to(torch.int64) - A_DECOY
-    is_decoy = (idx >= 0) & (idx < DECOY_DIM)
-    placed.scatter_reduce_(1, idx.clamp(0, DECOY_DIM - 1).unsqueeze(1), is_decoy.unsqueeze(1).to(placed.dtype),
-                           reduce="amax")
-
-
-def policy_input(obs: torch.Tensor, workflow: torch.Tensor, placed: torch.Tensor | None) -> torch.Tensor:
-    """The policy input along the last axis: observation, workflow encoding and, with a decoy memory, ``placed``."""
-    return torch.cat([obs, workflow] + ([placed] if placed is not None else []), -1)
-
-
-def forget(placed: torch.Tensor, ended: torch.Tensor) -> None:
+def forget(mem: torch.Tensor | None, ended: torch.Tensor) -> None:
     """Clear, in place, the memory of the envs whose episode ``ended`` (n,) bool."""
-    placed.masked_fill_(ended.unsqueeze(1), 0.0)
+    if mem is not None:
+        mem.masked_fill_(ended.unsqueeze(1), 0.0)
+
+
+def policy_input(obs: torch.Tensor, workflow: torch.Tensor, mem: torch.Tensor | None) -> torch.Tensor:
+    """The policy input along the last axis: observation, workflow encoding and the memory, if any."""
+    return torch.cat([obs, workflow] + ([mem] if mem is not None else []), -1)

@@ -16,15 +16,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from workflow_rl.rl.memory import Memory
+
 OBS_DIM, WORKFLOW_DIM, N_ACTIONS = 52, 25, 145
-DECOY_DIM = 104
-"""One input per decoy action (8 decoy types x 13 hosts) with ``decoy_memory``: whether blue took it earlier in the
-episode (``rl.memory``)."""
 
 
-def input_dim(decoy_memory: bool) -> int:
-    """Width of the policy input: observation, workflow encoding and, with ``decoy_memory``, the decoys placed."""
-    return OBS_DIM + WORKFLOW_DIM + (DECOY_DIM if decoy_memory else 0)
+def input_dim(memory: Memory = Memory()) -> int:
+    """Width of the policy input: observation, workflow encoding and the episode memory (``rl.memory``)."""
+    return OBS_DIM + WORKFLOW_DIM + memory.dim
 
 
 @dataclass
@@ -61,6 +60,10 @@ class PPOConfig:
     """add to the policy input which decoys blue has placed this episode (104 bits): CAGE2's observation does not
     show them, so without it a policy cannot tell a new decoy from a repeat, which does nothing (RESULTS.md, issue
     I)."""
+    red_memory: bool = False
+    """add to the policy input, per host, whether red activity and an exploit were seen this episode (26 bits): the
+    observation shows a scan only on the step it happens, so without it a policy forgets which hosts red has found
+    (rl/memory.py)."""
 
 
 def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:
@@ -80,14 +83,14 @@ def _mlp(inp: int, hidden: tuple[int, ...], out: int, out_std: float) -> nn.Sequ
 
 
 class Agent(nn.Module):
-    """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1); 181 inputs with
-    ``decoy_memory``."""
+    """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1); more inputs with an
+    episode ``memory`` (``rl.memory``)."""
 
-    def __init__(self, hidden: tuple[int, ...] = (64, 64), decoy_memory: bool = False):
+    def __init__(self, hidden: tuple[int, ...] = (64, 64), memory: Memory = Memory()):
         super().__init__()
-        self.hidden, self.decoy_memory = tuple(hidden), bool(decoy_memory)
-        self.actor = _mlp(input_dim(decoy_memory), self.hidden, N_ACTIONS, 0.01)
-        self.critic = _mlp(input_dim(decoy_memory), self.hidden, 1, 1.0)
+        self.hidden, self.memory = tuple(hidden), memory
+        self.actor = _mlp(input_dim(memory), self.hidden, N_ACTIONS, 0.01)
+        self.critic = _mlp(input_dim(memory), self.hidden, 1, 1.0)
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x).squeeze(-1)

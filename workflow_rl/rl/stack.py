@@ -19,6 +19,7 @@ import math
 import torch
 from torch import nn
 
+from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, clipped_losses, logp_entropy, sample_actions
 
 NETS = ("actor", "critic")
@@ -32,10 +33,10 @@ class AgentStack(nn.Module):
     """``n`` independent :class:`Agent` members as rows of one (n, P) parameter ``flat``: inputs (n, B, 77) give
     outputs (n, B, ...). Row k laid out as ``Agent.state_dict()`` flattened in its order."""
 
-    def __init__(self, n: int, hidden: tuple[int, ...] = (64, 64), decoy_memory: bool = False):
+    def __init__(self, n: int, hidden: tuple[int, ...] = (64, 64), memory: Memory = Memory()):
         super().__init__()
-        self.hidden, self.decoy_memory = tuple(hidden), bool(decoy_memory)
-        agents = [Agent(self.hidden, self.decoy_memory) for _ in range(n)]   # each member initialised as a lone Agent would be
+        self.hidden, self.memory = tuple(hidden), memory
+        agents = [Agent(self.hidden, self.memory) for _ in range(n)]   # each member initialised as a lone Agent would be
         sd = agents[0].state_dict()
         self.names = list(sd)
         self.shapes = [tuple(v.shape) for v in sd.values()]
@@ -77,15 +78,15 @@ class AgentStack(nn.Module):
     def load_member(self, k: int, state: dict[str, torch.Tensor]) -> None:
         """Give member ``k`` the weights of an ``Agent.state_dict()`` of the same network size."""
         if list(state) != self.names or any(tuple(state[n].shape) != s for n, s in zip(self.names, self.shapes)):
-            raise ValueError(f"weights of another network shape (this batch's hidden layers: {self.hidden}, decoy "
-                             f"memory: {self.decoy_memory})")
+            raise ValueError(f"weights of another network shape (this batch's hidden layers: {self.hidden}, "
+                             f"{self.memory})")
         with torch.no_grad():
             self.flat[k] = _flatten(state).to(self.flat)
 
     def member(self, k: int) -> Agent:
         """A stand-alone :class:`Agent` holding a copy of member ``k``'s current weights."""
         with torch.random.fork_rng(devices=[]):   # building an Agent draws its init; keep the global stream as is
-            agent = Agent(self.hidden, self.decoy_memory)
+            agent = Agent(self.hidden, self.memory)
         agent.load_state_dict(self.member_state(k))
         return agent.to(self.flat.device)
 

@@ -42,7 +42,7 @@ from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.interrupt import GracefulInterrupt
-from workflow_rl.rl.memory import forget, no_decoys, policy_input, remember
+from workflow_rl.rl.memory import Memory, forget, policy_input
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, most_episodes, plan_update, stop_rule
@@ -112,7 +112,8 @@ class BatchedTrainer:
         self.cfg, self.q, self.n = cfg, int(n_slots), cfg.n_envs
         self.device = torch.device(cfg.device)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        self.agents = AgentStack(self.q, cfg.ppo.hidden, cfg.ppo.decoy_memory).to(self.device)
+        self.memory = Memory.of(cfg.ppo)
+        self.agents = AgentStack(self.q, cfg.ppo.hidden, self.memory).to(self.device)
         self.opt = StackedAdam(self.agents.flat, lr=cfg.ppo.learning_rate)
         self.updater = StackedUpdate(self.agents, self.opt, cfg.ppo, graphs=cfg.cuda_graphs)
         total = self.q * self.n
@@ -124,7 +125,7 @@ class BatchedTrainer:
             self.pool = EpisodeWorkerPool(cfg.n_workers or max(1, min(cfg.n_envs, os.cpu_count() or 1)),
                                           parse_red_agent(cfg.red_agent), cfg.episode_length, cfg.engine,
                                           cfg.scenario, cfg.parallel_start_method, cfg.ppo.hidden,
-                                          cfg.ppo.decoy_memory)
+                                          self.memory)
         else:
             self.env = make_vector_env(total, cfg.red_agent, engine=cfg.engine, episode_length=cfg.episode_length,
                                        seed=cfg.seed, device=cfg.device, **cfg.engine_options())
@@ -138,8 +139,8 @@ class BatchedTrainer:
         self.lam = torch.zeros(total, dtype=torch.float64, device=self.device)   # alignment lambda per env
         self.ep_env_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
         self.ep_align_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
-        self.placed = no_decoys(total, self.device) if cfg.ppo.decoy_memory else None
-        """(``--decoy-memory``) per env, the decoys blue placed this episode (``rl.memory``)."""
+        self.mem = self.memory.blank(total, self.device)
+        """per env, its episode memory (``--decoy-memory``, ``--red-memory``; ``rl.memory``), or None."""
         self.global_step = 0
         self.slots: list[Slot | None] = [None] * self.q
         self._rollout_buffers: dict[tuple[int, int], dict] = {}
@@ -175,7 +176,7 @@ class BatchedTrainer:
         else:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.seed if init_seed is None else init_seed)
-                state = Agent(cfg.ppo.hidden, cfg.ppo.decoy_memory).state_dict()
+                state = Agent(cfg.ppo.hidden, self.memory).state_dict()
         self.agents.load_member(k, state)
         self.opt.load_member_state(self.agents, k, checkpoint["optimizer"] if checkpoint else None)
         run = RunState.from_checkpoint(checkpoint, self.n) if checkpoint is not None else RunState(self.n)
@@ -308,9 +309,9 @@ class BatchedTrainer:
         self.save(k)
 
     def _x(self, obs: torch.Tensor) -> torch.Tensor:
-        """The policy input of every env, (Q, n, ...): observation, workflow encoding and the decoy memory."""
-        placed = None if self.placed is None else self.placed.view(self.q, self.n, -1)
-        return policy_input(obs.view(self.q, self.n, -1), self.wf_enc, placed)
+        """The policy input of every env, (Q, n, ...): observation, workflow encoding and the episode memory."""
+        mem = None if self.mem is None else self.mem.view(self.q, self.n, -1)
+        return policy_input(obs.view(self.q, self.n, -1), self.wf_enc, mem)
 
     def _collect(self, steps: int, active: np.ndarray):
         """``steps`` steps of every env: the rollout (each field (Q, steps * n, ...)), the mask of each slot's
@@ -344,7 +345,7 @@ class BatchedTrainer:
             q, n, dev = self.q, self.n, self.device
             shape = (steps, q, n)
             self._rollout_buffers[key] = {
-                "x": torch.zeros((*shape, input_dim(self.placed is not None)), device=dev),
+                "x": torch.zeros((*shape, input_dim(self.memory)), device=dev),
                 "actions": torch.zeros(shape, dtype=torch.int64, device=dev),
                 **{k: torch.zeros(shape, device=dev) for k in ("logprob", "value", "reward", "final_value", "ends")},
                 "last_value": torch.zeros((q, n), device=dev),
@@ -373,12 +374,14 @@ class BatchedTrainer:
                 b["reward"][t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
                 self.ep_env_ret += r_env
                 self.ep_align_ret += align
-                if self.placed is not None:
-                    remember(self.placed, a.reshape(total))
+                self.memory.took(self.mem, a.reshape(total))
+                obs = out.obs.to(self.device)
                 if t in ends:
                     trunc = out.truncated.to(self.device)
+                    final_obs = torch.where(trunc.unsqueeze(1), out.final_obs.to(self.device), obs)
+                    self.memory.saw(self.mem, final_obs)
                     # bootstrap the time-limit end with the value of the episode's last observation
-                    b["final_value"][t] = self.agents.value(self._x(out.final_obs.to(self.device)), params)
+                    b["final_value"][t] = self.agents.value(self._x(final_obs), params)
                     b["ends"][t] = trunc.view(q, n)
                     rec = b["ended"][ends.index(t)]
                     for i, src in enumerate((tr.compliant, tr.violations, tr.neutral, self.ep_env_ret,
@@ -387,9 +390,9 @@ class BatchedTrainer:
                     tr.clear(trunc)
                     self.ep_env_ret.masked_fill_(trunc, 0)
                     self.ep_align_ret.masked_fill_(trunc, 0)
-                    if self.placed is not None:
-                        forget(self.placed, trunc)
-                x = self._x(out.obs.to(self.device))   # the next step's input: after a new episode's memory reset
+                    forget(self.mem, trunc)
+                self.memory.saw(self.mem, obs)
+                x = self._x(obs)   # the next step's input: after a new episode's memory reset
                 self.obs.copy_(out.obs)
                 self.access.copy_(out.access)
             b["last_value"].copy_(self.agents.value(x, params))
@@ -432,7 +435,7 @@ class BatchedTrainer:
             snap.update(env_state=self.stepper.get_state(), obs=self.obs.clone(), access=self.access.clone(),
                         tracker={k: v.clone() for k, v in self.tracker.state_dict().items()},
                         episode_running={"env": self.ep_env_ret.clone(), "align": self.ep_align_ret.clone()},
-                        decoys_placed=None if self.placed is None else self.placed.clone())
+                        memory=None if self.mem is None else self.mem.clone())
         return snap
 
     def restore_engine(self, ck: dict) -> bool:
@@ -448,11 +451,13 @@ class BatchedTrainer:
         self.tracker.load_state_dict(ck["tracker"])
         self.ep_env_ret.copy_(ck["episode_running"]["env"])
         self.ep_align_ret.copy_(ck["episode_running"]["align"])
-        if self.placed is not None:
-            if ck.get("decoys_placed") is None:
-                raise CheckpointError("checkpoint has no decoy memory: it was written without --decoy-memory; resume "
-                                      "with the original settings")
-            self.placed.copy_(ck["decoys_placed"])
+        if self.mem is not None:
+            saved = ck.get("memory", ck.get("decoys_placed"))   # decoys_placed: the name before --red-memory
+            if saved is None or tuple(saved.shape) != tuple(self.mem.shape):
+                raise CheckpointError(f"checkpoint has no episode memory of this run's kind ({self.memory}): it was "
+                                      "written with other --decoy-memory/--red-memory settings; resume with the "
+                                      "original settings")
+            self.mem.copy_(saved)
         return True
 
     def checkpoint(self, k: int, engine: bool = False) -> dict:
