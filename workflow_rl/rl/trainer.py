@@ -29,7 +29,6 @@ import dataclasses
 import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,51 +43,14 @@ from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.memory import Memory, forget, policy_input
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
-from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, run_summary, trim_log, write_config
-from workflow_rl.rl.schedule import gate_fires, learning_rate, most_episodes, plan_update, stop_rule
+from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, trim_log, write_config
+from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
+from workflow_rl.rl.slot import Slot
 from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 from workflow_rl.workflow import Workflow
 
 _SHARED = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in PER_RUN)
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
-
-
-@dataclass(kw_only=True)
-class Slot(RunState):
-    """One run inside the batch: its settings, counters (``RunState``), log and where its checkpoint goes."""
-
-    cfg: TrainConfig
-    workflow: Workflow | None
-    out: Path
-    ckpt_dir: Path
-    log: RunLog
-    saved_update: int = 0
-    """the update of the last checkpoint (checkpoints every ``cfg.checkpoint_every`` updates)."""
-    claim: int | None = None
-    """training episodes the run may use for now, below its budget ``cfg.budget`` (None: all of it). A search's
-    slot trains within its workflow's claim on the search budget while its config keeps the workflow's cap, so the
-    protocol (stop rule, learning-rate schedule) does not depend on how the claim was granted."""
-    pauses: bool = False
-    """at its claim the run waits (``waiting``) instead of stopping "budget": the claim may still grow
-    (``BatchedTrainer.extend``) or be made final (``BatchedTrainer.cut``). An elastic search's slots."""
-    waiting: bool = False
-    """the run is at its claim, not stopped, and trains no further until ``extend`` or ``cut``."""
-
-    @property
-    def allowance(self) -> int:
-        """Training episodes the run may use now: its claim, never above its budget."""
-        return self.cfg.budget if self.claim is None else min(self.claim, self.cfg.budget)
-
-    def most_episodes(self, within_claim: bool = True) -> int:
-        """The most training episodes this run can have when it stops (``schedule.most_episodes``), within its
-        claim or (``within_claim`` False) within its budget: what it would use were its claim to grow."""
-        bound = most_episodes(self.cfg, int(self.episodes_per_env.min()), self.total_episodes, self.gate_at,
-                              self.stop_reason)
-        return min(bound, self.allowance) if within_claim else bound
-
-    def summary(self) -> dict:
-        return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
-                           self.stop_reason, self.recent, self.gate_episodes)
 
 
 ENDED = ("compliant", "violations", "neutral", "env_return", "align_return", "ended")
@@ -236,7 +198,7 @@ class BatchedTrainer:
                     continue
                 plan = self.plan(k)
                 if plan is None:
-                    self._at_claim(s)
+                    s.at_claim()
                     if s.stop_reason is not None:
                         stopped.append(k)
                 else:
@@ -284,23 +246,12 @@ class BatchedTrainer:
             s.gate_at, s.gate_episodes = done, s.total_episodes
         s.stop_reason = stop_rule(s.cfg, done, s.total_episodes, s.gate_at)
         if s.stop_reason is None and s.total_episodes >= s.allowance:
-            self._at_claim(s)
+            s.at_claim()
         return row
-
-    @staticmethod
-    def _at_claim(s: Slot) -> None:
-        """A run whose claim is spent stops "budget", or waits for its claim to grow if it ``pauses``."""
-        if s.pauses and s.total_episodes < s.cfg.budget:
-            s.waiting = True
-        else:
-            s.stop_reason = "budget"
 
     def extend(self, k: int, claim: int) -> None:
         """Raise slot ``k``'s claim (an elastic search's top-up); a waiting run trains on from the next round."""
-        s = self.slots[k]
-        if claim < s.total_episodes:
-            raise ValueError(f"slot {k}: a claim of {claim} is below the {s.total_episodes} episodes it trained")
-        s.claim, s.waiting = claim, s.waiting and claim <= s.total_episodes
+        self.slots[k].grow(claim)
 
     def cut(self, k: int) -> None:
         """Make slot ``k``'s claim final where it stands: the run stops "budget" and writes its last checkpoint."""
