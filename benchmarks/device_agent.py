@@ -175,9 +175,9 @@ def train_phase(out: Path, procs: int, until: float, episodes: dict, log) -> lis
     return runs
 
 
-def plot_curves(logs: dict[str, Path], png: Path, length: int = 100) -> None:
+def plot_curves(logs: dict[str, Path], png: Path, length: int = 100, ylim: tuple[float, float] | None = None) -> None:
     """Learning curves: each run's mean return of its last 100 training episodes (the sampled policy, environment
-    reward) against the env-steps it has trained on (episodes x episode length)."""
+    reward) against the env-steps it has trained on (episodes x episode length); ``ylim`` zooms in."""
     import csv
 
     import matplotlib
@@ -193,7 +193,7 @@ def plot_curves(logs: dict[str, Path], png: Path, length: int = 100) -> None:
         ax.plot([int(r["total_episodes"]) * length for r in rows], [float(r["mean100"]) for r in rows], label=label,
                 lw=1)
     if max((max(line.get_ydata(), default=-1e9) for line in ax.lines), default=-1e9) > -150:
-        ax.set_ylim(-150, 0)   # the first episodes' -600 would hide the differences that matter
+        ax.set_ylim(*(ylim or (-150, 0)))   # the first episodes' -600 would hide the differences that matter
     ax.set_xlabel("env-steps")
     ax.set_ylabel("mean return of the last 100 episodes (sampled)")
     ax.set_title("PPO vs the B_line/Meander mixture (100-step episodes)")

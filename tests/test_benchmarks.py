@@ -74,3 +74,28 @@ def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path
     # whole caps of 48: at most 6 fit the 300; lowered ones let more run at once, in no more rounds
     assert rows["whole"]["most_in_flight"] <= 6 < rows["lowered"]["most_in_flight"]
     assert rows["lowered"]["rounds"] <= rows["whole"]["rounds"]
+
+
+def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_path):
+    """benchmarks/ship_agent.py: the slim weights and a card whose counters come from the checkpoint and whose
+    tables are the evaluation folders' rows; a missing evaluation folder is one error line."""
+    from workflow_rl import pretrained
+    from workflow_rl.rl.checkpoint import load_checkpoint
+
+    ev = tmp_path / "eval"
+    ev.mkdir()
+    row = {"engine": "native", "mode": "greedy", "red_agent": "B_lineAgent", "length": 100, "episodes": 7,
+           "mean": -1.5, "ci95": 0.1, "compliance": None}
+    (ev / "evaluation.json").write_text(json.dumps({"results": [row]}))
+    base = [sys.executable, str(ROOT / "benchmarks" / "ship_agent.py"), "x", str(pretrained.path("cage2")),
+            "--reproduce", "workflow-rl train ...", "--seconds", "12", "--machine", "m", "--kind", "k", "--status",
+            "s", "--dir", str(tmp_path)]
+    r = subprocess.run([*base, "--native", str(ev)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    card = json.loads((tmp_path / "x.json").read_text())
+    ck = load_checkpoint(pretrained.path("cage2"))
+    assert card["episodes_trained"] == ck["counters"]["total_episodes"] and card["eval_native"] == [row]
+    assert card["eval_cyborg"] == [] and card["training_seconds"] == 12 and card["workflow"] is None
+    assert load_checkpoint(tmp_path / "x.pt")["optimizer"] is None
+    r = subprocess.run([*base, "--cyborg", str(tmp_path / "nowhere")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode != 0 and r.stderr.strip().startswith("error:") and "Traceback" not in r.stderr

@@ -18,14 +18,29 @@ def test_cage2_is_shipped_and_loads_by_name():
     assert a.shape == (3,) and ((0 <= a) & (a < N_ACTIONS)).all()
 
 
-def test_the_card_says_how_to_reproduce_and_what_it_scores():
-    card = pretrained.card("cage2")
+@pytest.mark.parametrize("name", pretrained.names())
+def test_the_card_says_how_to_reproduce_and_what_it_scores(name):
+    card = pretrained.card(name)
     assert "workflow-rl train" in card["reproduce"] or "workflow_rl.cli train" in card["reproduce"]
     assert card["training_seconds"] > 0 and card["machine"]
     assert "--red-agent mix" in card["reproduce"]
     for engine, least in (("eval_native", 1000), ("eval_cyborg", 200)):
         cells = {(r["red_agent"], r["length"]) for r in card[engine] if r["episodes"] >= least}
         assert {("B_lineAgent", 100), ("RedMeanderAgent", 100)} <= cells, engine
+
+
+def test_a_compliant_agent_is_shipped_with_its_workflow_and_complies():
+    """Issue I ships the best workflow's compliant agent beside the unconstrained one: it loads with its workflow,
+    and every evaluated cell on its card (both engines, both red agents) is at least 95% compliant with it."""
+    compliant = [n for n in pretrained.names() if pretrained.card(n).get("workflow")]
+    assert compliant
+    for name in compliant:
+        card = pretrained.card(name)
+        agent, workflow = pretrained.load(name)
+        assert workflow is not None and workflow.names == card["workflow"]
+        assert f"--workflow {workflow.codes}" in card["reproduce"]
+        rows = card["eval_native"] + card["eval_cyborg"]
+        assert rows and all(r["compliance"] is not None and r["compliance"] >= 0.95 for r in rows)
 
 
 def test_unknown_names_list_the_shipped_ones():
