@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import torch
 
-from workflow_rl import pretrained
+from workflow_rl.rl import pretrained
 from workflow_rl.envs.factory import make_vector_env
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from workflow_rl.rl.envstep import TorchStepper

@@ -348,7 +348,7 @@ def main() -> int:
     best = max(rows, key=lambda r: r["sum"])
     log(f"best: {best['candidate']} seed {best['seed']} (sum {best['sum']:.2f}) {best['checkpoint']}")
 
-    from workflow_rl.pretrained import save_slim
+    from workflow_rl.rl.pretrained import save_slim
 
     (out / "pretrained").mkdir(exist_ok=True)
     save_slim(Path(best["checkpoint"]), out / "pretrained" / "cage2.pt")

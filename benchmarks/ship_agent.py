@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from workflow_rl import pretrained
+from workflow_rl.rl import pretrained
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rundir import atomic_write
 

@@ -79,7 +79,7 @@ def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path
 def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_path):
     """benchmarks/ship_agent.py: the slim weights and a card whose counters come from the checkpoint and whose
     tables are the evaluation folders' rows; a missing evaluation folder is one error line."""
-    from workflow_rl import pretrained
+    from workflow_rl.rl import pretrained
     from workflow_rl.rl.checkpoint import load_checkpoint
 
     ev = tmp_path / "eval"

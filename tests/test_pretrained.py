@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from workflow_rl import pretrained
+from workflow_rl.rl import pretrained
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.ppo import N_ACTIONS, input_dim

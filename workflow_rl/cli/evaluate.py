@@ -30,7 +30,7 @@ def _policies(args, workflow):
     from workflow_rl.workflow import Workflow
 
     if args.checkpoint.startswith("pretrained:"):
-        from workflow_rl import pretrained
+        from workflow_rl.rl import pretrained
 
         file = pretrained.path(args.checkpoint)
     else:

@@ -1,0 +1,63 @@
+"""Pretrained blue agents shipped with the package, loadable by name.
+
+``workflow_rl.rl.pretrained.load("cage2")`` returns the agent (an :class:`~workflow_rl.rl.ppo.Agent`) and its
+workflow (None for an unconstrained agent); ``workflow-rl evaluate pretrained:cage2`` evaluates it. Each agent is two
+files in ``workflow_rl/pretrained/`` (package data, no code): ``NAME.pt``, a slim checkpoint (weights, config and
+counters; no optimiser or engine state), and ``NAME.json``, its card: how it was trained (the exact command), how
+long that took on which machine, and its evaluation tables, each number with its episodes and 95% interval.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
+from workflow_rl.rl.ppo import Agent
+from workflow_rl.workflow import Workflow
+
+DIR = Path(__file__).resolve().parent.parent / "pretrained"
+"""Where the shipped files live: the data package ``workflow_rl/pretrained``."""
+PREFIX = "pretrained:"
+"""How the command line names a shipped agent: ``pretrained:cage2``."""
+
+
+def names() -> list[str]:
+    """The shipped agents (those with both a weights file and a card)."""
+    return sorted(p.stem for p in DIR.glob("*.pt") if p.with_suffix(".json").is_file())
+
+
+def path(name: str) -> Path:
+    """The weights file of a shipped agent; a ValueError listing the shipped ones otherwise."""
+    name = name[len(PREFIX):] if name.startswith(PREFIX) else name
+    if name not in names():
+        raise ValueError(f"no pretrained agent {name!r}: the shipped ones are {', '.join(names()) or 'none'} "
+                         f"(write pretrained:NAME)")
+    return DIR / f"{name}.pt"
+
+
+def card(name: str) -> dict:
+    """The agent's card: reproduce command, training time and machine, evaluation tables."""
+    return json.loads(path(name).with_suffix(".json").read_text())
+
+
+def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
+    """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``) and its workflow (None: unconstrained).
+    Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
+    with ``--decoy-memory`` or ``--red-memory``), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)``
+    for one without."""
+    ck = load_checkpoint(path(name), device)
+    agent = agent_from_checkpoint(ck, device).eval()
+    return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
+
+
+SLIM_DROP = ("optimizer", "rng", "env_state", "obs", "access", "tracker", "episode_running", "memory",
+             "decoys_placed")
+"""What a shipped checkpoint leaves out: only a resume needs it, and it is most of a training checkpoint's size."""
+
+
+def save_slim(checkpoint: Path, out: Path) -> Path:
+    """Write the slim form of a training checkpoint (what ships here); it loads with ``load_checkpoint`` as any
+    checkpoint does, but cannot be resumed."""
+    ck = load_checkpoint(Path(checkpoint))
+    atomic_save({k: (None if k in SLIM_DROP else v) for k, v in ck.items()}, Path(out))
+    return Path(out)
