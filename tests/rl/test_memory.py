@@ -174,3 +174,93 @@ def test_a_checkpoint_of_the_old_decoy_only_format_still_resumes(tmp_path):
     again = Trainer(mem_cfg(update_every_steps=25), tmp_path / "run", progress=False)
     again.restore(ck)
     assert torch.equal(again.batch.mem, ck["decoys_placed"])
+
+
+# ------------------------------------------------------------------------------------------------ --mask-decoys
+MASKED = Memory(decoys=True, masked=True)
+
+
+def test_the_decoy_mask_agrees_with_the_engine_on_every_pair_of_decoys_on_a_host():
+    """For every host and every decoy a placed first (or none), then decoy b: the native engine (official rules,
+    red asleep) changes the host's decoys at the second step exactly when the mask allows b. The one deliberate
+    difference: official Vsftpd stacks on itself (it checks port 21 and opens 80), which the mask forbids."""
+    from workflow_rl.rl.memory import _POSSIBLE
+    from workflow_rl.sim import native
+    from workflow_rl.sim.tables import N_HOSTS, RED_SLEEP, D_VSFTPD
+
+    firsts = [None] + [j for j in range(DECOY_DIM) if _POSSIBLE[j]]
+    pairs = [(a, b) for a in firsts for b in range(DECOY_DIM) if a is None or a % N_HOSTS == b % N_HOSTS]
+    n = len(pairs)
+    state, buf = native.allocate_state(n), native.allocate_buffers(n)
+    native.seed_state(state, 0, RED_SLEEP)
+    native.reset_envs(state, buf)
+    first = np.array([0 if a is None else A_DECOY + a for a, _ in pairs])
+    native.step(state, first, buf, 100)
+    before = state.decoys.copy(), state.vsftpd.copy()
+    native.step(state, np.array([A_DECOY + b for _, b in pairs]), buf, 100)
+    changed = ((state.decoys != before[0]) | (state.vsftpd != before[1])).any(1)
+
+    mem = MASKED.blank(n)
+    MASKED.took(mem, torch.as_tensor(first))
+    x = torch.cat([torch.zeros(n, BASE), mem], 1)
+    allowed = MASKED.mask(torch.zeros(n, N_ACTIONS), x)[torch.arange(n), A_DECOY + torch.tensor([b for _, b in pairs])] == 0
+    vs_on_vs = np.array([a is not None and a == b and b // N_HOSTS == D_VSFTPD for a, b in pairs])
+    assert changed[vs_on_vs].all() and not allowed.numpy()[vs_on_vs].any()
+    assert np.array_equal(changed[~vs_on_vs], allowed.numpy()[~vs_on_vs])
+    assert 0 < allowed.sum() < n
+
+
+def test_masked_memory_clears_a_restored_hosts_decoys_and_ignores_impossible_ones():
+    h, other = 7, 1                                            # Op_Server0, Enterprise0
+    apache, femitter = 0, 1                                    # decoy types: Apache is possible on both hosts here
+    for memory, cleared in ((MASKED, True), (DECOYS, False)):
+        mem = memory.blank(1)
+        memory.took(mem, torch.tensor([A_DECOY + 13 * apache + h]))
+        memory.took(mem, torch.tensor([A_DECOY + 13 * apache + other]))
+        memory.took(mem, torch.tensor([A_RESTORE + h]))
+        assert mem[0, 13 * apache + h].item() == (0.0 if cleared else 1.0)
+        assert mem[0, 13 * apache + other].item() == 1.0       # another host's decoys stay
+    mem = MASKED.blank(1)
+    MASKED.took(mem, torch.tensor([A_DECOY + 13 * femitter + h]))   # Femitter is Windows-only: nothing placed
+    assert mem.sum() == 0
+
+
+def test_a_masked_agent_never_picks_an_impossible_or_placed_decoy_and_its_entropy_stays_finite():
+    torch.manual_seed(0)
+    agent = Agent((32,), MASKED)
+    with torch.no_grad():
+        agent.actor[-1].bias[A_DECOY:A_RESTORE] = 50.0         # it wants nothing but decoys
+    mem = MASKED.blank(64)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(30):
+        x = torch.cat([torch.rand(64, BASE), mem], 1)
+        a, logp, _ = agent.act(x, g)
+        allowed = agent.logits(x).gather(1, a[:, None]).squeeze(1) > -1e7
+        assert allowed.all() and torch.isfinite(logp).all()
+        newlogp, ent, _ = agent.evaluate(x, a)
+        assert torch.allclose(newlogp, logp) and torch.isfinite(ent).all()
+        MASKED.took(mem, a)
+    # every possible decoy got placed once, none twice: at most 41 decoys per env, and then something else
+    assert (mem.sum(1) <= 41).all() and mem.sum() > 0
+    assert Memory.of(PPOConfig(decoy_memory=True, mask_decoys=True)) == MASKED
+
+
+def test_mask_decoys_without_the_decoy_memory_is_refused():
+    cfg = train_cfg(ppo=PPOConfig(mask_decoys=True))
+    with pytest.raises(ValueError, match="--decoy-memory"):
+        cfg.validate()
+
+
+def test_the_trainer_with_masked_decoys_never_repeats_a_decoy_in_place(tmp_path):
+    cfg = train_cfg(ppo=PPOConfig(decoy_memory=True, mask_decoys=True), episode_length=20, update_every_steps=20,
+                    n_envs=16)
+    bt = BatchedTrainer(cfg, 1)
+    bt.start(0, cfg, tmp_path / "a")
+    batch, _, _ = bt._collect(20, np.array([16]))
+    acts = batch.actions[0].view(20, 16).numpy()
+    x = batch.x[0].view(20, 16, -1)
+    mem = x[..., BASE:BASE + DECOY_DIM].numpy()
+    dec = (acts >= A_DECOY) & (acts < A_RESTORE)
+    assert dec.sum() > 0
+    t, i = np.nonzero(dec)
+    assert (mem[t, i, acts[t, i] - A_DECOY] == 0).all()        # never a decoy already in place

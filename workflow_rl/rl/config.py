@@ -178,6 +178,8 @@ class TrainConfig:
         for h in p.hidden:
             check_int(flag("hidden"), h, 1)
         check_int(flag("num_minibatches"), p.num_minibatches, 1)
+        if p.mask_decoys and not p.decoy_memory:
+            raise ValueError("--mask-decoys reads the decoy memory: add --decoy-memory")
         batch = self.n_envs * self.update_every_steps
         if p.num_minibatches > batch:
             raise ValueError(f"--num-minibatches {p.num_minibatches} exceeds the {batch} transitions of one update "

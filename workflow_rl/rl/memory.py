@@ -10,6 +10,13 @@ Two optional parts, each a block of 0/1 policy inputs that is cleared when the e
   shows it. The observation's activity bits describe this step only (a scan shows once, then is gone), so a
   memoryless policy forgets which hosts red has found and cannot tell B_line's path from Meander's sweep.
 
+With ``--mask-decoys`` (needs the decoy memory) the decoy bits mean "in place": a Restore of a host clears that
+host's bits, as it removes its decoys, and the policy may not choose a decoy that cannot take effect -- one whose
+OS does not match the host, whose port a real service or a decoy in place holds, or that is already in place
+(invalid-action masking; its logits are set to a large negative number, :meth:`Memory.mask`). The mask is a
+function of the policy input alone, so sampling, the PPO update and evaluation apply it identically without
+storing it. It uses official CybORG's port table (its Vsftpd opens port 80).
+
 Memory at step ``t`` = blue's decoy actions at steps ``< t`` and red activity in observations ``<= t``. Pure
 functions of blue's own actions and observations, so the same on every engine, and in-place tensor ops without
 host reads (CUDA graphs keep working). The layout is decoys first, then red.
@@ -21,6 +28,7 @@ from typing import Any
 
 import torch
 
+from workflow_rl.sim import tables as T
 from workflow_rl.sim.tables import A_DECOY, A_RESTORE
 
 N_HOSTS = 13
@@ -28,6 +36,27 @@ DECOY_DIM = A_RESTORE - A_DECOY
 """One input per decoy action (8 decoy types x 13 hosts): whether blue took it earlier in the episode."""
 RED_DIM = 2 * N_HOSTS
 """Per host: red activity (a scan or an exploit) seen this episode, then an exploit seen this episode."""
+MASKED = -1e8
+"""The logit of a masked action: exp() underflows to 0, and 0 * MASKED stays finite in the entropy."""
+
+
+def _decoy_tables() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(possible, blocks, host) over decoy actions ``j = 13 k + h``: ``possible[j]`` the decoy's OS matches the host
+    and its port is free of real services; ``blocks[j', j]`` decoy ``j'`` in place takes the port decoy ``j`` needs
+    (same host; a decoy blocks itself); ``host[j]`` its host."""
+    k = torch.arange(DECOY_DIM) // N_HOSTS
+    h = torch.arange(DECOY_DIM) % N_HOSTS
+    os_ = torch.as_tensor(T.DECOY_OS)[k]
+    windows = torch.as_tensor(T.WINDOWS)[h]
+    os_ok = (os_ == T.OS_ANY) | ((os_ == T.OS_WINDOWS) & windows) | ((os_ == T.OS_LINUX) & ~windows)
+    check = torch.as_tensor(T.DECOY_CHECK_PORT)[k]
+    opens = torch.as_tensor(T.DECOY_OPEN_PORT_OFFICIAL)[k]
+    port_free = (torch.as_tensor(T.REAL_PORTS)[h] >> check) & 1 == 0
+    blocks = (h[:, None] == h[None, :]) & ((opens[:, None] == check[None, :]) | torch.eye(DECOY_DIM, dtype=torch.bool))
+    return os_ok & port_free, blocks, h
+
+
+_POSSIBLE, _BLOCKS, _DECOY_HOST = _decoy_tables()
 
 
 @dataclass(frozen=True)
@@ -36,13 +65,15 @@ class Memory:
 
     decoys: bool = False
     red: bool = False
+    masked: bool = False
+    """decoy bits mean "in place" (cleared by a Restore of their host) and impossible decoys are masked out."""
 
     @classmethod
     def of(cls, ppo: Any) -> Memory:
         """The memory of a :class:`~workflow_rl.rl.ppo.PPOConfig` or of its saved dict (keys a file written
         before a block existed lacks mean "off")."""
         get = ppo.get if isinstance(ppo, dict) else lambda k, d: getattr(ppo, k, d)
-        return cls(bool(get("decoy_memory", False)), bool(get("red_memory", False)))
+        return cls(bool(get("decoy_memory", False)), bool(get("red_memory", False)), bool(get("mask_decoys", False)))
 
     @property
     def dim(self) -> int:
@@ -53,13 +84,30 @@ class Memory:
         return torch.zeros((n, self.dim), device=device) if self.dim else None
 
     def took(self, mem: torch.Tensor | None, actions: torch.Tensor) -> None:
-        """Mark, in place, each env's action in ``actions`` (n,) as placed where it is a decoy action."""
+        """Mark, in place, each env's action in ``actions`` (n,) as placed where it is a decoy action; when
+        ``masked``, a Restore clears its host's decoys."""
         if mem is None or not self.decoys:
             return
         idx = actions.to(torch.int64) - A_DECOY
         is_decoy = (idx >= 0) & (idx < DECOY_DIM)
-        mem[:, :DECOY_DIM].scatter_reduce_(1, idx.clamp(0, DECOY_DIM - 1).unsqueeze(1),
-                                           is_decoy.unsqueeze(1).to(mem.dtype), reduce="amax")
+        decoys = mem[:, :DECOY_DIM]
+        if self.masked:
+            restored = actions.to(torch.int64) - A_RESTORE   # host, or out of 0..12 for other actions
+            decoys.masked_fill_(_DECOY_HOST.to(mem.device)[None, :] == restored[:, None], 0.0)
+            is_decoy &= _POSSIBLE.to(mem.device)[idx.clamp(0, DECOY_DIM - 1)]   # an impossible one places nothing
+        decoys.scatter_reduce_(1, idx.clamp(0, DECOY_DIM - 1).unsqueeze(1), is_decoy.unsqueeze(1).to(mem.dtype),
+                               reduce="amax")
+
+    def mask(self, logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``logits`` (..., 145) with the decoys that cannot take effect set to :data:`MASKED`, read from the decoy
+        memory in the policy input ``x`` (..., input width); unchanged unless ``masked``."""
+        if not self.masked:
+            return logits
+        in_place = x[..., x.shape[-1] - self.dim:][..., :DECOY_DIM] > 0.5
+        blocked = (in_place.to(logits.dtype) @ _BLOCKS.to(logits)) > 0.5
+        allowed = _POSSIBLE.to(logits.device) & ~blocked
+        return torch.cat([logits[..., :A_DECOY], logits[..., A_DECOY:A_RESTORE].masked_fill(~allowed, MASKED),
+                          logits[..., A_RESTORE:]], -1)
 
     def saw(self, mem: torch.Tensor | None, obs: torch.Tensor) -> None:
         """Add, in place, the red activity in observations ``obs`` (n, 52): per host bits 0 (activity) and 1

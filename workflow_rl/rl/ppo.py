@@ -64,6 +64,9 @@ class PPOConfig:
     """add to the policy input, per host, whether red activity and an exploit were seen this episode (26 bits): the
     observation shows a scan only on the step it happens, so without it a policy forgets which hosts red has found
     (rl/memory.py)."""
+    mask_decoys: bool = False
+    """with --decoy-memory: a Restore clears its host's decoy bits, and decoys that cannot take effect (wrong OS,
+    port taken, already in place) are masked out of the policy's choice (rl/memory.py)."""
 
 
 def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:
@@ -96,15 +99,16 @@ class Agent(nn.Module):
         return self.critic(x).squeeze(-1)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.actor(x)
+        """The actor's logits, impossible decoys masked where the memory says so (``Memory.mask``)."""
+        return self.memory.mask(self.actor(x), x)
 
     def act(self, x: torch.Tensor, generator: torch.Generator | None = None, greedy: bool = False):
         """(action, log_prob, value) for a batch of policy inputs, sampling with ``generator``."""
-        return (*sample_actions(self.actor(x), generator, greedy), self.value(x))
+        return (*sample_actions(self.logits(x), generator, greedy), self.value(x))
 
     def evaluate(self, x: torch.Tensor, action: torch.Tensor):
         """(log_prob, entropy, value) of given actions."""
-        return (*logp_entropy(self.actor(x), action), self.value(x))
+        return (*logp_entropy(self.logits(x), action), self.value(x))
 
 
 def sample_actions(logits: torch.Tensor, generator: torch.Generator | None, greedy: bool = False):

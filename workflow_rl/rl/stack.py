@@ -60,7 +60,7 @@ class AgentStack(nn.Module):
     def act(self, x: torch.Tensor, generator: torch.Generator | None, params: dict | None = None):
         """(action, log_prob, value), each (n, B), sampling with ``generator``."""
         p = params or self.params()
-        return (*sample_actions(_mlp(p["actor"], x), generator), _mlp(p["critic"], x).squeeze(-1))
+        return (*sample_actions(self.memory.mask(_mlp(p["actor"], x), x), generator), _mlp(p["critic"], x).squeeze(-1))
 
     def value(self, x: torch.Tensor, params: dict | None = None) -> torch.Tensor:
         return _mlp((params or self.params())["critic"], x).squeeze(-1)
@@ -68,7 +68,7 @@ class AgentStack(nn.Module):
     def evaluate(self, x: torch.Tensor, action: torch.Tensor, members: list[int] | None = None):
         """(log_prob, entropy, value) of given actions, each (n, B) (or (len(members), B))."""
         p = self.params(members)
-        return (*logp_entropy(_mlp(p["actor"], x), action), _mlp(p["critic"], x).squeeze(-1))
+        return (*logp_entropy(self.memory.mask(_mlp(p["actor"], x), x), action), _mlp(p["critic"], x).squeeze(-1))
 
     # ---------------------------------------------------------------------------------------------- members
     def member_state(self, k: int) -> dict[str, torch.Tensor]:
