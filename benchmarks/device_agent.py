@@ -52,15 +52,16 @@ COMMON = ["--workflow", "none", "--red-agent", "mix", "--n-envs", "200", "--upda
 (the plain-PPO setting of RESULTS.md), two seeds per process; the budget comes from --episodes (per seed)."""
 
 CANDIDATES = {
-    "h256_anneal": ["--hidden", "256", "256", "--anneal-lr"],
     "h256_anneal_mem": ["--hidden", "256", "256", "--anneal-lr", "--decoy-memory"],
-    "h256_anneal_mem_red": ["--hidden", "256", "256", "--anneal-lr", "--decoy-memory", "--red-memory"],
+    "h256_anneal_mem_mask": ["--hidden", "256", "256", "--anneal-lr", "--decoy-memory", "--mask-decoys"],
+    "h256_anneal_mem_mask_red": ["--hidden", "256", "256", "--anneal-lr", "--decoy-memory", "--mask-decoys",
+                                 "--red-memory"],
 }
-"""The recipe ablation: 256 x 256 with learning-rate annealing, that with the decoy memory, and that with the red
-memory too. Narrower nets and no annealing are left out: a local single-seed probe (RESULTS.md, issue I) had 256 x
-256 at -77.5 (sum of the six native cells, greedy) after 5,200 episodes where 64 x 64 scored -123.7 after 60,000; the
-decoy memory by a local 4-seed ablation (-65.1, sd 0.9, vs -69.7, sd 5.1); the red memory by another (-63.8 vs
--65.1, p 0.32: not significant, so repeated here)."""
+"""The recipe ablation: 256 x 256 with learning-rate annealing and the decoy memory, that with decoys masked, and
+that with the red memory too. Narrower nets, no annealing and no memory are left out by local ablations (RESULTS.md,
+issue I): 256 x 256 at -77.5 (sum of the six native cells, greedy) after 5,200 episodes where 64 x 64 scored -123.7
+after 60,000; the decoy memory -65.1 (sd 0.9) vs -69.7 (sd 5.1) over 4 seeds; masked decoys -60.6 vs -65.1 (4
+seeds, p 0.01); the red memory within seed noise (so repeated here)."""
 
 REDS = ["B_lineAgent", "RedMeanderAgent"]
 SELECTION_SEED = 7_777_777   # not the evaluation seed: the chosen agent is evaluated on other episodes
