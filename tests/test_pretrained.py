@@ -62,3 +62,19 @@ def test_evaluate_takes_a_shipped_agent(capsys):
                "--episodes", "20", "--mode", "greedy"])
     out = capsys.readouterr().out
     assert rc == 0 and "| native | greedy | B_lineAgent | 30 | 20 |" in out and "CAGE2 winner" in out
+
+
+@pytest.mark.parametrize("name", pretrained.names())
+def test_the_shipped_file_scores_what_its_card_says_on_the_native_engine(name, tmp_path):
+    """The card's native greedy cells come back exactly from the shipped file (same fixed evaluation episodes): a
+    change to the engine, the memory or the decoy mask that would alter the shipped agent's play fails here."""
+    import json
+    card = pretrained.card(name)
+    want = {(r["red_agent"], r["length"]): r["mean"] for r in card["eval_native"]
+            if r["mode"] == "greedy" and r["episodes"] == 1000}
+    assert want
+    rc = main(["evaluate", f"pretrained:{name}", "--red-agents", "bline", "meander", "--episodes", "1000",
+               "--mode", "greedy", "--out", str(tmp_path)])
+    got = {(r["red_agent"], r["length"]): r["mean"] for r in json.loads((tmp_path / "evaluation.json").read_text())["results"]}
+    assert rc == 0 and set(want) <= set(got)
+    assert all(got[k] == pytest.approx(v, abs=1e-4) for k, v in want.items()), (got, want)
