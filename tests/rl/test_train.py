@@ -164,3 +164,22 @@ def test_tensorboard_scalars_on_request(tmp_path):
     events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
 
+
+
+def test_init_checkpoint_starts_from_those_weights(tmp_path, capsys):
+    """``train --init-checkpoint``: the run starts from the given weights (with a vanishing step size they are
+    still there after training; a fresh initialisation is far from them) and its summary names the source."""
+    from workflow_rl.cli import main
+    from workflow_rl.rl.checkpoint import load_checkpoint
+
+    base = ["train", "--workflow", "D,E,OS,OH,U", "--n-envs", "4", "--max-episodes", "2", "--eval-episodes", "0",
+            "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "a"), "--seed", "1"]) == 0
+    src = tmp_path / "a" / "checkpoints" / "latest.pt"
+    assert main([*base, "--out", str(tmp_path / "b"), "--seed", "2", "--init-checkpoint", str(src),
+                 "--learning-rate", "1e-12"]) == 0
+    assert main([*base, "--out", str(tmp_path / "c"), "--seed", "2", "--learning-rate", "1e-12"]) == 0
+    a, b, c = (load_checkpoint(tmp_path / r / "checkpoints" / "latest.pt")["agent"] for r in "abc")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not all(torch.allclose(a[k], c[k], atol=1e-3) for k in a)
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["init_checkpoint"] == str(src)

@@ -11,6 +11,7 @@ from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.checkpoint import check_same_run, load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
+from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rundir import RunDirLock
 
 
@@ -39,6 +40,10 @@ def add_train(sub) -> None:
     t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
     t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
     t.add_argument("--overwrite", action="store_true", help="replace the run already in RUN_DIR (default: refuse)")
+    t.add_argument("--init-checkpoint", default=None, metavar="CKPT",
+                   help="start from these weights (a checkpoint file or pretrained:NAME, e.g. to fine-tune a shipped "
+                        "agent under a workflow) instead of a fresh initialisation; a fresh optimiser and schedule; "
+                        "needs the same --hidden and memory flags")
     t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
     t.add_argument("--eval-episodes", type=non_negative_int, default=1000, help="held-out evaluation episodes (0: skip)")
     t.add_argument("--eval-length", type=positive_int, default=100)
@@ -77,6 +82,7 @@ def cmd_train(args) -> int:
     cfg = TrainConfig.from_flat({**given, "workflow": workflow.codes if workflow else None,
                                  "red_agent": parse_red_agent(given["red_agent"])})
     cfg.validate()
+    init = None if args.init_checkpoint is None else starting_weights(args.init_checkpoint, cfg.ppo, cfg.device)
     out = check_out_dir("--out", args.out)
     ckpt_dir = check_out_dir("--checkpoint-dir", args.checkpoint_dir or out / "checkpoints")
     check_seed("--seed + --seeds - 1", cfg.seed + args.seeds - 1)
@@ -90,8 +96,8 @@ def cmd_train(args) -> int:
         if args.overwrite:
             _remove_previous_run(out, ckpt_dir)
         if args.seeds > 1:
-            return _train_seeds(cfg, workflow, out, args)
-        return _train_one(cfg, workflow, out, ckpt_dir, args)
+            return _train_seeds(cfg, workflow, out, args, init)
+        return _train_one(cfg, workflow, out, ckpt_dir, args, init)
 
 
 def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
@@ -119,11 +125,11 @@ def _remove_previous_run(out: Path, ckpt_dir: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args) -> int:
+def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init: dict | None) -> int:
     """One run (``--seeds 1``): trained, evaluated, summarised."""
     from workflow_rl.rl.trainer import Trainer
 
-    trainer = Trainer(cfg, out, ckpt_dir, progress=not args.no_progress)
+    trainer = Trainer(cfg, out, ckpt_dir, init_agent_state=init, progress=not args.no_progress)
     if args.resume:
         trainer.restore(load_checkpoint(ckpt_dir / "latest.pt", cfg.device))
         print(f"resumed from {ckpt_dir / 'latest.pt'} at update {trainer.update} "
@@ -136,6 +142,7 @@ def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args) -> i
         return 130
     summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if args.eval_episodes > 0 else None
     summary["checkpoint"] = str(ckpt_dir / "latest.pt")
+    summary["init_checkpoint"] = args.init_checkpoint
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     ev = summary["eval"]
     print(f"done: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
@@ -151,7 +158,7 @@ def _compliance(summary: dict) -> str:
     return "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
 
 
-def _train_seeds(cfg: TrainConfig, workflow, out: Path, args) -> int:
+def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None) -> int:
     """`train --seeds N`: N independent runs in one batch, each evaluated, and the spread across them."""
     from workflow_rl.rl.evaluate import across_seeds
     from workflow_rl.rl.trainer import check_batchable, train_seeds
@@ -163,7 +170,7 @@ def _train_seeds(cfg: TrainConfig, workflow, out: Path, args) -> int:
     print(f"training {args.seeds} seeds of {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs "
           f"{cfg.red_agent} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
     summaries, agents, interrupted = train_seeds(cfg, args.seeds, out, resume=args.resume,
-                                                 progress=not args.no_progress)
+                                                 progress=not args.no_progress, init_agent_state=init)
     if interrupted:
         print(f"interrupted: every run saved under {out}/seed_*; continue with the same command plus --resume")
         return 130
@@ -171,6 +178,7 @@ def _train_seeds(cfg: TrainConfig, workflow, out: Path, args) -> int:
         summary["seed"] = cfg.seed + i
         summary["eval"] = _eval_block(agent, workflow, cfg, args) if args.eval_episodes > 0 else None
         summary["checkpoint"] = str(out / f"seed_{i}" / "checkpoints" / "latest.pt")
+        summary["init_checkpoint"] = args.init_checkpoint
         (out / f"seed_{i}" / "summary.json").write_text(json.dumps(summary, indent=2))
         ev = summary["eval"]
         print(f"seed {summary['seed']}: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
-from workflow_rl.rl.ppo import Agent
+from workflow_rl.rl.memory import Memory
+from workflow_rl.rl.ppo import Agent, PPOConfig
 from workflow_rl.workflow import Workflow
 
 DIR = Path(__file__).resolve().parent.parent / "pretrained"
@@ -48,6 +49,26 @@ def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
     ck = load_checkpoint(path(name), device)
     agent = agent_from_checkpoint(ck, device).eval()
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
+
+
+def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
+    """The weights a run starts from with ``--init-checkpoint SPEC`` (a checkpoint file or ``pretrained:NAME``):
+    the agent's state dict, after checking that it fits the network this run's ``ppo`` settings build (hidden
+    layers and episode memory), so a mismatch is one error naming the flags to change, not a failure mid-run."""
+    ck = load_checkpoint(path(spec) if spec.startswith(PREFIX) else Path(spec), device)
+    saved = ck["config"]["ppo"]
+    have = (tuple(saved["hidden"]), Memory.of(saved))
+    want = (tuple(ppo.hidden), Memory.of(ppo))
+    if have != want:
+        raise ValueError(f"--init-checkpoint {spec} has hidden layers {list(have[0])} and {_flags(have[1])}; this run "
+                         f"has {list(want[0])} and {_flags(want[1])}: train with the same --hidden and memory flags")
+    return ck["agent"]
+
+
+def _flags(memory: Memory) -> str:
+    on = [f for f, b in (("--decoy-memory", memory.decoys), ("--red-memory", memory.red),
+                         ("--mask-decoys", memory.masked)) if b]
+    return " ".join(on) if on else "no memory flags"
 
 
 SLIM_DROP = ("optimizer", "rng", "env_state", "obs", "access", "tracker", "episode_running", "memory",

@@ -525,11 +525,11 @@ class Trainer:
                 f"{row['episodes']} | n_envs: {self.cfg.n_envs} | SPS: {row['sps']:,.0f}")
 
 
-def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = False, progress: bool = True
-                ) -> tuple[list[dict], list[Agent], bool]:
+def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = False, progress: bool = True,
+                init_agent_state: dict | None = None) -> tuple[list[dict], list[Agent], bool]:
     """``n_seeds`` independent runs of one configuration, trained together in one batch.
 
-    Run i starts from the weights seed ``cfg.seed + i`` initialises, plays its own block of the env streams, stops by
+    Run i starts from ``init_agent_state`` if given, else from the weights seed ``cfg.seed + i`` initialises, plays its own block of the env streams, stops by
     its own rules and writes ``out/seed_i`` (config, training log, checkpoint). Ctrl-C finishes the episode round and
     saves every unfinished run; ``resume`` continues them. Returns (each run's summary, its agent, whether Ctrl-C
     stopped training).
@@ -542,7 +542,8 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
             if resume:
                 ck = load_checkpoint(out / f"seed_{i}" / "checkpoints" / "latest.pt", cfg.device)
                 check_same_run(ck, cfg)
-            slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_seed=cfg.seed + i)
+            slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_agent_state=init_agent_state,
+                            init_seed=cfg.seed + i)
             if ck is not None:
                 slot.stop_reason = ck["counters"].get("stop_reason")
         if resume:

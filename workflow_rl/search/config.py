@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from workflow_rl.checks import check_float, check_int, check_types, flag
-from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.config import TrainConfig, check_choices, one_of
 from workflow_rl.workflow import Workflow
 
@@ -87,8 +86,8 @@ class SearchConfig:
     max_iterations: int | None = None
     """stop after this many workflows"""
     init_checkpoint: str | None = None
-    """start every workflow without a parent (all, with --exhaustive) from this checkpoint, so an exhaustive ground
-    truth and a search can share one starting point"""
+    """start every workflow without a parent (all, with --exhaustive) from this checkpoint (a file or
+    pretrained:NAME), so an exhaustive ground truth and a search can share one starting point"""
     batch_workflows: int = field(default=1, metadata={"metavar": "Q"})
     """train Q workflows at once in this process, in one batch (one engine call and one PPO update serve all Q; the
     way to fill a GPU); 1 = one at a time"""
@@ -159,7 +158,7 @@ class SearchConfig:
         if self.max_iterations is not None:
             check_int(flag("max_iterations"), self.max_iterations, 1)
         if self.init_checkpoint is not None:
-            load_checkpoint(Path(self.init_checkpoint))
+            starting_weights(self.init_checkpoint, self.train.ppo)
         if self.design_start != "random":
             try:
                 Workflow.parse(self.design_start)

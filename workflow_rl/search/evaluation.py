@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_policy
 from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.rl.trainer import Trainer
@@ -28,7 +29,7 @@ def initial_weights(cfg: SearchConfig, out: Path, p: Proposal) -> dict | None:
     if p.parent_checkpoint:
         return load_checkpoint(out / p.parent_checkpoint, cfg.train.device)["agent"]
     if cfg.init_checkpoint:
-        return load_checkpoint(Path(cfg.init_checkpoint), cfg.train.device)["agent"]
+        return starting_weights(cfg.init_checkpoint, cfg.train.ppo, cfg.train.device)
     return None
 
 
