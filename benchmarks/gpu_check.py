@@ -267,44 +267,58 @@ def stage_rollout(args) -> dict:
     stage only checks that two batches with one seed collect the same rollouts) collect 12 segments of 25 steps
     (three episode ends) without updating; every rollout tensor and every finished episode must be bit-equal (the same
     kernels on the same buffers, the generator advanced alike); and the milliseconds per segment each way, over the
-    3rd and later runs of each segment shape (the 1st runs eagerly, the 2nd captures)."""
+    3rd and later runs of each segment shape (the 1st runs eagerly, the 2nd captures). Then the same equality for 2
+    workflows with the shipped agents' policy input (decoy memory, masked decoys): its tables must be on the device
+    before the capture."""
+    from workflow_rl.rl.ppo import PPOConfig
+
+    dev, q, n, segments = args.device, min(16, max(args.batch_slots)), min(200, args.train_envs), 12
+    (eager, e_ms), (graph, g_ms) = (_rollouts(dev, q, n, segments, PPOConfig(), graphs) for graphs in (False, True))
+    unequal = _unequal(eager, graph)
+    masked = [_rollouts(dev, 2, n, segments, PPOConfig(decoy_memory=True, mask_decoys=True), graphs)[0]
+              for graphs in (False, True)]
+    # a segment's shape is whether it holds the episode end (every 4th); its 1st run is eager, its 2nd captures:
+    # time only 3rd and later runs of each shape, the same segments both ways
+    shape = [(i + 1) % 4 == 0 for i in range(segments)]
+    replays = [i for i in range(segments) if shape[:i].count(shape[i]) >= 2]
+    return {"rollouts_equal": not unequal, "unequal_segments": unequal,
+            "masked_decoy_rollouts_equal": not _unequal(*masked),
+            "eager_segment_ms": statistics.median(e_ms[i] for i in replays),
+            "graph_segment_ms": statistics.median(g_ms[i] for i in replays), "timed_segments": replays,
+            "segment_ms": {"eager": e_ms, "graphs": g_ms}, "workflows": q, "envs_per_workflow": n,
+            "graphs_active": dev.startswith("cuda")}
+
+
+def _rollouts(dev: str, q: int, n: int, segments: int, ppo, graphs: bool) -> tuple[list, list[float]]:
+    """``segments`` rollout segments of 25 steps of ``q`` workflows x ``n`` envs (no updates), and each one's ms."""
     import tempfile
 
     from workflow_rl.rl.config import TrainConfig
     from workflow_rl.rl.trainer import BatchedTrainer
     from workflow_rl.workflow import all_workflows
 
-    dev, q, n, segments = args.device, min(16, max(args.batch_slots)), min(200, args.train_envs), 12
-    runs = {}
-    for graphs in (False, True):
-        cfg = TrainConfig(n_envs=n, update_every_steps=25, device=dev, seed=0, cuda_graphs=graphs)
-        bt = BatchedTrainer(cfg, q)
-        with tempfile.TemporaryDirectory() as tmp:
-            for k in range(q):
-                bt.start(k, TrainConfig.from_flat({**cfg.flat(), "workflow": all_workflows()[k].codes}), f"{tmp}/{k}")
-            active, outs, ms = np.full(q, n), [], []
-            for _ in range(segments):
-                _sync(dev)
-                t0 = time.perf_counter()
-                batch, _mask, finished = bt._collect(25, active)
-                _sync(dev)
-                ms.append((time.perf_counter() - t0) * 1e3)
-                bt.global_step += 25
-                outs.append((batch, finished))
-            bt.close()
-        runs[graphs] = (outs, ms)
-    (eager, e_ms), (graph, g_ms) = runs[False], runs[True]
-    unequal = [i for i, ((a, fa), (b, fb)) in enumerate(zip(eager, graph))
-               if fa != fb or not all(torch.equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)]
-    # a segment's shape is whether it holds the episode end (every 4th); its 1st run is eager, its 2nd captures:
-    # time only 3rd and later runs of each shape, the same segments both ways
-    shape = [(i + 1) % 4 == 0 for i in range(segments)]
-    replays = [i for i in range(segments) if shape[:i].count(shape[i]) >= 2]
-    return {"rollouts_equal": not unequal, "unequal_segments": unequal,
-            "eager_segment_ms": statistics.median(e_ms[i] for i in replays),
-            "graph_segment_ms": statistics.median(g_ms[i] for i in replays), "timed_segments": replays,
-            "segment_ms": {"eager": e_ms, "graphs": g_ms}, "workflows": q, "envs_per_workflow": n,
-            "graphs_active": dev.startswith("cuda")}
+    cfg = TrainConfig(n_envs=n, update_every_steps=25, device=dev, seed=0, cuda_graphs=graphs, ppo=ppo)
+    bt = BatchedTrainer(cfg, q)
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(q):
+            bt.start(k, TrainConfig.from_flat({**cfg.flat(), "workflow": all_workflows()[k].codes}), f"{tmp}/{k}")
+        active, outs, ms = np.full(q, n), [], []
+        for _ in range(segments):
+            _sync(dev)
+            t0 = time.perf_counter()
+            batch, _mask, finished = bt._collect(25, active)
+            _sync(dev)
+            ms.append((time.perf_counter() - t0) * 1e3)
+            bt.global_step += 25
+            outs.append((batch, finished))
+        bt.close()
+    return outs, ms
+
+
+def _unequal(eager: list, graph: list) -> list[int]:
+    """The segments whose rollout tensors or finished episodes differ."""
+    return [i for i, ((a, fa), (b, fb)) in enumerate(zip(eager, graph))
+            if fa != fb or not all(torch.equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)]
 
 
 # ------------------------------------------------------------------------------------------------- stage runner

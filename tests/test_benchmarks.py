@@ -22,6 +22,7 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     assert res["numba_cuda_import"] == "ok" and res["numpy"]
     assert res["equality"]["equal"] is True, res["equality"]       # the CUDA kernel, simulated, == the CPU kernel
     assert res["rollout"].get("rollouts_equal") is True, res["rollout"]   # same seed, same rollouts
+    assert res["rollout"].get("masked_decoy_rollouts_equal") is True, res["rollout"]
     assert res["engine"]["rows"][0]["n_envs"] == 4096 and res["engine"]["rows"][0]["env_steps_per_s"] > 0
     for stage in (res["batched_training"], res["search_claims"], res["search"][0], res["training"]):
         assert "wall_s" in stage, stage          # neither failed nor timed out

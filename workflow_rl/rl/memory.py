@@ -57,6 +57,16 @@ def _decoy_tables() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 _POSSIBLE, _BLOCKS, _DECOY_HOST = _decoy_tables()
+_ON_DEVICE: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
+def _tables_on(device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(possible, blocks as ``dtype``, host) on ``device``, copied there once: a host-to-device copy inside a rollout
+    step would cost two transfers per step and cannot be captured in a CUDA graph (the first, eager run fills this)."""
+    key = (device, dtype)
+    if key not in _ON_DEVICE:
+        _ON_DEVICE[key] = (_POSSIBLE.to(device), _BLOCKS.to(device, dtype), _DECOY_HOST.to(device))
+    return _ON_DEVICE[key]
 
 
 @dataclass(frozen=True)
@@ -92,9 +102,10 @@ class Memory:
         is_decoy = (idx >= 0) & (idx < DECOY_DIM)
         decoys = mem[:, :DECOY_DIM]
         if self.masked:
+            possible, _, host = _tables_on(mem.device, mem.dtype)
             restored = actions.to(torch.int64) - A_RESTORE   # host, or out of 0..12 for other actions
-            decoys.masked_fill_(_DECOY_HOST.to(mem.device)[None, :] == restored[:, None], 0.0)
-            is_decoy &= _POSSIBLE.to(mem.device)[idx.clamp(0, DECOY_DIM - 1)]   # an impossible one places nothing
+            decoys.masked_fill_(host[None, :] == restored[:, None], 0.0)
+            is_decoy &= possible[idx.clamp(0, DECOY_DIM - 1)]   # an impossible one places nothing
         decoys.scatter_reduce_(1, idx.clamp(0, DECOY_DIM - 1).unsqueeze(1), is_decoy.unsqueeze(1).to(mem.dtype),
                                reduce="amax")
 
@@ -103,9 +114,10 @@ class Memory:
         memory in the policy input ``x`` (..., input width); unchanged unless ``masked``."""
         if not self.masked:
             return logits
+        possible, blocks, _ = _tables_on(logits.device, logits.dtype)
         in_place = x[..., x.shape[-1] - self.dim:][..., :DECOY_DIM] > 0.5
-        blocked = (in_place.to(logits.dtype) @ _BLOCKS.to(logits)) > 0.5
-        allowed = _POSSIBLE.to(logits.device) & ~blocked
+        blocked = (in_place.to(logits.dtype) @ blocks) > 0.5
+        allowed = possible & ~blocked
         return torch.cat([logits[..., :A_DECOY], logits[..., A_DECOY:A_RESTORE].masked_fill(~allowed, MASKED),
                           logits[..., A_RESTORE:]], -1)
 
