@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from workflow_rl.checks import flag
 from workflow_rl.sim import tables as T
 from workflow_rl.sim.tables import A_DECOY, A_RESTORE
 
@@ -78,12 +79,21 @@ class Memory:
     masked: bool = False
     """decoy bits mean "in place" (cleared by a Restore of their host) and impossible decoys are masked out."""
 
+    SETTINGS = ("decoy_memory", "red_memory", "mask_decoys")
+    """The PPO settings behind ``decoys``, ``red`` and ``masked``, in field order."""
+
     @classmethod
     def of(cls, ppo: Any) -> Memory:
         """The memory of a :class:`~workflow_rl.rl.ppo.PPOConfig` or of its saved dict (keys a file written
         before a block existed lacks mean "off")."""
         get = ppo.get if isinstance(ppo, dict) else lambda k, d: getattr(ppo, k, d)
-        return cls(bool(get("decoy_memory", False)), bool(get("red_memory", False)), bool(get("mask_decoys", False)))
+        return cls(*(bool(get(k, False)) for k in cls.SETTINGS))
+
+    @property
+    def flags(self) -> str:
+        """The command-line flags that give this memory, as error messages name them."""
+        on = [flag(k) for k, b in zip(self.SETTINGS, (self.decoys, self.red, self.masked)) if b]
+        return " ".join(on) if on else "no memory flags"
 
     @property
     def dim(self) -> int:
@@ -98,16 +108,16 @@ class Memory:
         ``masked``, a Restore clears its host's decoys."""
         if mem is None or not self.decoys:
             return
-        idx = actions.to(torch.int64) - A_DECOY
+        a = actions.to(torch.int64)
+        idx = a - A_DECOY
         is_decoy = (idx >= 0) & (idx < DECOY_DIM)
+        idx = idx.clamp(0, DECOY_DIM - 1)
         decoys = mem[:, :DECOY_DIM]
         if self.masked:
             possible, _, host = _tables_on(mem.device, mem.dtype)
-            restored = actions.to(torch.int64) - A_RESTORE   # host, or out of 0..12 for other actions
-            decoys.masked_fill_(host[None, :] == restored[:, None], 0.0)
-            is_decoy &= possible[idx.clamp(0, DECOY_DIM - 1)]   # an impossible one places nothing
-        decoys.scatter_reduce_(1, idx.clamp(0, DECOY_DIM - 1).unsqueeze(1), is_decoy.unsqueeze(1).to(mem.dtype),
-                               reduce="amax")
+            decoys.masked_fill_(host[None, :] == (a - A_RESTORE)[:, None], 0.0)   # a Restore's host; none otherwise
+            is_decoy &= possible[idx]   # an impossible one places nothing
+        decoys.scatter_reduce_(1, idx.unsqueeze(1), is_decoy.unsqueeze(1).to(mem.dtype), reduce="amax")
 
     def mask(self, logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``logits`` (..., 145) with the decoys that cannot take effect set to :data:`MASKED`, read from the decoy

@@ -60,15 +60,9 @@ def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
     have = (tuple(saved["hidden"]), Memory.of(saved))
     want = (tuple(ppo.hidden), Memory.of(ppo))
     if have != want:
-        raise ValueError(f"--init-checkpoint {spec} has hidden layers {list(have[0])} and {_flags(have[1])}; this run "
-                         f"has {list(want[0])} and {_flags(want[1])}: train with the same --hidden and memory flags")
+        raise ValueError(f"--init-checkpoint {spec} has hidden layers {list(have[0])} and {have[1].flags}; this run "
+                         f"has {list(want[0])} and {want[1].flags}: train with the same --hidden and memory flags")
     return ck["agent"]
-
-
-def _flags(memory: Memory) -> str:
-    on = [f for f, b in (("--decoy-memory", memory.decoys), ("--red-memory", memory.red),
-                         ("--mask-decoys", memory.masked)) if b]
-    return " ".join(on) if on else "no memory flags"
 
 
 SLIM_DROP = ("optimizer", "rng", "env_state", "obs", "access", "tracker", "episode_running", "memory",
