@@ -66,11 +66,29 @@ def time_batched(args, q: int, tmp: Path) -> float:
         bt.run_round()
     _sync(args.device)
     rate = args.rounds * 100 * args.n_envs * q / (time.perf_counter() - t0)
+    if args.profile:
+        _profile_round(args, bt, q)
     bt.close()
     with open(tmp / "slot0" / "training_log.csv") as f:   # where an update's time goes (timed rounds only)
         rows = list(csv.DictReader(f))[-args.rounds * 100 // 25:]
     SPLIT[q] = [statistics.median(float(r[k]) for r in rows) for k in ("collection_time", "update_time")]
     return rate
+
+
+def _profile_round(args, bt: BatchedTrainer, q: int) -> None:
+    """One more episode round under torch's profiler: where a round's time goes, by operator (self time on the
+    device first on a GPU), written to OUT/profile_<device>_q<Q>.txt. Not part of the timed rounds."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = args.device.startswith("cuda")
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
+        bt.run_round()
+        _sync(args.device)
+    table = prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
+                                      row_limit=40)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"profile_{'cuda' if cuda else 'cpu'}_q{q}.txt").write_text(table)
 
 
 SPLIT: dict[int, list[float]] = {}
@@ -85,6 +103,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cuda-graphs", action="store_true", help="replay the PPO minibatch step as a CUDA graph")
+    p.add_argument("--profile", action="store_true", help="profile one more round per batch size (torch.profiler)")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
     samples: dict[str, list[float]] = {"single": []}

@@ -44,6 +44,9 @@ from workflow_rl.sim.native import GPU_LAYOUTS
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("equality", "graphs", "rollout", "engine")
+"""The stages run as child processes of this script (``--stage``), in this order."""
+ALL_STAGES = (*STAGES, "registers", "batched", "claims", "search", "train")
+"""Every stage ``--stages`` can name, in the order they run."""
 
 
 def _save(out: Path, results: dict) -> None:
@@ -145,22 +148,26 @@ def stage_engine(args) -> dict:
 
 
 def _kernel_resources() -> dict:
-    """What the compiled step kernel asks of the GPU (registers and local memory per thread limit occupancy; float64
-    and local-memory instructions in its PTX are the usual suspects of a kernel far from the memory roofline)."""
+    """What the compiled step kernel asks of the GPU, per compiled layout (registers and local memory per thread
+    limit occupancy; float64 and local-memory instructions in its PTX are the usual suspects of a kernel far from
+    the memory roofline)."""
     from workflow_rl.sim import cuda as C
 
-    k, out = C._step_kernel, {}
-    for name in ("regs_per_thread", "local_mem_per_thread", "shared_mem_per_block", "max_threads_per_block"):
+    k, out = C._step_kernel, {"max_registers_cap": C.MAX_REGISTERS}
+    for sig, compiled in list(k.overloads.items()):
+        layout = "F" if "2d, F" in str(sig) else "C"   # which GPU layout this compilation is for (numba's array type)
+        row = out.setdefault(layout, {})
+        for name in ("regs_per_thread", "local_mem_per_thread", "shared_mem_per_block", "max_threads_per_block"):
+            try:
+                row[name] = getattr(compiled, name)
+            except Exception as e:  # noqa: BLE001 - a diagnostic; report what failed and go on
+                row[name] = f"unavailable ({type(e).__name__})"
         try:
-            out[name] = getattr(k, f"get_{name}")()
-        except Exception as e:  # noqa: BLE001 - a diagnostic; report what failed and go on
-            out[name] = f"unavailable ({type(e).__name__})"
-    try:
-        ptx = "\n".join(k.inspect_asm().values())
-        out["ptx_lines"] = ptx.count("\n")
-        out.update({f"ptx_{tag}": ptx.count(tag) for tag in (".f64", "ld.local", "st.local", "bra ", "div.")})
-    except Exception as e:  # noqa: BLE001
-        out["ptx"] = f"unavailable ({type(e).__name__})"
+            ptx = compiled.library.get_asm_str()
+            row["ptx_lines"] = ptx.count("\n")
+            row.update({f"ptx_{tag}": ptx.count(tag) for tag in (".f64", "ld.local", "st.local", "bra ", "div.")})
+        except Exception as e:  # noqa: BLE001
+            row["ptx"] = f"unavailable ({type(e).__name__})"
     return out
 
 
@@ -322,6 +329,25 @@ def _unequal(eager: list, graph: list) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------------- stage runner
+def _registers_stage(args, out: Path, left) -> list[dict]:
+    """The engine stage again, once per ``--max-registers`` cap (``sim.cuda.MAX_REGISTERS``, compiled afresh: a
+    capped kernel is not cached), layout F, at the large sizes where a step is bound by latency, not launches. At
+    56 registers per thread (F, uncapped) an SM holds 36 of its 64 warps; a cap lets more in at the cost of spills
+    (ptxas for sm_90: 40 registers, 88 bytes of spill stores per thread)."""
+    sizes = [n for n in args.engine_sizes if n >= 1 << 20] or [max(args.engine_sizes)]
+    rows = []
+    for cap in args.max_registers:
+        sub = out / f"registers_{cap}"
+        cmd = [sys.executable, __file__, "--device", args.device, "--engine-sizes", *map(str, sizes),
+               "--engine-layouts", "F", "--stage", "engine", "--out", str(sub)]
+        res = _timed_script(cmd, min(args.stage_timeout, left()),
+                            env={**_env(), "WORKFLOW_RL_CUDA_MAX_REGISTERS": str(cap)})
+        f = sub / "stage_engine.json"
+        rows.append({"max_registers": cap, **res, **(json.loads(f.read_text()) if f.exists() else {})})
+        print("registers", cap, json.dumps(rows[-1])[:1500], flush=True)
+    return rows
+
+
 def _run_stage(name: str, args, out: Path, cap: float) -> dict:
     """One stage of this script in its own process (a crash or hang there costs only that stage)."""
     cmd = [sys.executable, __file__, *sys.argv[1:], "--stage", name, "--out", str(out)]
@@ -357,23 +383,38 @@ def _training_stages(args, out: Path, results: dict, left) -> None:
     dev = args.device
     bench = [sys.executable, str(Path(__file__).with_name("bench_batched.py")), "--device", dev, "--slots",
              *map(str, args.batch_slots), "--repeats", "1", "--out", str(out),
-             *(["--cuda-graphs"] if dev.startswith("cuda") else [])]
-    results["batched_training"] = _timed_script(bench, min(args.search_timeout, left()))
-    table = out / f"batched_{'cuda' if dev.startswith('cuda') else 'cpu'}.md"
-    if table.exists():
-        results["batched_training"]["table"] = table.read_text()
-    _save(out, results)
+             *(["--cuda-graphs", "--profile"] if dev.startswith("cuda") else [])]
+    if "batched" in args.stages:
+        results["batched_training"] = _timed_script(bench, min(args.search_timeout, left()))
+        table = out / f"batched_{'cuda' if dev.startswith('cuda') else 'cpu'}.md"
+        if table.exists():
+            results["batched_training"]["table"] = table.read_text()
+        _save(out, results)
+    if "claims" in args.stages:
+        _claims_stage(args, out, results, left)
+    if "search" in args.stages:
+        _search_stage(args, out, results, left)
+    if "train" in args.stages:
+        _train_stage(args, out, results, left)
+
+
+def _claims_stage(args, out: Path, results: dict, left) -> None:
+    dev = args.device
     # the first batch size through benchmarks/search_claims.py: the search as shipped (elastic claims), with claims
     # lowered at the gate and kept whole, in rounds (device-independent), most workflows in flight and wall time
     q0 = args.search_batches[0]
     claims = _timed_script([sys.executable, str(Path(__file__).with_name("search_claims.py")), "--device", dev,
                             "--total-episodes", str(args.search_episodes), "--batch-workflows", str(q0),
-                            "--modes", "elastic", "lowered", "whole", "--out", str(out / "claims")],
-                           min(3 * args.search_timeout, left()))
+                            "--modes", *args.claim_modes, "--out", str(out / "claims")],
+                           min(len(args.claim_modes) * args.search_timeout, left()))
     if (out / "claims" / "claims.json").exists():
         claims["rows"] = json.loads((out / "claims" / "claims.json").read_text())["rows"]
     results["search_claims"] = claims
     _save(out, results)
+
+
+def _search_stage(args, out: Path, results: dict, left) -> None:
+    dev = args.device
     results["search"] = []
     for q in args.search_batches[1:]:
         row = {"total_episodes": args.search_episodes, "batch_workflows": q,
@@ -383,6 +424,10 @@ def _training_stages(args, out: Path, results: dict, left) -> None:
                         min(args.search_timeout, left()))}
         results["search"].append(row)
         _save(out, results)
+
+
+def _train_stage(args, out: Path, results: dict, left) -> None:
+    dev = args.device
     run = out / "train"
     results["training"] = {"n_envs": args.train_envs, **_timed(
         ["train", "--device", dev, "--n-envs", str(args.train_envs), "--max-episodes", "3", "--eval-episodes", "1000",
@@ -413,6 +458,13 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--batch-slots", type=int, nargs="+", default=[1, 16, 64],
                    help="workflows per batch for the batched-training throughput stage")
     p.add_argument("--stage-timeout", type=float, default=120.0, help="cap of the equality and engine stages")
+    p.add_argument("--stages", nargs="+", choices=ALL_STAGES, default=list(ALL_STAGES),
+                   help="the stages to run (default: all), always in the order listed here")
+    p.add_argument("--max-registers", type=int, nargs="+", default=[48, 40],
+                   help="registers stage: the engine at the sizes >= 1M of --engine-sizes (else the largest), GPU "
+                        "layout F, with the step kernel capped at each of these registers per thread")
+    p.add_argument("--claim-modes", nargs="+", default=["elastic", "lowered", "whole"],
+                   help="claims stage: the search's claim rules to time (benchmarks/search_claims.py --modes)")
     p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -438,10 +490,13 @@ def main() -> None:
                                    "note": "a fresh process's first CUDA step, twice: compile + write the cache, "
                                            "then load it"}
         _save(out, results)
-    for name in STAGES:
+    for name in (n for n in STAGES if n in args.stages):
         results[name] = _run_stage(name, args, out, min(args.stage_timeout, left()))
         _save(out, results)
         print(name, json.dumps(results[name])[:2000], flush=True)
+    if "registers" in args.stages and args.device.startswith("cuda"):
+        results["registers"] = _registers_stage(args, out, left)
+        _save(out, results)
     _training_stages(args, out, results, left)
     print(json.dumps(results, indent=2))
 

@@ -32,6 +32,18 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     assert len(res["training"]["sps_per_update"]) == 3
 
 
+def test_gpu_check_runs_only_the_stages_asked_for(tmp_path):
+    """``--stages``: a device run spends its minutes on what is still unmeasured; the others are not run at all."""
+    args = ["--device", "cpu", "--stages", "engine", "train", "--engine-sizes", "512", "--train-envs", "16",
+            "--budget", "300", "--out", str(tmp_path)]
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), *args], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "gpu.json").read_text())
+    assert res["engine"]["rows"][0]["n_envs"] == 512 and "wall_s" in res["training"]
+    assert not {"equality", "graphs", "rollout", "registers", "batched_training", "search_claims", "search"} & set(res)
+
+
 @pytest.mark.slow   # about two minutes: 45 s of training, selection, evaluations, a few real-CybORG rounds
 def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
     """The issue-I device job (benchmarks/device_agent.py --tiny --procs 3): trains every candidate, stops them at

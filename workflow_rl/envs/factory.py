@@ -28,7 +28,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     engine="native" runs on ``device="cpu"`` (the numba CPU kernel) or ``device="cuda"`` (the same rules compiled as a
     CUDA kernel with numba-cuda; ``env.step_tensor`` keeps everything on the GPU). Options: ``official_bugs`` (default
     True: reproduce CybORG's OTService-restore and Vsftpd bugs; False fixes both), ``copy`` (default True; False
-    returns engine buffers overwritten by the next step), ``gpu_layout`` (CUDA only: "C", the default, or "F", the
+    returns engine buffers overwritten by the next step), ``gpu_layout`` (CUDA only: "F", the default, or "C", the
     memory order of the GPU arrays: see ``sim.native.GPU_LAYOUTS``).
     engine="cyborg" options: ``vectorization`` ("sync", "pipes", "shared_memory"), ``start_method``
     ("spawn", "fork", "forkserver" or None), ``scenario`` (folder with Scenario2.yaml, or

@@ -169,12 +169,13 @@ class CudaVectorEnv(NativeVectorEnv):
     ``numba.cuda.as_cuda_array`` views, on torch's current stream. :meth:`step_tensor` keeps everything on the
     device; ``step`` returns numpy arrays (one host copy per step). Episodes are started (``reset``) on the CPU and
     the state uploaded, which costs one copy per reset, not per step. ``gpu_layout``: the memory order of the 2-D
-    arrays on the GPU (``sim.native.GPU_LAYOUTS``: "C" env-major as on the CPU, the default; "F" host-major, coalesced),
-    the same results either way.
+    arrays on the GPU (``sim.native.GPU_LAYOUTS``: "C" env-major as on the CPU; "F" host-major, coalesced, the default,
+    ``sim.native.GPU_LAYOUT``), the same results either way.
     """
 
     def __init__(self, num_envs: int, red_agent, episode_length: int = 100, seed: int | None = None,
-                 official_bugs: bool = True, copy: bool = True, device: str = "cuda", gpu_layout: str = "C"):
+                 official_bugs: bool = True, copy: bool = True, device: str = "cuda",
+                 gpu_layout: str = sim.GPU_LAYOUT):
         import torch
 
         self.gpu_layout = sim.check_gpu_layout(gpu_layout)

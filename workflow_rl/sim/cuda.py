@@ -18,6 +18,7 @@ runs on any CPU, as plain Python: that is how CI checks the CUDA path against th
 """
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -45,9 +46,17 @@ def _thread_index():
 
 
 _DEV["thread_index"] = _thread_index
+
+MAX_REGISTERS = int(os.environ.get("WORKFLOW_RL_CUDA_MAX_REGISTERS") or 0) or None
+"""A cap on the step kernel's registers per thread, read from ``WORKFLOW_RL_CUDA_MAX_REGISTERS`` at import: a probe
+for ``benchmarks/gpu_check.py`` (fewer registers, more warps in flight per SM, but spills; at 1M envs the kernel
+is latency-bound with 56 registers), not a setting for users. None (unset): no cap."""
+
 # cached on disk (keyed on rules.py, where the kernel is written): a new process loads the compiled kernel instead
-# of spending ~20-30 s compiling it (measured on an H100)
-_step_kernel = rules.compile_rules(cuda.jit(cache=not _SIMULATOR), _DEV, (rules.step_grid,))["step_grid"]
+# of spending ~20-30 s compiling it (measured on an H100); not with a register cap, which that key does not hold
+_CAP = {"max_registers": MAX_REGISTERS} if MAX_REGISTERS and not _SIMULATOR else {}   # the simulator takes no cap
+_step_kernel = rules.compile_rules(cuda.jit(cache=not _SIMULATOR and MAX_REGISTERS is None, **_CAP), _DEV,
+                                   (rules.step_grid,))["step_grid"]
 
 
 _TABLES: dict[tuple, tuple] = {}
@@ -64,7 +73,7 @@ def _device_tables(official_bugs: bool) -> tuple:
 LAYOUTS = N.GPU_LAYOUTS   # the memory orders of the GPU arrays: why, in sim/native.py
 
 
-def to_device(arrays: NamedTuple, stream=0, layout: str = "C") -> NamedTuple:
+def to_device(arrays: NamedTuple, stream=0, layout: str = N.GPU_LAYOUT) -> NamedTuple:
     """A copy of a :class:`SimState` (or :class:`StepBuffers`) of numpy arrays as device arrays in ``layout``."""
     order = N.check_gpu_layout(layout)
     return type(arrays)(*(cuda.to_device(np.asarray(a, order=order), stream=stream) for a in arrays))
@@ -95,7 +104,7 @@ def step(state: SimState, actions, buffers: StepBuffers, episode_length: int, of
 
 def lockstep_mismatch(num_envs: int, steps: int, official_bugs: bool, policies, seed: int = 0,
                       episode_length: int = 100, threads_per_block: int = THREADS_PER_BLOCK,
-                      layout: str = "C") -> str | None:
+                      layout: str = N.GPU_LAYOUT) -> str | None:
     """Step the CPU kernel and this CUDA kernel side by side from the same state with the same actions; the first
     difference (step, and which output or state field), or None when every output and the whole state agree after
     every step.

@@ -94,7 +94,12 @@ env-major as here: a thread's row is contiguous, so a warp reading one host of 3
 bytes for 13 int8 hosts, to use 32. "F", host-major: the same ``a[env, host]`` indexing, but 32 envs' values of one
 host are adjacent, so the warp's load is coalesced. The rules are not touched: numba compiles the kernel once per
 layout from the same source, and the results are the same bit for bit (the arithmetic is). Which is faster is
-measured (``benchmarks/gpu_check.py``'s engine stage), not assumed."""
+measured (``benchmarks/gpu_check.py``'s engine stage), not assumed: :data:`GPU_LAYOUT`."""
+
+GPU_LAYOUT = "F"
+"""The default GPU layout. Measured on one H100 (BENCHMARKS.md, 2026-11-27): "F" steps 1,048,576 envs in 0.35-0.41 ms
+against 1.34-1.41 ms for "C" (2.6-3.8x the env-steps/s; Nsight Compute: DRAM throughput 1.30 TB/s vs 0.58), and as a
+replayed CUDA graph at 65,536 envs 22-26 us against 81-86 us."""
 
 
 def check_gpu_layout(layout: str) -> str:
@@ -228,7 +233,7 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
                      buffers)
 
 
-__all__ = ["GPU_LAYOUTS", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
+__all__ = ["GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
            "red_cdf_of", "reset_envs", "step",
            "env_keys", "state_bytes_per_env"]
 
