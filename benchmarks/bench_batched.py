@@ -81,11 +81,14 @@ def _profile_round(args, bt: BatchedTrainer, q: int) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     cuda = args.device.startswith("cuda")
-    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
-        bt.run_round()
-        _sync(args.device)
-    table = prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
-                                      row_limit=40)
+    try:
+        with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
+            bt.run_round()
+            _sync(args.device)
+        table = prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
+                                          row_limit=40)
+    except Exception as e:  # noqa: BLE001 - a diagnostic: the timings above must survive a profiler failure
+        table = f"profiling failed: {type(e).__name__}: {e}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"profile_{'cuda' if cuda else 'cpu'}_q{q}.txt").write_text(table)
