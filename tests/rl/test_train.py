@@ -98,6 +98,24 @@ def test_corrupt_and_mismatched_checkpoints(tmp_path):
         other.restore(ck)
 
 
+def test_resume_under_other_learning_settings_is_refused_budget_may_change(tmp_path):
+    """``train --resume`` with another learning rate, network, reward weight or decoy memory would continue a
+    different run under the old run's name: refused, naming the flag and the way to start from the weights; a
+    larger budget is what resuming is for."""
+    base = ["train", "--n-envs", "4", "--max-episodes", "1", "--eval-episodes", "0", "--out", str(tmp_path / "r"),
+            "--no-progress"]
+    assert _cli(*base).returncode == 0
+    for extra, name in ((["--learning-rate", "1e-4"], "--learning-rate"), (["--hidden", "32", "32"], "--hidden"),
+                        (["--alignment-lambda", "10"], "--alignment-lambda"), (["--decoy-memory"], "--decoy-memory")):
+        r = _cli(*base, "--resume", *extra)
+        assert r.returncode != 0 and "Traceback" not in r.stderr
+        msg = r.stdout + r.stderr
+        assert f"written with {name}" in msg and "--init-checkpoint" in msg, msg
+    r = _cli(*base[:-3], "--max-episodes", "2", *base[-3:], "--resume")
+    assert r.returncode == 0, r.stderr
+    assert load_checkpoint(tmp_path / "r" / "checkpoints" / "latest.pt")["counters"]["total_episodes"] == 8
+
+
 def _cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
                           timeout=600, **kw)

@@ -3,13 +3,13 @@ that a checkpoint belongs to the run that wants to continue it."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_int, check_types
+from workflow_rl.checks import check_int, check_types, flag
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
@@ -140,14 +140,24 @@ def check_fields(ck: dict) -> None:
                          f"{c['total_episodes']}")
 
 
+SAME_RUN = ("workflow", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
+            "alignment_lambda", "anneal_lr", "official_bugs")
+"""The run settings a resumed run must share with its checkpoint (with every PPO setting): what it trains against,
+on what, how its reward is made. Budget, stop rule, device and bookkeeping may differ."""
+
+
 def check_same_run(ck: dict, cfg: TrainConfig) -> None:
-    """Refuse to continue a checkpoint under settings that would make it a different run (budget and stop limits
-    may differ)."""
+    """Refuse to continue a checkpoint under settings that would make it a different run: a resumed run that
+    silently trained on with another learning rate or reward would not be the run its files name. Starting a new
+    run from the checkpoint's weights under new settings is what ``--init-checkpoint`` is for."""
     saved = TrainConfig.from_dict(ck["config"])
-    for name in ("workflow", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed"):
-        if getattr(saved, name) != getattr(cfg, name):
-            raise CheckpointError(f"checkpoint was written with {name}={getattr(saved, name)!r}, this run has "
-                                  f"{getattr(cfg, name)!r}: resume with the original settings")
+    pairs = [(name, getattr(saved, name), getattr(cfg, name)) for name in SAME_RUN]
+    pairs += [(f.name, getattr(saved.ppo, f.name), getattr(cfg.ppo, f.name)) for f in fields(cfg.ppo)]
+    for name, was, now in pairs:
+        if (tuple(was) if isinstance(was, list) else was) != (tuple(now) if isinstance(now, list) else now):
+            raise CheckpointError(f"checkpoint was written with {flag(name)} {was!r}, this run has {now!r}: resume "
+                                  "with the original settings, or start a new run from its weights with "
+                                  "--init-checkpoint")
 
 
 def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
