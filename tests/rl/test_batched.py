@@ -177,7 +177,7 @@ def test_mid_episode_checkpoint_without_engine_state_is_refused(tmp_path):
 
 
 def test_seeds_are_independent_runs_with_their_own_dirs(tmp_path):
-    from workflow_rl.rl.trainer import train_seeds
+    from workflow_rl.rl.seeds import train_seeds
 
     cfg = _cfg(max_episodes=2, workflow=None)          # unconditioned PPO: no alignment reward, no gate
     summaries, agents, interrupted = train_seeds(cfg, 2, tmp_path, progress=False)
@@ -199,7 +199,7 @@ def test_seeds_are_independent_runs_with_their_own_dirs(tmp_path):
 
 @pytest.mark.slow
 def test_seeds_interrupt_and_resume(tmp_path):
-    from workflow_rl.rl import trainer as batched
+    from workflow_rl.rl import seeds as batched
 
     cfg = _cfg(max_episodes=4)
     calls = {"n": 0}
@@ -225,7 +225,7 @@ def test_seeds_interrupt_and_resume(tmp_path):
     assert not interrupted and [s["episodes"] for s in summaries] == [64, 64]
     updates = [int(r["update"]) for r in _log(tmp_path / "seed_1")]
     assert updates == list(range(1, len(updates) + 1))
-    with pytest.raises(CheckpointError, match="n_envs"):
+    with pytest.raises(CheckpointError, match="--n-envs"):
         batched.train_seeds(_cfg(max_episodes=4, n_envs=8), 2, tmp_path, resume=True, progress=False)
 
 

@@ -118,7 +118,7 @@ def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
 def _remove_previous_run(out: Path, ckpt_dir: Path) -> None:
     """``--overwrite`` (under the run folder's lock): the old run's summaries, checkpoints and batch state go
     first, so nothing stale survives the new run (its config and log are rewritten from its first update)."""
-    from workflow_rl.rl.trainer import BATCH_FILE
+    from workflow_rl.rl.seeds import BATCH_FILE
 
     for p in [out / "summary.json", out / BATCH_FILE, ckpt_dir / "latest.pt", *out.glob("seed_*/summary.json"),
               *out.glob("seed_*/checkpoints/latest.pt")]:
@@ -161,7 +161,8 @@ def _compliance(summary: dict) -> str:
 def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None) -> int:
     """`train --seeds N`: N independent runs in one batch, each evaluated, and the spread across them."""
     from workflow_rl.rl.evaluate import across_seeds
-    from workflow_rl.rl.trainer import check_batchable, train_seeds
+    from workflow_rl.rl.seeds import train_seeds
+    from workflow_rl.rl.trainer import check_batchable
 
     for name, bad in (("--checkpoint-dir", args.checkpoint_dir), ("--tensorboard", cfg.tensorboard)):
         if bad:

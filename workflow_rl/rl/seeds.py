@@ -1,0 +1,92 @@
+"""``train --seeds N``: N independent runs of one configuration trained together in one batch
+(:class:`~workflow_rl.rl.trainer.BatchedTrainer`, one slot per seed), with the batch's own state saved beside the
+seeds' checkpoints so that an interrupted run resumes exactly as if it had never stopped."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from workflow_rl.rl.checkpoint import atomic_save, check_same_run, load_checkpoint
+from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.interrupt import GracefulInterrupt
+from workflow_rl.rl.ppo import Agent
+from workflow_rl.rl.runlog import mean_or_nan, progress_bar
+from workflow_rl.rl.trainer import BatchedTrainer
+
+
+def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = False, progress: bool = True,
+                init_agent_state: dict | None = None) -> tuple[list[dict], list[Agent], bool]:
+    """``n_seeds`` independent runs of one configuration, trained together in one batch.
+
+    Run i starts from ``init_agent_state`` if given, else from the weights seed ``cfg.seed + i`` initialises, plays its own block of the env streams, stops by
+    its own rules and writes ``out/seed_i`` (config, training log, checkpoint). Ctrl-C finishes the episode round and
+    saves every unfinished run; ``resume`` continues them. Returns (each run's summary, its agent, whether Ctrl-C
+    stopped training).
+    """
+    out = Path(out)
+    bt = BatchedTrainer(cfg, n_seeds)
+    try:
+        for i in range(n_seeds):
+            ck = None
+            if resume:
+                ck = load_checkpoint(out / f"seed_{i}" / "checkpoints" / "latest.pt", cfg.device)
+                check_same_run(ck, cfg)
+            slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_agent_state=init_agent_state,
+                            init_seed=cfg.seed + i)
+            if ck is not None:
+                slot.stop_reason = ck["counters"].get("stop_reason")
+        if resume:
+            _restore_batch(bt, out)
+        bar = progress_bar(cfg.budget * n_seeds, sum(s.total_episodes for s in bt.slots), progress)
+        interrupted = False
+        with GracefulInterrupt("this episode round") as stop:
+            while any(s.stop_reason is None for s in bt.slots):
+                if stop.requested:
+                    for k, s in enumerate(bt.slots):
+                        if s.stop_reason is None:
+                            bt.save(k)
+                    _save_batch(bt, out)
+                    interrupted = True
+                    break
+                saved = [s.saved_update for s in bt.slots]
+                bt.run_round()
+                if saved != [s.saved_update for s in bt.slots]:
+                    _save_batch(bt, out)
+                bar.n = sum(s.total_episodes for s in bt.slots)
+                line = " | ".join(f"seed {k}: {s.total_episodes} eps, mean100 {mean_or_nan(list(s.recent)):.2f}"
+                                  + ("" if math.isnan(s.last_compliance) else f", compliance {s.last_compliance:.3f}")
+                                  for k, s in enumerate(bt.slots))
+                bar.set_postfix_str(line, refresh=True)
+                if not progress:
+                    print(line, flush=True)
+        bar.close()
+    finally:
+        bt.close()
+    return [s.summary() for s in bt.slots], [bt.member(k) for k in range(n_seeds)], interrupted
+
+
+BATCH_FILE = "batch.pt"
+"""``train --seeds``: the batch's own state (RNG, engine, observations), saved next to the seeds' checkpoints."""
+
+
+def _save_batch(bt: BatchedTrainer, out: Path) -> None:
+    """The batch's engine snapshot, tagged with the update of each slot's checkpoint it goes with: the seeds share
+    one generator and one vector env, so their checkpoints alone would resume on fresh env streams."""
+    atomic_save({**bt.engine_snapshot(), "global_step": bt.global_step, "updates": [s.update for s in bt.slots]},
+                out / BATCH_FILE)
+
+
+def _restore_batch(bt: BatchedTrainer, out: Path) -> bool:
+    """Continue the batch's engine where the seeds' checkpoints left it, so a resumed ``train --seeds`` run is
+    identical to an uninterrupted one; returns False (fresh episodes, still a valid run) when the file is missing
+    or belongs to other checkpoints (a kill between the checkpoints and this file)."""
+    path = out / BATCH_FILE
+    if not path.is_file():
+        return False
+    snap = torch.load(path, map_location=bt.device, weights_only=False)
+    if not isinstance(snap, dict) or snap.get("updates") != [s.update for s in bt.slots]:
+        return False
+    bt.global_step = snap["global_step"]
+    return bt.restore_engine(snap)
