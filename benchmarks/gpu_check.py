@@ -405,7 +405,8 @@ def _claims_stage(args, out: Path, results: dict, left) -> None:
     q0 = args.search_batches[0]
     claims = _timed_script([sys.executable, str(Path(__file__).with_name("search_claims.py")), "--device", dev,
                             "--total-episodes", str(args.search_episodes), "--batch-workflows", str(q0),
-                            "--modes", *args.claim_modes, "--out", str(out / "claims")],
+                            "--modes", *args.claim_modes, "--out", str(out / "claims"),
+                            *(["--cprofile"] if args.claims_profile else [])],
                            min(len(args.claim_modes) * args.search_timeout, left()))
     if (out / "claims" / "claims.json").exists():
         claims["rows"] = json.loads((out / "claims" / "claims.json").read_text())["rows"]
@@ -465,6 +466,8 @@ def _parse() -> argparse.Namespace:
                         "layout F, with the step kernel capped at each of these registers per thread")
     p.add_argument("--claim-modes", nargs="+", default=["elastic", "lowered", "whole"],
                    help="claims stage: the search's claim rules to time (benchmarks/search_claims.py --modes)")
+    p.add_argument("--claims-profile", action="store_true",
+                   help="claims stage: each search under cProfile too (OUT/claims/profile_MODE.txt)")
     p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     return p.parse_args()
 

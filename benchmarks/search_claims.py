@@ -218,7 +218,18 @@ def run(mode: str, args) -> dict:
     ex = CountingExecutor(args.batch_workflows)
     t0 = time.perf_counter()
     s = WorkflowSearch(cfg, Path(args.out) / mode, progress=False)
-    summary = s.run(ex)
+    if args.cprofile:   # where the search's wall time goes, Python's view (a GPU's waits show as sync calls)
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        summary = prof.runcall(s.run, ex)
+        prof.dump_stats(Path(args.out) / mode / "search.prof")
+        with open(Path(args.out) / f"profile_{mode}.txt", "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(60)
+            pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(40)
+    else:
+        summary = s.run(ex)
     return {"mode": mode, "rounds": ex.rounds, "most_in_flight": ex.most,
             "workflows": len(s.state.iterations), "episodes_used": summary["episodes_used"],
             "wall_s": round(time.perf_counter() - t0, 1), "answer": summary["best_workflow_codes"]}
@@ -240,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", metavar="GT_RUN", help="replay searches against this finished exhaustive run instead")
     p.add_argument("--search-seeds", type=int, default=100, help="with --replay: searches per mode")
     p.add_argument("--strategy", default="gp-ucb", help="with --replay: the searches' strategy")
+    p.add_argument("--cprofile", action="store_true", help="run each search under cProfile: OUT/profile_MODE.txt "
+                                                            "(its wall time is then inflated; compare shares)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     if a.replay:

@@ -89,6 +89,16 @@ def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path
     assert rows["lowered"]["rounds"] <= rows["whole"]["rounds"]
 
 
+def test_search_claims_cprofile_writes_where_the_search_spends_its_time(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_claims.py"), "--tiny", "--total-episodes",
+                        "150", "--batch-workflows", "4", "--modes", "elastic", "--cprofile", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = (tmp_path / "profile_elastic.txt").read_text()
+    assert "run_round" in text and "cumulative" in text   # the training rounds, by cumulative time
+    assert json.loads((tmp_path / "claims.json").read_text())["rows"][0]["episodes_used"] == 150
+
+
 def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_path):
     """benchmarks/ship_agent.py: the slim weights and a card whose counters come from the checkpoint and whose
     tables are the evaluation folders' rows; a missing evaluation folder is one error line."""
