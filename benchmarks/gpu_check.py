@@ -21,8 +21,12 @@ soon as it ends, so one failing stage never loses the others:
    ``env.step_tensor`` with random actions drawn on the device (a pool of 8, cycled), kernel launch included,
    synchronised, median of 5; each also replayed as a CUDA graph (no launch path), in both GPU layouts (C
    env-major, F host-major: ``sim.native.GPU_LAYOUTS``), with the kernel's registers, local memory and PTX counts;
-4. batched multi-workflow training (``benchmarks/bench_batched.py``), 5. a workflow search (batched and one at a
-   time), 6. single-workflow training at a large batch (``workflow-rl train``), as before.
+   registers: the engine again at >= 1M envs (layout F) with the kernel capped at ``--max-registers`` registers
+   per thread (``sim.cuda.MAX_REGISTERS``: more warps per SM against spills);
+4. batched multi-workflow training (``benchmarks/bench_batched.py``, with torch's profiler on one more round on a
+   GPU), 5. the 100k search under each claim rule (``benchmarks/search_claims.py``; ``--claims-profile``: under
+   cProfile too) and one at a time, 6. single-workflow training at a large batch (``workflow-rl train``).
+``--stages`` runs a subset (a device call spends its minutes on what is still unmeasured).
 The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
 """
 from __future__ import annotations

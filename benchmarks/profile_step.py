@@ -24,7 +24,7 @@ from workflow_rl import make_vector_env  # noqa: E402
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n-envs", type=int, default=1 << 20)
-    p.add_argument("--layout", default="C")
+    p.add_argument("--layout", default="F", help="GPU layout (sim.native.GPU_LAYOUTS; F, the default, or C)")
     p.add_argument("--red", default="bline")
     p.add_argument("--steps", type=int, default=2)
     args = p.parse_args()
