@@ -122,3 +122,20 @@ def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_
     assert load_checkpoint(tmp_path / "x.pt")["optimizer"] is None
     r = subprocess.run([*base, "--cyborg", str(tmp_path / "nowhere")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.strip().startswith("error:") and "Traceback" not in r.stderr
+
+
+@pytest.mark.cyborg
+def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path):
+    """benchmarks/engine_gap.py at toy size: both engines played, ten 10-step windows whose rewards add up to each
+    engine's mean return, action shares that sum to 1, red's late access for every host."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engine_gap.py"), "pretrained:cage2", "--red",
+                        "bline", "--episodes", "3", "--workers", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "engine_gap.json").read_text())
+    assert len(res["windows"]) == 10 and res["episodes"] == 3
+    for eng in ("native", "cyborg"):
+        assert sum(w[f"{eng}_reward"] for w in res["windows"]) == pytest.approx(res["return"][eng], abs=1e-4)
+        assert all(sum(w[f"{eng}_kinds"].values()) == pytest.approx(1.0) for w in res["windows"])
+        assert len(res["access_late"][eng]) == 13 and res["access_late"][eng]["User0"] == 1.0
+    assert "| 91-100 |" in (tmp_path / "engine_gap.md").read_text()
