@@ -264,3 +264,56 @@ def test_the_trainer_with_masked_decoys_never_repeats_a_decoy_in_place(tmp_path)
     assert dec.sum() > 0
     t, i = np.nonzero(dec)
     assert (mem[t, i, acts[t, i] - A_DECOY] == 0).all()        # never a decoy already in place
+
+
+def test_the_clock_counts_this_episodes_steps_in_training_evaluation_and_episode_workers(tmp_path):
+    """``--clock-memory``: the last policy input is the steps taken so far this episode / 100 -- 0 at every
+    episode's first step, in the trainer (two 20-step episodes per rollout), in ``agent_act`` and in the episode
+    workers alike, after the decoy block it leaves intact."""
+    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.rl.episode_workers import _play
+    from workflow_rl.rl.evaluate import agent_act
+
+    clock = Memory(decoys=True, clock=True)
+    assert clock.dim == DECOY_DIM + 1 and Memory.of(PPOConfig(decoy_memory=True, clock_memory=True)) == clock
+    assert Memory(clock=True).flags == "--clock-memory"
+    cfg = train_cfg(ppo=PPOConfig(decoy_memory=True, clock_memory=True), episode_length=20, update_every_steps=40,
+                    n_envs=8)
+    bt = BatchedTrainer(cfg, 1)
+    bt.start(0, cfg, tmp_path / "a")
+    batch, _, _ = bt._collect(40, np.array([8]))
+    x = batch.x[0].view(40, 8, -1).numpy()
+    want = (np.arange(40) % 20)[:, None] * np.float32(0.01)
+    assert np.allclose(x[..., -1], want, atol=1e-6)
+    assert np.array_equal(x[..., BASE:BASE + DECOY_DIM], expected_decoys(batch.actions[0].view(40, 8).numpy(), 20))
+    seen = []
+
+    class Recorder(Agent):
+        def act(self, x, generator=None, greedy=False):
+            seen.append(float(x[0, -1]))
+            return torch.zeros(x.shape[0], dtype=torch.int64), None, None
+
+    act = agent_act(Recorder(memory=clock), None, greedy=True)
+    for t in (0, 1, 2, 0, 1):
+        act(torch.zeros(1, OBS_DIM), t)
+    assert seen == pytest.approx([0.0, 0.01, 0.02, 0.0, 0.01])
+    traj = _play(NativeEnv("B_lineAgent", 30), Agent(memory=clock), torch.zeros(WORKFLOW_DIM), None, 0.0, 5, 6, 0)
+    assert np.allclose(traj.x[:, -1], np.arange(30) * 0.01, atol=1e-6)
+
+
+def test_a_run_may_add_the_clock_to_weights_trained_without_it():
+    """``--init-checkpoint pretrained:cage2 --clock-memory``: the clock's input weights start at zero, so the new
+    network chooses exactly as the old one whatever the clock reads; other changes of memory are still refused."""
+    from workflow_rl.rl import pretrained
+
+    old, _ = pretrained.load("pretrained:cage2")
+    ppo = PPOConfig(hidden=(256, 256), decoy_memory=True, mask_decoys=True, clock_memory=True)
+    new = Agent((256, 256), Memory.of(ppo))
+    new.load_state_dict(pretrained.starting_weights("pretrained:cage2", ppo))
+    x = torch.rand(64, input_dim(old.memory)).round()
+    x_clock = torch.cat([x, torch.rand(64, 1)], 1)
+    assert torch.allclose(new.logits(x_clock), old.logits(x), atol=1e-5)
+    assert torch.allclose(new.value(x_clock), old.value(x), atol=1e-5)
+    with pytest.raises(ValueError, match="same --hidden and memory flags"):
+        pretrained.starting_weights("pretrained:cage2", PPOConfig(hidden=(256, 256), decoy_memory=True,
+                                                                  mask_decoys=True, red_memory=True, clock_memory=True))

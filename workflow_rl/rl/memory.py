@@ -9,6 +9,8 @@ Two optional parts, each a block of 0/1 policy inputs that is cleared when the e
 - **red** (``--red-memory``, 26 bits: per host, red activity seen and an exploit seen): set when the observation
   shows it. The observation's activity bits describe this step only (a scan shows once, then is gone), so a
   memoryless policy forgets which hosts red has found and cannot tell B_line's path from Meander's sweep.
+- **clock** (``--clock-memory``, 1 input): the steps taken so far this episode / 100. Neither the observation nor
+  the other blocks say how far into the episode blue is, and red's scripts move in phases.
 
 With ``--mask-decoys`` (needs the decoy memory) the decoy bits mean "in place": a Restore of a host clears that
 host's bits, as it removes its decoys, and the policy may not choose a decoy that cannot take effect -- one whose
@@ -19,7 +21,7 @@ storing it. It uses official CybORG's port table (its Vsftpd opens port 80).
 
 Memory at step ``t`` = blue's decoy actions at steps ``< t`` and red activity in observations ``<= t``. Pure
 functions of blue's own actions and observations, so the same on every engine, and in-place tensor ops without
-host reads (CUDA graphs keep working). The layout is decoys first, then red.
+host reads (CUDA graphs keep working). The layout is decoys first, then red, then the clock.
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ DECOY_DIM = A_RESTORE - A_DECOY
 """One input per decoy action (8 decoy types x 13 hosts): whether blue took it earlier in the episode."""
 RED_DIM = 2 * N_HOSTS
 """Per host: red activity (a scan or an exploit) seen this episode, then an exploit seen this episode."""
+CLOCK_STEP = 0.01
+"""What the clock input gains per step: steps so far / 100, CAGE2's longest episode (0 at an episode's first step)."""
 MASKED = -1e8
 """The logit of a masked action: exp() underflows to 0, and 0 * MASKED stays finite in the entropy."""
 
@@ -78,9 +82,10 @@ class Memory:
     red: bool = False
     masked: bool = False
     """decoy bits mean "in place" (cleared by a Restore of their host) and impossible decoys are masked out."""
+    clock: bool = False
 
-    SETTINGS = ("decoy_memory", "red_memory", "mask_decoys")
-    """The PPO settings behind ``decoys``, ``red`` and ``masked``, in field order."""
+    SETTINGS = ("decoy_memory", "red_memory", "mask_decoys", "clock_memory")
+    """The PPO settings behind ``decoys``, ``red``, ``masked`` and ``clock``, in field order."""
 
     @classmethod
     def of(cls, ppo: Any) -> Memory:
@@ -92,12 +97,12 @@ class Memory:
     @property
     def flags(self) -> str:
         """The command-line flags that give this memory, as error messages name them."""
-        on = [flag(k) for k, b in zip(self.SETTINGS, (self.decoys, self.red, self.masked)) if b]
+        on = [flag(k) for k, b in zip(self.SETTINGS, (self.decoys, self.red, self.masked, self.clock)) if b]
         return " ".join(on) if on else "no memory flags"
 
     @property
     def dim(self) -> int:
-        return DECOY_DIM * self.decoys + RED_DIM * self.red
+        return DECOY_DIM * self.decoys + RED_DIM * self.red + self.clock
 
     def blank(self, n: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
         """The memory of ``n`` envs at an episode's start, (n, dim) zeros; None without memory."""
@@ -105,7 +110,9 @@ class Memory:
 
     def took(self, mem: torch.Tensor | None, actions: torch.Tensor) -> None:
         """Mark, in place, each env's action in ``actions`` (n,) as placed where it is a decoy action; when
-        ``masked``, a Restore clears its host's decoys."""
+        ``masked``, a Restore clears its host's decoys; advance the clock by a step."""
+        if mem is not None and self.clock:
+            mem[:, -1].add_(CLOCK_STEP)
         if mem is None or not self.decoys:
             return
         a = actions.to(torch.int64)

@@ -67,6 +67,8 @@ class PPOConfig:
     mask_decoys: bool = False
     """with --decoy-memory: a Restore clears its host's decoy bits, and decoys that cannot take effect (wrong OS,
     port taken, already in place) are masked out of the policy's choice (rl/memory.py)."""
+    clock_memory: bool = False
+    """add to the policy input the steps taken so far this episode / 100 (1 input; rl/memory.py)."""
 
 
 def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:

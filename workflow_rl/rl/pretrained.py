@@ -8,8 +8,11 @@ long that took on which machine, and its evaluation tables, each number with its
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+
+import torch
 
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
 from workflow_rl.rl.memory import Memory
@@ -54,15 +57,26 @@ def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
 def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
     """The weights a run starts from with ``--init-checkpoint SPEC`` (a checkpoint file or ``pretrained:NAME``):
     the agent's state dict, after checking that it fits the network this run's ``ppo`` settings build (hidden
-    layers and episode memory), so a mismatch is one error naming the flags to change, not a failure mid-run."""
+    layers and episode memory), so a mismatch is one error naming the flags to change, not a failure mid-run.
+
+    A run may add the clock (``--clock-memory``) to weights trained without it: the clock is the last input, and
+    its weights start at zero, so the run starts from exactly the checkpoint's policy."""
     ck = load_checkpoint(path(spec) if spec.startswith(PREFIX) else Path(spec), device)
     saved = ck["config"]["ppo"]
     have = (tuple(saved["hidden"]), Memory.of(saved))
     want = (tuple(ppo.hidden), Memory.of(ppo))
-    if have != want:
+    adds_clock = want[1].clock and not have[1].clock and dataclasses.replace(want[1], clock=False) == have[1]
+    if have != want and not (adds_clock and have[0] == want[0]):
         raise ValueError(f"--init-checkpoint {spec} has hidden layers {list(have[0])} and {have[1].flags}; this run "
                          f"has {list(want[0])} and {want[1].flags}: train with the same --hidden and memory flags")
+    if adds_clock:
+        return {k: torch.cat([v, v.new_zeros(v.shape[0], 1)], 1) if k in FIRST_LAYERS else v
+                for k, v in ck["agent"].items()}
     return ck["agent"]
+
+
+FIRST_LAYERS = ("actor.0.weight", "critic.0.weight")
+"""The weights that read the policy input (``Agent``'s actor and critic): what a new last input widens."""
 
 
 SLIM_DROP = ("optimizer", "rng", "env_state", "obs", "access", "tracker", "episode_running", "memory",
