@@ -14,6 +14,8 @@ Members stay ordinary agents at the edges: ``member_state(k)`` is an ``Agent.sta
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
 
 import torch
@@ -182,9 +184,16 @@ class StackedAdam:
 
     def _group(self, k: int) -> dict:
         """The hyperparameters a single-agent ``torch.optim.Adam`` with member ``k``'s settings lists (checkpoint
-        format)."""
-        ref = torch.optim.Adam([torch.zeros(1)], lr=self.lr(k), betas=self.betas, eps=self.eps, foreach=True)
-        return {k: v for k, v in ref.param_groups[0].items() if k != "params"}
+        format): its constructor's defaults, read from its signature rather than by building one, since the first
+        ``torch.optim.Adam`` of a process imports torch's compiler (~1-1.5 s at every run's first checkpoint)."""
+        return {**_adam_defaults(), "lr": self.lr(k), "betas": self.betas, "eps": self.eps, "foreach": True}
+
+
+@functools.cache
+def _adam_defaults() -> dict:
+    """``torch.optim.Adam``'s hyperparameters and their defaults: what its param groups hold besides the params."""
+    sig = inspect.signature(torch.optim.Adam.__init__)
+    return {k: p.default for k, p in sig.parameters.items() if k not in ("self", "params")}
 
 
 # ----------------------------------------------------------------------------------------------------- update
