@@ -20,11 +20,9 @@ import torch
 
 from workflow_rl.rl import pretrained
 from workflow_rl.envs.factory import make_vector_env
-from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.evaluate import agent_act
 from workflow_rl.sim import tables as T
-from workflow_rl.workflow import Workflow
 
 KINDS = {"sleep": (T.A_SLEEP, T.A_MONITOR), "monitor": (T.A_MONITOR, T.A_ANALYSE), "analyse": (T.A_ANALYSE, T.A_REMOVE),
          "remove": (T.A_REMOVE, T.A_DECOY), "decoy": (T.A_DECOY, T.A_RESTORE), "restore": (T.A_RESTORE, T.N_ACTIONS)}
@@ -43,16 +41,39 @@ def repeated_decoys(actions: np.ndarray) -> tuple[int, int]:
     return rep, tot
 
 
-def play(act, red: str, envs: int, seed: int) -> np.ndarray:
-    """Actions (envs, 100) of ``act`` in ``envs`` native episodes against ``red``."""
-    st = TorchStepper(make_vector_env(envs, red, engine="native", episode_length=100, seed=seed), "cpu")
+STEPS = 100
+"""The episode length played here: CAGE2's longest."""
+
+
+def play(act, red: str, episodes: int, seed: int, engine: str, workers: int) -> dict[str, np.ndarray]:
+    """Actions, rewards (episodes, 100) and red access (episodes, 100, 13) of ``act`` on ``engine``: the native
+    engine plays every episode at once; CybORG plays them ``workers`` at a time, one process each, back to back
+    (episodes reset in the step that ends them, so the same processes go on)."""
+    n = episodes if engine == "native" else workers
+    opts = {"vectorization": "pipes" if n > 1 else "sync"} if engine == "cyborg" else {}
+    env = make_vector_env(n, red, engine=engine, episode_length=STEPS, seed=seed, **opts)
+    st = TorchStepper(env, "cpu")
     obs, _ = st.reset(seed=seed)
-    out = []
-    for t in range(100):
-        a = act(obs, t).to(torch.int64)
-        out.append(a.numpy().copy())
-        obs = st.step(a).obs.clone()
-    return np.stack(out, 1)
+    rounds = -(-episodes // n)
+    a_rows, r_rows, x_rows = [], [], []
+    try:
+        for t in range(rounds * STEPS):
+            a = act(obs, t % STEPS).to(torch.int64)
+            out = st.step(a)
+            a_rows.append(a.numpy().copy())
+            r_rows.append(out.reward.numpy().copy())
+            x_rows.append(out.access.numpy().copy())
+            obs = out.obs.clone()
+            if engine == "cyborg" and t % STEPS == STEPS - 1:
+                print(f"cyborg: {(t // STEPS + 1) * n}/{rounds * n} episodes", flush=True)
+    finally:
+        env.close()
+
+    def episodes_of(rows: list) -> np.ndarray:   # (steps, n, ...) -> (rounds * n, 100, ...)
+        x = np.stack(rows).reshape(rounds, STEPS, n, *rows[0].shape[1:])
+        return np.moveaxis(x, 2, 1).reshape(rounds * n, STEPS, *rows[0].shape[1:])[:episodes]
+
+    return {"actions": episodes_of(a_rows), "rewards": episodes_of(r_rows), "access": episodes_of(x_rows)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,15 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
     p.add_argument("--seed", type=int, default=11)
     a = p.parse_args(argv)
-    if a.agent.startswith(pretrained.PREFIX):
-        agent, wf = pretrained.load(a.agent)
-    else:
-        ck = load_checkpoint(a.agent)
-        agent, wf = agent_from_checkpoint(ck), Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
+    agent, wf = pretrained.load(a.agent)   # a shipped agent or a checkpoint file
     rows = []
     for red in a.red_agents:
         for greedy in (True, False):
-            acts = play(agent_act(agent, wf, greedy, torch.Generator().manual_seed(a.seed)), red, a.envs, a.seed)
+            acts = play(agent_act(agent, wf, greedy, torch.Generator().manual_seed(a.seed)), red, a.envs, a.seed,
+                        "native", 1)["actions"]
             rep, tot = repeated_decoys(acts)
             rows.append({"red": red, "mode": "greedy" if greedy else "sampled",
                          **{k: round(float(((acts >= lo) & (acts < hi)).mean()), 3) for k, (lo, hi) in KINDS.items()},

@@ -23,48 +23,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.agent_actions import KINDS  # noqa: E402
-from workflow_rl.envs.factory import make_vector_env  # noqa: E402
+from benchmarks.agent_actions import KINDS, STEPS, play  # noqa: E402
 from workflow_rl.rl import pretrained  # noqa: E402
-from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint  # noqa: E402
-from workflow_rl.rl.envstep import TorchStepper  # noqa: E402
 from workflow_rl.rl.evaluate import agent_act  # noqa: E402
 from workflow_rl.sim import tables as T  # noqa: E402
-from workflow_rl.workflow import Workflow  # noqa: E402
 
-STEPS = 100
 WINDOW = 10
-
-
-def play(act, red: str, episodes: int, seed: int, engine: str, workers: int) -> dict[str, np.ndarray]:
-    """Actions, rewards (episodes, 100) and red access (episodes, 100, 13) of ``act`` on ``engine``: the native
-    engine plays every episode at once; CybORG plays them ``workers`` at a time, one process each, back to back
-    (episodes reset in the step that ends them, so the same processes go on)."""
-    n = episodes if engine == "native" else workers
-    opts = {"vectorization": "pipes" if n > 1 else "sync"} if engine == "cyborg" else {}
-    env = make_vector_env(n, red, engine=engine, episode_length=STEPS, seed=seed, **opts)
-    st = TorchStepper(env, "cpu")
-    obs, _ = st.reset(seed=seed)
-    rounds = -(-episodes // n)
-    a_rows, r_rows, x_rows = [], [], []
-    try:
-        for t in range(rounds * STEPS):
-            a = act(obs, t % STEPS).to(torch.int64)
-            out = st.step(a)
-            a_rows.append(a.numpy().copy())
-            r_rows.append(out.reward.numpy().copy())
-            x_rows.append(out.access.numpy().copy())
-            obs = out.obs.clone()
-            if engine == "cyborg" and t % STEPS == STEPS - 1:
-                print(f"cyborg: {(t // STEPS + 1) * n}/{rounds * n} episodes", flush=True)
-    finally:
-        env.close()
-
-    def episodes_of(rows: list) -> np.ndarray:   # (steps, n, ...) -> (rounds * n, 100, ...)
-        x = np.stack(rows).reshape(rounds, STEPS, n, *rows[0].shape[1:])
-        return np.moveaxis(x, 2, 1).reshape(rounds * n, STEPS, *rows[0].shape[1:])[:episodes]
-
-    return {"actions": episodes_of(a_rows), "rewards": episodes_of(r_rows), "access": episodes_of(x_rows)}
 
 
 def windows(x: np.ndarray) -> list[tuple[float, float]]:
@@ -91,19 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    if a.agent.startswith(pretrained.PREFIX):
-        agent, wf = pretrained.load(a.agent)
-    else:
-        ck = load_checkpoint(a.agent)
-        agent, wf = agent_from_checkpoint(ck), Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
+    agent, wf = pretrained.load(a.agent)   # a shipped agent or a checkpoint file
     runs = {eng: play(agent_act(agent, wf, a.greedy, torch.Generator().manual_seed(a.seed)), a.red, a.episodes,
                       a.seed, eng, a.workers) for eng in ("native", "cyborg")}
     res = {"agent": a.agent, "red": a.red, "episodes": a.episodes, "greedy": a.greedy,
            "return": {e: float(r["rewards"].sum(1).mean()) for e, r in runs.items()}, "windows": []}
+    per_window = {e: windows(r["rewards"]) for e, r in runs.items()}
     for i, w in enumerate(range(0, STEPS, WINDOW)):
         row = {"steps": f"{w + 1}-{w + WINDOW}"}
         for e, r in runs.items():
-            row[f"{e}_reward"], row[f"{e}_ci"] = windows(r["rewards"])[i]
+            row[f"{e}_reward"], row[f"{e}_ci"] = per_window[e][i]
             row[f"{e}_kinds"] = kind_shares(r["actions"], w)
         res["windows"].append(row)
     res["access_late"] = {e: {T.HOSTS[h]: float((r["access"][:, 80:, h] > 0).mean()) for h in range(len(T.HOSTS))}

@@ -78,3 +78,14 @@ def test_the_shipped_file_scores_what_its_card_says_on_the_native_engine(name, t
     got = {(r["red_agent"], r["length"]): r["mean"] for r in json.loads((tmp_path / "evaluation.json").read_text())["results"]}
     assert rc == 0 and set(want) <= set(got)
     assert all(got[k] == pytest.approx(v, abs=1e-4) for k, v in want.items()), (got, want)
+
+
+def test_load_takes_a_checkpoint_file_as_well_as_a_shipped_name():
+    """``pretrained.load`` serves the benchmarks' "pretrained:NAME or a checkpoint file" argument: the file of a
+    shipped agent loads the same weights as its name."""
+    by_name, wf = pretrained.load("pretrained:cage2")
+    by_file, wf_file = pretrained.load(str(pretrained.path("cage2")))
+    assert wf is None and wf_file is None
+    assert all(torch.equal(a, b) for a, b in zip(by_name.state_dict().values(), by_file.state_dict().values()))
+    with pytest.raises(ValueError, match="no pretrained agent"):
+        pretrained.load("no-such-agent")

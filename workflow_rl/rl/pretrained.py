@@ -45,11 +45,12 @@ def card(name: str) -> dict:
 
 
 def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
-    """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``) and its workflow (None: unconstrained).
-    Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
+    """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``), or the agent of a checkpoint file ``name``,
+    and its workflow (None: unconstrained). Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
     with ``--decoy-memory`` or ``--red-memory``), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)``
     for one without."""
-    ck = load_checkpoint(path(name), device)
+    file = Path(name) if not name.startswith(PREFIX) and Path(name).is_file() else path(name)
+    ck = load_checkpoint(file, device)
     agent = agent_from_checkpoint(ck, device).eval()
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
