@@ -25,7 +25,7 @@ host reads (CUDA graphs keep working). The layout is decoys first, then red, the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 import torch
@@ -97,7 +97,7 @@ class Memory:
     @property
     def flags(self) -> str:
         """The command-line flags that give this memory, as error messages name them."""
-        on = [flag(k) for k, b in zip(self.SETTINGS, (self.decoys, self.red, self.masked, self.clock)) if b]
+        on = [flag(k) for k, b in zip(self.SETTINGS, astuple(self)) if b]
         return " ".join(on) if on else "no memory flags"
 
     @property
