@@ -151,55 +151,76 @@ def against_random(rows: list[dict], key: str = "regret", baseline: str = "rando
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def ground_truth_noise(gt_csv: str | Path) -> tuple[dict[str, float], dict[str, float]]:
-    """({workflow: ground-truth mean}, {workflow: variance of that mean}) over the eligible rows of a
-    ground_truth.csv; the variance is the pooled within-workflow seed variance over the row's seed count."""
+def score_weights(row: dict, seeds: dict[str, list[float]], best: float, key: str) -> dict[tuple[str, int], float]:
+    """The ground-truth seed values a search's score is made of, as weights: plain regret is best minus the mean of
+    the answer's K seeds (each weight 1/K); the replay's held-out regret is best minus the mean of the seeds the
+    search did not see (recovered here as the seed left out whose removal gives the recorded value; equal seeds
+    give equal values whichever is taken)."""
+    vals = seeds[row["answer"]]
+    if key == "regret":
+        return {(row["answer"], s): 1 / len(vals) for s in range(len(vals))}
+    seen = min(range(len(vals)), key=lambda j: abs(best - np.mean([v for i, v in enumerate(vals) if i != j])
+                                                    - row[key]))
+    return {(row["answer"], s): 1 / (len(vals) - 1) for s in range(len(vals)) if s != seen}
+
+
+def against_random_noise_aware(rows: list[dict], gt_csv: str | Path, baseline: str = "random",
+                               key: str = "regret") -> str:
+    """Mean ``key`` (regret, or the replay's held-out regret) against random's (or the ``baseline`` row's),
+    counting the ground truth's own noise.
+
+    Why: every search that answers workflow i is scored by the same ground-truth seeds, whose errors are shared. A
+    strategy that keeps answering the same few workflows inherits those few errors, so a U test over its searches,
+    which treats them as independent, overstates the evidence (its effective sample is the number of distinct
+    answers, not of searches). Each search's score is best minus a weighted sum of seed values x (``score_weights``;
+    best is one constant per file), so mean score_A - mean score_B = sum (w_B - w_A) x over the strategies' mean
+    weights, whose variance is the ground truth's, pooled seed variance x sum (w_A - w_B)^2, plus the searches' own,
+    var_A / n_A + var_B / n_B; a two-sided z test on that. For plain regret this is the difference of answer
+    frequencies times each answer's mean, with variance seed variance / K per answer."""
+    from scipy.stats import norm
+
     with open(gt_csv, newline="") as f:
         seeds = eligible_seeds(list(csv.DictReader(f)))
     pooled = pooled_variance(seeds) or 0.0
-    return ({w: float(np.mean(v)) for w, v in seeds.items()}, {w: pooled / len(v) for w, v in seeds.items()})
-
-
-def against_random_noise_aware(rows: list[dict], gt_csv: str | Path, baseline: str = "random") -> str:
-    """Mean regret against random's (or the ``baseline`` row's), counting the ground truth's own noise.
-
-    Why: every search that answers workflow i is scored by the same ground-truth mean m_i, whose error (seed
-    variance / K) is shared. A strategy that keeps answering the same few workflows inherits those few errors, so
-    a U test over its searches, which treats them as independent, overstates the evidence (its effective sample is
-    the number of distinct answers, not of searches). Here mean regret_A - mean regret_B = sum_i (w_B,i - w_A,i) m_i
-    over answer frequencies w, and its variance is the ground truth's, sum_i (w_A,i - w_B,i)^2 var(m_i), plus the
-    searches' own, var_A / n_A + var_B / n_B; a two-sided z test on that."""
-    from scipy.stats import norm
-
-    means, var = ground_truth_noise(gt_csv)
-    if means and not any(var.values()):
+    if seeds and not pooled:
         return ("- (no comparison counting the ground truth's noise: it has one seed per workflow, or seeds that "
                 "agree exactly, so that noise cannot be estimated)\n")
+    best = max((float(np.mean(v)) for v in seeds.values()), default=0.0)
+    what = "mean regret" if key == "regret" else "mean held-out regret"
     lines = []
     for budget in sorted({r["budget"] for r in rows}):
         scored = {}
         for r in rows:
-            if r["budget"] == budget and r["answer"] in means:
-                scored.setdefault(r["strategy"], []).append(r["answer"])
+            if r["budget"] == budget and r["answer"] in seeds and (key == "regret" or r.get(key) is not None):
+                scored.setdefault(r["strategy"], []).append(r)
         base = scored.get(baseline, [])
-        for name, answers in scored.items():
-            if name == baseline or len(answers) < 2 or len(base) < 2:
+        for name, runs in scored.items():
+            if name == baseline or len(runs) < 2 or len(base) < 2:
                 continue
-            wa = {w: answers.count(w) / len(answers) for w in set(answers)}
-            wb = {w: base.count(w) / len(base) for w in set(base)}
-            ws = set(wa) | set(wb)
-            diff = sum((wb.get(w, 0) - wa.get(w, 0)) * means[w] for w in ws)   # regret_A - regret_B
-            v_gt = sum((wa.get(w, 0) - wb.get(w, 0)) ** 2 * var[w] for w in ws)
-            v_search = (np.var([means[w] for w in answers], ddof=1) / len(answers)
-                        + np.var([means[w] for w in base], ddof=1) / len(base))
+            wa, wb = (mean_weights(rs, seeds, best, key) for rs in (runs, base))
+            cells = set(wa) | set(wb)
+            diff = sum((wb.get(c, 0) - wa.get(c, 0)) * seeds[c[0]][c[1]] for c in cells)   # score_A - score_B
+            v_gt = pooled * sum((wa.get(c, 0) - wb.get(c, 0)) ** 2 for c in cells)
+            v_search = sum(np.var([sum(w * seeds[c[0]][c[1]] for c, w in score_weights(r, seeds, best, key).items())
+                                   for r in rs], ddof=1) / len(rs) for rs in (runs, base))
             if v_gt + v_search == 0:
                 continue   # both strategies always answered one and the same workflow: nothing to compare
             z = diff / math.sqrt(v_gt + v_search)
-            lines.append(f"- budget {budget:,}: {name} mean regret minus {baseline}'s {diff:+.2f} ± "
+            lines.append(f"- budget {budget:,}: {name} {what} minus {baseline}'s {diff:+.2f} ± "
                          f"{1.96 * math.sqrt(v_gt + v_search):.2f} (95%, the ground truth's noise included: "
-                         f"{len(wa)} vs {len(wb)} distinct answers), z {z:+.2f}, two-sided p = "
-                         f"{2 * norm.sf(abs(z)):.3g}")
+                         f"{len({r['answer'] for r in runs})} vs {len({r['answer'] for r in base})} distinct "
+                         f"answers), z {z:+.2f}, two-sided p = {2 * norm.sf(abs(z)):.3g}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def mean_weights(runs: list[dict], seeds: dict[str, list[float]], best: float, key: str) -> dict:
+    """The mean of ``score_weights`` over a strategy's searches: how much each ground-truth seed counts in its mean
+    score."""
+    out: dict[tuple[str, int], float] = {}
+    for r in runs:
+        for c, w in score_weights(r, seeds, best, key).items():
+            out[c] = out.get(c, 0.0) + w / len(runs)
+    return out
 
 
 def comparisons(rows: list[dict], gt_csv: str | Path | None = None, baseline: str = "random") -> str:
@@ -210,6 +231,8 @@ def comparisons(rows: list[dict], gt_csv: str | Path | None = None, baseline: st
         text += against_random(rows, "heldout_regret", baseline)
     if gt_csv is not None:
         text += against_random_noise_aware(rows, gt_csv, baseline)
+        if any(r.get("heldout_regret") is not None for r in rows):
+            text += against_random_noise_aware(rows, gt_csv, baseline, "heldout_regret")
     return text
 
 

@@ -132,6 +132,22 @@ def test_answer_is_eligible_and_set_holds_it(make_record):
 
 
 # ------------------------------------------------------------------------------------------- strategies
+def test_answer_line_names_the_excluded_workflows_when_the_set_holds_most_of_them():
+    from workflow_rl.search.outputs import answer_line
+
+    codes = [w.codes for w in all_workflows()]
+    summary = {"best_workflow_codes": codes[0], "best_reward": -16.0, "best_ci95": 0.4, "best_is_eligible": True,
+               "best_interval_source": "95% over 500 evaluation episodes of one seed (seed noise not included)",
+               "confidence_set": codes[:117]}
+    line = answer_line(summary)
+    assert line.startswith(f"answer: {codes[0]} -16.00 ± 0.40 (one seed's episodes) |")
+    assert line.endswith(f"117 of 120 workflow(s), all but 3: {', '.join(codes[117:])}")
+    small = answer_line({**summary, "confidence_set": codes[:10], "best_interval_source": "95% Student-t across 3 "
+                                                                                          "seeds"})
+    assert "(one seed" not in small and small.endswith(f"10 of 120 workflow(s), {', '.join(codes[:8])}, ... (+2; "
+                                                       "all in summary.json)")
+
+
 def test_random_strategy_never_repeats_and_is_reproducible(tmp_path, make_record):
     s = WorkflowSearch(SearchConfig(strategy="random", n_envs=8, seed=3), tmp_path, progress=False)
     picks = []

@@ -144,6 +144,11 @@ def test_noise_aware_comparison_counts_the_ground_truths_error_of_each_answered_
     # gp-ucb always answers the worse workflow: +1.00 regret; its error is the two means' (1/3 + 1/3), nothing else
     z = 1.0 / (2 / 3) ** 0.5
     assert "mean regret minus random's +1.00" in line and f"z {z:+.2f}" in line and "1 vs 1 distinct answers" in line
+    # held-out regret: random saw seed -16 of its answer (held out -17, -18), gp-ucb saw -17 of its (held out -18,
+    # -19): +1.00; each score is the mean of two seeds, disjoint between the two, so the error is 4 x (1/2)^2 x 1.0
+    held = [{**r, "heldout_regret": 0.5} for r in rows[:50]] + [{**r, "heldout_regret": 1.5} for r in rows[50:]]
+    line = regret.against_random_noise_aware(held, gt, key="heldout_regret")
+    assert "mean held-out regret minus random's +1.00 ± 1.96" in line and "z +1.00" in line
     with open(gt, "w", newline="") as f:   # one seed per workflow: its noise cannot be estimated, so no test
         w = csv.writer(f)
         w.writerow(["workflow", "eligible", "seed_values"])

@@ -12,7 +12,7 @@ from workflow_rl.search.answer import confidence_set
 from workflow_rl.search.ground_truth import (best_set_statement, eligible_effect, load_ground_truth, score_answer,
                                              write_ground_truth)
 from workflow_rl.search.records import Record, atomic_json
-from workflow_rl.workflow import Workflow
+from workflow_rl.workflow import Workflow, all_workflows
 
 GP_LOG_COLUMNS = ["iteration", "workflow", "reason", "ucb_score", "posterior_mean", "posterior_std", "beta",
                   "parent", "observed_reward", "observed_ci95", "compliance", "episodes_trained", "budget_left",
@@ -75,15 +75,28 @@ def answer_summary(search) -> dict:
     return out
 
 
+def listing(codes: list[str], n: int = 8) -> str:
+    """The first ``n`` workflows, then how many more (all of them are in summary.json)."""
+    return ", ".join(codes[:n]) + (f", ... (+{len(codes) - n}; all in summary.json)" if len(codes) > n else "")
+
+
 def answer_line(summary: dict) -> str:
-    """The last line a search prints: the answer, its interval and its 95% confidence set (and regret)."""
+    """The last line a search prints: the answer, its interval (and what the interval spans), and its 95% confidence
+    set - listed as the workflows it excludes when it holds more than half of them, since those are the news."""
     if summary["best_workflow_codes"] is None:
         return "no workflow trained"
     cs = summary["confidence_set"]
-    shown = ", ".join(cs[:8]) + (f", ... (+{len(cs) - 8}; all in summary.json)" if len(cs) > 8 else "")
     flag = "" if summary["best_is_eligible"] else " (NOT eligible: no workflow complied in training and evaluation)"
+    if len(cs) > 60:
+        kept = set(cs)
+        out = [w.codes for w in all_workflows() if w.codes not in kept]
+        shown = f"all but {len(out)}" + (f": {listing(out)}" if out else "")
+    else:
+        shown = listing(cs)
+    source = summary.get("best_interval_source") or ""
+    span = " (one seed's episodes)" if "one seed" in source else ""
     line = (f"answer: {summary['best_workflow_codes']} {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
-            f"{flag} | 95% confidence set: {len(cs)} of 120 workflow(s): {shown}")
+            f"{span}{flag} | 95% confidence set: {len(cs)} of 120 workflow(s), {shown}")
     if "regret" in summary:
         regret = f"{summary['regret']:.2f}" if summary["regret"] is not None else (
             "n/a (the ground truth holds the answer ineligible)" if summary.get("answer_eligible_in_ground_truth")
