@@ -197,12 +197,13 @@ def against_random_noise_aware(rows: list[dict], gt_csv: str | Path, baseline: s
         for name, runs in scored.items():
             if name == baseline or len(runs) < 2 or len(base) < 2:
                 continue
-            wa, wb = (mean_weights(rs, seeds, best, key) for rs in (runs, base))
+            per_run = [[score_weights(r, seeds, best, key) for r in rs] for rs in (runs, base)]
+            wa, wb = (mean_weights(ws) for ws in per_run)
             cells = set(wa) | set(wb)
             diff = sum((wb.get(c, 0) - wa.get(c, 0)) * seeds[c[0]][c[1]] for c in cells)   # score_A - score_B
             v_gt = pooled * sum((wa.get(c, 0) - wb.get(c, 0)) ** 2 for c in cells)
-            v_search = sum(np.var([sum(w * seeds[c[0]][c[1]] for c, w in score_weights(r, seeds, best, key).items())
-                                   for r in rs], ddof=1) / len(rs) for rs in (runs, base))
+            v_search = sum(np.var([sum(v * seeds[c[0]][c[1]] for c, v in w.items()) for w in ws], ddof=1) / len(ws)
+                           for ws in per_run)
             if v_gt + v_search == 0:
                 continue   # both strategies always answered one and the same workflow: nothing to compare
             z = diff / math.sqrt(v_gt + v_search)
@@ -213,13 +214,13 @@ def against_random_noise_aware(rows: list[dict], gt_csv: str | Path, baseline: s
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def mean_weights(runs: list[dict], seeds: dict[str, list[float]], best: float, key: str) -> dict:
-    """The mean of ``score_weights`` over a strategy's searches: how much each ground-truth seed counts in its mean
+def mean_weights(weights: list[dict]) -> dict:
+    """The mean of a strategy's per-search ``score_weights``: how much each ground-truth seed counts in its mean
     score."""
     out: dict[tuple[str, int], float] = {}
-    for r in runs:
-        for c, w in score_weights(r, seeds, best, key).items():
-            out[c] = out.get(c, 0.0) + w / len(runs)
+    for w in weights:
+        for c, v in w.items():
+            out[c] = out.get(c, 0.0) + v / len(weights)
     return out
 
 

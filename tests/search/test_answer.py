@@ -137,13 +137,11 @@ def test_answer_line_names_the_excluded_workflows_when_the_set_holds_most_of_the
 
     codes = [w.codes for w in all_workflows()]
     summary = {"best_workflow_codes": codes[0], "best_reward": -16.0, "best_ci95": 0.4, "best_is_eligible": True,
-               "best_interval_source": "95% over 500 evaluation episodes of one seed (seed noise not included)",
-               "confidence_set": codes[:117]}
+               "best_seeds": 1, "confidence_set": codes[:117]}
     line = answer_line(summary)
     assert line.startswith(f"answer: {codes[0]} -16.00 ± 0.40 (one seed's episodes) |")
     assert line.endswith(f"117 of 120 workflow(s), all but 3: {', '.join(codes[117:])}")
-    small = answer_line({**summary, "confidence_set": codes[:10], "best_interval_source": "95% Student-t across 3 "
-                                                                                          "seeds"})
+    small = answer_line({**summary, "confidence_set": codes[:10], "best_seeds": 3})
     assert "(one seed" not in small and small.endswith(f"10 of 120 workflow(s), {', '.join(codes[:8])}, ... (+2; "
                                                        "all in summary.json)")
 

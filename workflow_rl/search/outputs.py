@@ -59,6 +59,7 @@ def answer_summary(search) -> dict:
         "best_workflow_codes": best.workflow if best else None,
         "best_reward": best.observed_reward if best else None,
         "best_ci95": best.observed_ci95 if best else None,
+        "best_seeds": len(best.seed_rewards) if best else None,
         "best_interval_source": None if best is None else (
             f"95% Student-t across {len(best.seed_rewards)} seeds" if len(best.seed_rewards) > 1 else
             f"95% over {cfg.eval_episodes} evaluation episodes of one seed (seed noise not included)"),
@@ -87,14 +88,14 @@ def answer_line(summary: dict) -> str:
         return "no workflow trained"
     cs = summary["confidence_set"]
     flag = "" if summary["best_is_eligible"] else " (NOT eligible: no workflow complied in training and evaluation)"
-    if len(cs) > 60:
+    every = [w.codes for w in all_workflows()]
+    if len(cs) > len(every) // 2:
         kept = set(cs)
-        out = [w.codes for w in all_workflows() if w.codes not in kept]
+        out = [w for w in every if w not in kept]
         shown = f"all but {len(out)}" + (f": {listing(out)}" if out else "")
     else:
         shown = listing(cs)
-    source = summary.get("best_interval_source") or ""
-    span = " (one seed's episodes)" if "one seed" in source else ""
+    span = " (one seed's episodes)" if summary.get("best_seeds") == 1 else ""
     line = (f"answer: {summary['best_workflow_codes']} {summary['best_reward']:.2f} ± {summary['best_ci95']:.2f}"
             f"{span}{flag} | 95% confidence set: {len(cs)} of 120 workflow(s), {shown}")
     if "regret" in summary:
