@@ -234,9 +234,9 @@ def select_phase(out: Path, runs: list[dict], procs: int, episodes: int, log) ->
             log(f"selection of {cand} seed {seed} failed (see {d}.log)")
             continue
         cells = _cells(d)
-        import torch
+        from workflow_rl.rl.checkpoint import load_checkpoint
 
-        counters = torch.load(ck, map_location="cpu", weights_only=False)["counters"]
+        counters = load_checkpoint(ck)["counters"]
         rows.append({"candidate": cand, "seed": seed, "checkpoint": ck, "episodes": counters["total_episodes"],
                      "stop_reason": counters.get("stop_reason"),
                      "cells": {k: v["mean"] for k, v in cells.items()},

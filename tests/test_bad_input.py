@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from workflow_rl.cli import main
+from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rundir import RunDirLock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -456,7 +457,7 @@ def _wait_for(path: Path, rows: int, proc) -> None:
 
 
 def _params(path: Path) -> dict:
-    return torch.load(path, weights_only=False)["agent"]
+    return load_checkpoint(path)["agent"]
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 that a checkpoint belongs to the run that wants to continue it."""
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_int, check_types, flag
+from workflow_rl.checks import check_int, flag
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
@@ -98,15 +99,64 @@ def atomic_save(obj, path: Path) -> None:
         torch.save(obj, f)
 
 
+def _numpy_globals() -> list:
+    """The numpy names a checkpoint's pickle may call: rebuilding an ndarray of a plain numeric dtype (the engine
+    state and the per-env counters are numpy arrays). Nothing else outside torch's own weights-only set: a file
+    that names any other callable (``os.system``, a class with a ``__reduce__``) is refused before it is run."""
+    core = np._core if hasattr(np, "_core") else np.core   # numpy 2 renamed numpy.core; pickles hold either name
+    reconstruct = core.multiarray._reconstruct
+    return [(reconstruct, "numpy._core.multiarray._reconstruct"), (reconstruct, "numpy.core.multiarray._reconstruct"),
+            np.ndarray, np.dtype, *{type(np.dtype(c)) for c in "?bhilqBHILQefdg"}]
+
+
+def safe_load(path: Path, device: str = "cpu"):
+    """``torch.load`` that cannot run code: torch's weights-only unpickler (tensors, containers, numbers, strings)
+    with numeric numpy arrays allowed and nothing else, then every numpy array checked to hold numbers (an object
+    array could carry arbitrary Python objects). Raises ``CheckpointError`` naming the file for anything else:
+    a checkpoint from another user is data, never a program."""
+    path = Path(path)
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            obj = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure (incl. a refused global) means unusable
+        called = re.search(r"GLOBAL (\S+)|but got <class '([^']+)'>", str(e))
+        if called:
+            raise CheckpointError(f"checkpoint {path} needs {called.group(1) or called.group(2)} to load, which no "
+                                  "workflow-rl checkpoint does (a pickle can run code): it was refused unread; use a "
+                                  "checkpoint you trust or retrain") from None
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a workflow-rl checkpoint ({type(e).__name__}); "
+                              "use another checkpoint or retrain") from None
+    if any(a.dtype.kind not in "biuf" for a in _leaves(obj, np.ndarray)):
+        raise CheckpointError(f"checkpoint {path} holds a non-numeric array, which no workflow-rl checkpoint "
+                              "does: use another checkpoint or retrain")
+    return obj
+
+
+def _leaves(obj, kind: type):
+    """Every ``kind`` (numpy array, torch tensor) inside nested dicts, lists and tuples."""
+    if isinstance(obj, kind):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _leaves(v, kind)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _leaves(v, kind)
+
+
+def check_finite(what: str, obj) -> None:
+    """Every floating-point tensor in ``obj`` finite: a NaN weight evaluates to numbers and trains on to NaN
+    losses without a word, so it is refused where it is read."""
+    for t in _leaves(obj, torch.Tensor):
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{what} hold NaN or infinite values")
+
+
 def load_checkpoint(path: Path, device: str = "cpu") -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}: pass a file written by `workflow-rl train`")
-    try:
-        ck = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means the file is unusable
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a workflow-rl checkpoint ({type(e).__name__}); "
-                              "use another checkpoint or retrain") from None
+    ck = safe_load(path, device)
     if not isinstance(ck, dict) or ck.get("format") != "workflow-rl" or "agent" not in ck:
         raise CheckpointError(f"{path} is not a workflow-rl checkpoint: use a file written by `workflow-rl train`")
     if ck.get("version") != CHECKPOINT_VERSION:
@@ -124,10 +174,11 @@ def check_fields(ck: dict) -> None:
     """The fields a resume, an evaluation or an inheritance reads, checked for type, range and consistency: its
     config (every setting's type and range), the weights and the counters."""
     cfg = TrainConfig.from_dict(ck["config"])
-    check_types(cfg)
-    check_types(cfg.ppo)
-    if not isinstance(ck["agent"], dict):
+    cfg.validate_settings()
+    if not isinstance(ck["agent"], dict) or not ck["agent"]:
         raise ValueError("agent weights are missing")
+    check_finite("its weights", ck["agent"])
+    check_finite("its optimizer state", ck.get("optimizer"))
     c = ck["counters"]
     for name in ("update", "global_step", "total_episodes", "round_active"):
         if name in c:

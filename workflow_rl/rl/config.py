@@ -141,6 +141,15 @@ class TrainConfig:
     def validate(self) -> None:
         """Every setting usable, the device present, the backend decided and the batch's memory available, before
         a run allocates or writes anything; each refusal names its flag and the fix."""
+        self.validate_settings()
+        check_device_available(self.device)
+        check_engine_device(self.engine, self.device)
+        self.check_memory(1)
+
+    def validate_settings(self) -> None:
+        """The checks of ``validate`` that do not depend on this machine (no device or memory checks): what a
+        checkpoint's saved config must pass wherever it is read, even on a machine without the device it was
+        trained on."""
         check_types(self)
         check_types(self.ppo)
         parse_red_agent(self.red_agent)
@@ -160,9 +169,6 @@ class TrainConfig:
         check_float(flag("compliance_threshold"), self.compliance_threshold, 0.0, 1.0, lo_open=True)
         check_float(flag("alignment_lambda"), self.alignment_lambda, 0.0)
         self._validate_ppo()
-        check_device_available(self.device)
-        check_engine_device(self.engine, self.device)
-        self.check_memory(1)
 
     def _validate_ppo(self) -> None:
         """PPO's settings: finite, in range, and no more minibatches than one update has transitions."""

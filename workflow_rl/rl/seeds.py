@@ -6,9 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import torch
-
-from workflow_rl.rl.checkpoint import atomic_save, check_same_run, load_checkpoint
+from workflow_rl.rl.checkpoint import atomic_save, check_same_run, load_checkpoint, safe_load
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import Agent
@@ -85,7 +83,7 @@ def _restore_batch(bt: BatchedTrainer, out: Path) -> bool:
     path = out / BATCH_FILE
     if not path.is_file():
         return False
-    snap = torch.load(path, map_location=bt.device, weights_only=False)
+    snap = safe_load(path, bt.device)
     if not isinstance(snap, dict) or snap.get("updates") != [s.update for s in bt.slots]:
         return False
     bt.global_step = snap["global_step"]
