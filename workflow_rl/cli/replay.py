@@ -4,7 +4,6 @@ step by step: the 13 hosts in their subnets with red's access, both sides' actio
 the workflow (``rl.viewer``)."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from workflow_rl.checks import check_out_file

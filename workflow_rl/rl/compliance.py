@@ -1,6 +1,6 @@
 """Workflow compliance of blue's fixes, and the alignment reward built on it (batched, torch).
 
-Definition (also in the README):
+Definition (also in docs/training.md, "Compliance, exactly"):
 
 * A *fix* is Remove(h) (actions 15..27) or Restore(h) (132..144).
 * Before blue acts, host h is *compromised* when red holds a session on it (true red access > none, from the

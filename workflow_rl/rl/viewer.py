@@ -102,7 +102,7 @@ def _episode(index: int, seed: int, red: str, workflow: Workflow | None, start_a
     for h in range(T.N_HOSTS):
         priv = np.flatnonzero(acc[:, h] == T.ACCESS_PRIVILEGED)
         held.append({"host": T.HOSTS[h], "user_steps": int((acc[:, h] == T.ACCESS_USER).sum()),
-                     "privileged_steps": int(len(priv)), "first_privileged": int(priv[0]) + 1 if len(priv) else None})
+                     "privileged_steps": len(priv), "first_privileged": int(priv[0]) + 1 if len(priv) else None})
     compliant, violations, neutral = counts
     return {
         "index": index, "seed": seed, "env": index, "red_agent": red,
