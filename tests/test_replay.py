@@ -29,6 +29,7 @@ def test_replay_writes_one_page(tmp_path, capsys, argv):
     assert len(data["episodes"]) == (2 if "2" in argv else 3)
     assert all(len(e["steps"]) == int(argv[argv.index("--length") + 1]) for e in data["episodes"])
     assert ("critical_first" in argv) == (data["meta"]["workflow"] == "D,OS,E,OH,U")
+    assert data["meta"]["mode"] == "scripted"   # a baseline acts one way, whatever --mode says
     assert f"wrote {out}" in capsys.readouterr().out
 
 

@@ -27,7 +27,8 @@ def cmd_replay(args) -> int:
                                       **engine_opts(args.vectorization, args.parallel_start_method, args.scenario,
                                                     args.engine))
     meta = {"agent": label, "workflow": workflow.codes if workflow else None, "red_agent": red,
-            "engine": args.engine, "mode": args.mode, "seed": args.seed, "length": args.length}
+            "engine": args.engine, "mode": "scripted" if args.checkpoint in BASELINES else args.mode,
+            "seed": args.seed, "length": args.length}
     for ep in episodes:
         s = ep["summary"]
         comp = "n/a" if s["compliance"] is None else f"{s['compliance']:.3f}"
