@@ -1,7 +1,7 @@
 """How much the claim rule shortens a batched search (issue H's 100k search target).
 
 A batched search (``--batch-workflows Q``) runs workflows side by side, each holding a claim on the search budget
-(``--claims``, README "Search, exactly"): ``whole`` (a full cap until finished), ``lowered`` (a full cap, lowered at
+(``--claims``, docs/search.md): ``whole`` (a full cap until finished), ``lowered`` (a full cap, lowered at
 the gate to what it can still use) or ``elastic`` (the default: a new workflow starts once a typical workflow's cost is
 unclaimed; claims grow while training; a workflow at its claim waits). This runs the same search once per rule in
 one process and reports for each:

@@ -131,3 +131,15 @@ def check_memory(what: str, need: int, fix: str, limit: int | None = None) -> No
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:,.1f} GiB"
+
+
+def check_out_file(name: str, path) -> Path:
+    """``path`` as a file a command can write (e.g. ``replay --out FILE.html``): not a folder, writable if it exists,
+    and its folder one that exists or can be created (:func:`check_out_dir`). Checked before any work starts."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{name} {p} is a folder: name a file in it, e.g. {p / 'replay.html'}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise ValueError(f"{name} {p} is not writable (no write permission on the file): choose another file")
+    check_out_dir(f"{name}'s folder", p.parent)
+    return p

@@ -12,6 +12,7 @@ import sys
 from workflow_rl import __version__
 from workflow_rl.cli.evaluate import add_evaluate
 from workflow_rl.cli.flags import given
+from workflow_rl.cli.replay import add_replay
 from workflow_rl.cli.search import add_search
 from workflow_rl.cli.tools import add_tools
 from workflow_rl.cli.train import add_train
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate(sub)
     add_search(sub)
     add_tools(sub)
+    add_replay(sub)
     return p
 
 

@@ -111,7 +111,8 @@ class CybORGEnv(gym.Env):
     """One CybORG Scenario2 blue env: float32 (52,) obs, Discrete(145), truncation at ``episode_length``.
 
     ``info["red_access"]`` holds the true red access per host (0 none, 1 user, 2 privileged), computed here from
-    CybORG's session table so no true-state dict leaves the process.
+    CybORG's session table so no true-state dict leaves the process; after a step, ``info["red_action"]`` red's
+    action of that step (kind, target, success; :meth:`red_action`), as the native engine reports it.
     """
 
     metadata = {"render_modes": []}
@@ -171,6 +172,26 @@ class CybORGEnv(gym.Env):
             out[i] = max(out[i], level)
         return out
 
+    def red_action(self) -> np.ndarray:
+        """(3,) int8 red's last action as the native engine reports it (``info["red_action"]``): its kind
+        (``tables.RED_ACTIONS`` index), its target (host index; the subnet index for DiscoverRemoteSystems; -1 none)
+        and its success (0/1), read from CybORG's last red action and red's observation."""
+        action = self._cyborg.get_last_action("Red")
+        name = type(action).__name__
+        kind = tables.RED_ACTIONS.index(name) if name in tables.RED_ACTIONS else tables.R_SLEEP
+        ctrl = self._cyborg.environment_controller
+        target = -1
+        if getattr(action, "subnet", None) is not None:
+            names = [n for n, net in ctrl.subnet_cidr_map.items() if net == action.subnet]
+            target = tables.SUBNETS.index(names[0]) if names and names[0] in tables.SUBNETS else -1
+        elif getattr(action, "hostname", None) in self._hosts:
+            target = self._hosts.index(action.hostname)
+        elif getattr(action, "ip_address", None) is not None:
+            names = [h for h, ip in ctrl.hostname_ip_map.items() if ip == action.ip_address]
+            target = self._hosts.index(names[0]) if names and names[0] in self._hosts else -1
+        success = str(self._cyborg.get_observation("Red").get("success", "")).endswith("TRUE")
+        return np.array([kind, target, success], np.int8)
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         if seed is not None:
@@ -193,7 +214,7 @@ class CybORGEnv(gym.Env):
         self._t += 1
         truncated = self._t >= self.episode_length
         return (np.asarray(obs, np.float32), float(np.float32(reward)), False, truncated,
-                {"red_access": self.red_access()})
+                {"red_access": self.red_access(), "red_action": self.red_action()})
 
     def close(self):
         self._env = None

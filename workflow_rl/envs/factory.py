@@ -23,7 +23,9 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     Observations are float32 (num_envs, 52), actions ints in 0..144, rewards float32; episodes are truncated at
     ``episode_length`` and reset in the same step (``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP``, last
     observation in ``info["final_obs"]``). ``info["red_access"]`` is the true red access per host, (num_envs, 13)
-    int8: 0 none, 1 user, 2 privileged.
+    int8: 0 none, 1 user, 2 privileged; after a step, ``info["red_action"]`` (num_envs, 3) int8 is red's action of
+    that step: kind (``sim.tables.RED_ACTIONS`` index), target (host; the subnet for DiscoverRemoteSystems; -1 none),
+    success (0/1).
 
     engine="native" runs on ``device="cpu"`` (the numba CPU kernel) or ``device="cuda"`` (the same rules compiled as a
     CUDA kernel with numba-cuda; ``env.step_tensor`` keeps everything on the GPU). Options: ``official_bugs`` (default

@@ -31,7 +31,10 @@ class NativeVectorEnv(VectorEnv):
     Episodes end only by truncation at ``episode_length`` and restart in the same step (``AutoresetMode.SAME_STEP``):
     the returned observation is then the new episode's first one and the last one is in ``info["final_obs"]``.
     ``info["red_access"]`` is the true red access per host, (num_envs, 13) int8, 0 none / 1 user / 2 privileged,
-    for the state the returned observation describes (written by the kernel, so it costs nothing extra).
+    for the state the returned observation describes (written by the kernel, so it costs nothing extra); after a
+    step, ``info["red_action"]`` (num_envs, 3) int8 is red's action of that step: its kind (index into
+    ``sim.tables.RED_ACTIONS``), its target (host index; the subnet index for DiscoverRemoteSystems; -1 none) and
+    whether it succeeded (for viewers such as ``workflow-rl replay``; the kernel writes it too).
 
     ``copy=False`` returns the engine's own output buffers, which the next ``step`` overwrites (fastest);
     :meth:`step_tensor` gives torch tensors sharing those buffers, for trainers on the same device.
@@ -74,7 +77,7 @@ class NativeVectorEnv(VectorEnv):
         actions = self._check_actions(actions)
         self._step(actions)
         b = self.buffers
-        infos: dict[str, Any] = {"red_access": self._out(b.access)}
+        infos: dict[str, Any] = {"red_access": self._out(b.access), "red_action": self._out(b.red_action)}
         if b.truncated.any():
             mask = b.truncated.copy()
             infos["final_obs"] = b.final_obs.copy()
@@ -135,30 +138,66 @@ class NativeVectorEnv(VectorEnv):
 
 
 class NativeEnv(gym.Env):
-    """Single-env view of the native engine (for gymnasium tools such as ``check_env`` and one-env scripts)."""
+    """Single-env view of the native engine (for gymnasium tools such as ``check_env`` and one-env scripts).
 
-    metadata = {"render_modes": []}
+    ``render_mode="ansi"``: :meth:`render` returns the hosts by subnet with red's true access and the last step's
+    red and blue actions as text (it reads only what ``info`` already carries, so it costs nothing when unused)."""
 
-    def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, official_bugs: bool = True):
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, red_agent: str = "B_lineAgent", episode_length: int = 100, official_bugs: bool = True,
+                 render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {', '.join(self.metadata['render_modes'])}, "
+                             f"got {render_mode!r}")
+        self.render_mode = render_mode
         self._vec = NativeVectorEnv(1, red_kind_weights(red_agent), episode_length,
                                     official_bugs=official_bugs)
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
+        self._last: dict[str, Any] = {}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         if seed is None and self._vec._needs_reset:
             seed = int(self.np_random.integers(2**63))
         obs, info = self._vec.reset(seed=seed)
+        self._last = {"t": 0, "red_access": info["red_access"][0]}
         return obs[0], {"red_access": info["red_access"][0]}
 
     def step(self, action):
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an integer in 0..{T.N_ACTIONS - 1}, got {action!r}")
         obs, r, _, trunc, info = self._vec.step(np.array([action], np.int64))
+        red_action = info["red_action"][0]
         if trunc[0]:  # the vector env already started the next episode; a single env reports the last obs
-            return info["final_obs"][0], float(r[0]), False, True, {"red_access": info["final_info"]["red_access"][0]}
-        return obs[0], float(r[0]), False, False, {"red_access": info["red_access"][0]}
+            obs, access = info["final_obs"], info["final_info"]["red_access"]
+        else:
+            access = info["red_access"]
+        out = {"red_access": access[0], "red_action": red_action}
+        self._last = {"t": self._last.get("t", 0) + 1, "blue": int(action), "reward": float(r[0]), **out}
+        return obs[0], float(r[0]), False, bool(trunc[0]), out
+
+    def render(self) -> str | None:
+        """The current state as text (``render_mode="ansi"``), None otherwise."""
+        if self.render_mode != "ansi":
+            return None
+        if not self._last:
+            return "(call reset() first)\n"
+        return render_text(self._last)
+
+
+def render_text(step: dict) -> str:
+    """Hosts by subnet with red's true access (``.`` none, ``u`` user, ``P`` privileged), and the step's actions."""
+    marks = ".uP"
+    lines = [f"t={step['t']}"]
+    if "blue" in step:
+        lines.append(f"blue: {T.blue_action_name(step['blue'])}   red: {T.red_action_name(*step['red_action'])}"
+                     f"   reward {step['reward']:.1f}")
+    for k, subnet in enumerate(T.SUBNETS):
+        hosts = [f"{T.HOSTS[h]}:{marks[int(step['red_access'][h])]}" for h in range(T.N_HOSTS) if T.HOST_SUBNET[h] == k]
+        lines.append(f"{subnet:<12} " + "  ".join(hosts))
+    return "\n".join(lines) + "\n"
 
 
 class CudaVectorEnv(NativeVectorEnv):

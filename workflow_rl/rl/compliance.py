@@ -1,6 +1,6 @@
 """Workflow compliance of blue's fixes, and the alignment reward built on it (batched, torch).
 
-Definition (also in the README):
+Definition (also in docs/training.md, "Compliance, exactly"):
 
 * A *fix* is Remove(h) (actions 15..27) or Restore(h) (132..144).
 * Before blue acts, host h is *compromised* when red holds a session on it (true red access > none, from the
@@ -42,19 +42,26 @@ def fix_hosts(actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return remove | restore, host
 
 
+def target_types(access_before: torch.Tensor, type_rank: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target type (N,) int64, anything compromised (N,) bool) in states with true access ``access_before``
+    (N, 13): the first unit type (index into ``tables.UNIT_TYPES``) in the workflow order with a compromised host
+    (User0 not counted); meaningless where nothing is compromised. ``type_rank`` as in :func:`classify_fixes`."""
+    device = access_before.device
+    _, type_onehot = _host_tables(device)
+    compromised = access_before > 0
+    compromised[:, tables.USER0] = False
+    type_comp = (compromised.to(torch.float32) @ type_onehot) > 0   # (N, 5): a host of that type
+    rank = type_rank.to(device).expand(access_before.shape[0], 5)
+    return torch.where(type_comp, rank, torch.full_like(rank, 99)).argmin(1), type_comp.any(1)
+
+
 def classify_fixes(actions: torch.Tensor, access_before: torch.Tensor, type_rank: torch.Tensor):
     """Compliant / violation / neutral masks (N,) for actions taken in states with true access ``access_before``
     (N, 13). ``type_rank`` (N, 5) or (5,) holds each unit type's rank in the env's workflow (0 = first)."""
     is_fix, host = fix_hosts(actions)
     device = actions.device
-    host_type, type_onehot = _host_tables(device)
-    compromised = access_before.to(device) > 0
-    compromised[:, tables.USER0] = False
-    n = actions.shape[0]
-    type_comp = (compromised.to(torch.float32) @ type_onehot) > 0   # (N, 5): a host of that type
-    rank = type_rank.to(device).expand(n, 5)
-    target = torch.where(type_comp, rank, torch.full_like(rank, 99)).argmin(1)
-    any_comp = type_comp.any(1)
+    host_type, _ = _host_tables(device)
+    target, any_comp = target_types(access_before.to(device), type_rank)
     fix_type = host_type[host]
     compliant = is_fix & any_comp & (fix_type == target)
     violation = is_fix & any_comp & (fix_type != target)

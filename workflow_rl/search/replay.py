@@ -9,7 +9,7 @@ smaller is ``budget_cut``. The real search loop chooses,
 claims and decides (``WorkflowSearch.explore``); only the training is looked up.
 
 What it leaves out: inheritance. A replayed workflow has the value and the cost it had from scratch. The protocol
-makes the value independent of the starting weights by design (README, "Search, exactly"), but inheritance makes a
+makes the value independent of the starting weights by design (docs/search.md), but inheritance makes a
 real workflow reach its gate sooner, so a real search sees somewhat more workflows for the same budget than its
 replay. And the observation is one of the seeds the ground-truth mean is made of (for K = 3, a third of it): that does
 *not* flatter every strategy alike. Where workflows differ little (the B_line ground truth: no evidence of any

@@ -5,7 +5,7 @@ Each iteration: choose a workflow (initial design, then the UCB argmax over the 
 start its policy from an already-trained workflow (``inherit``), train it until it complies or reaches its
 episode cap, evaluate the policy's environment-only return on held-out seeds, refit the GP, log why it was chosen.
 
-Rules (also in the README):
+Rules (also in docs/search.md):
 
 * Budget: ``total_episodes`` counts every *training* episode (evaluation episodes are not counted) and is never
   exceeded: each running workflow holds a *claim* on it and trains within it. Claims (``claims``): 'whole' — a full

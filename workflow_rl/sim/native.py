@@ -86,6 +86,8 @@ class StepBuffers(NamedTuple):
     access: np.ndarray         # (N,13) int8   true red access after the step (after autoreset, if any)
     final_obs: np.ndarray      # (N,52) float32  last observation of an episode that just ended
     final_access: np.ndarray   # (N,13) int8
+    red_action: np.ndarray     # (N,3) int8    red's action this step: kind (tables.R_*), target (host; the subnet
+                               #               for R_DRS; -1 none), success (0/1) -- what a viewer shows
 
 
 GPU_LAYOUTS = ("C", "F")
@@ -133,7 +135,7 @@ def allocate_buffers(num_envs: int) -> StepBuffers:
     return StepBuffers(
         obs=np.zeros((n, 4 * _N), np.float32), reward=np.zeros(n, np.float32), truncated=np.zeros(n, np.bool_),
         access=np.zeros((n, _N), np.int8), final_obs=np.zeros((n, 4 * _N), np.float32),
-        final_access=np.zeros((n, _N), np.int8),
+        final_access=np.zeros((n, _N), np.int8), red_action=np.zeros((n, 3), np.int8),
     )
 
 

@@ -524,6 +524,9 @@ def _step_env(s, i, action, episode_length, official_bugs, decoy_ports_tab, trap
     # then red
     ok, n_ev, n_ports, has4444 = _red_execute(s, i, r_kind, r_tgt, decoy_ports_tab, trapped_by)
     s.last_success[i] = ok
+    b.red_action[i, 0] = r_kind
+    b.red_action[i, 1] = r_tgt
+    b.red_action[i, 2] = ok
     ev_host = r_tgt if n_ev > 0 else -1
 
     # reward on the true state: integer tenths summed, one table lookup

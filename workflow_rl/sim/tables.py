@@ -115,6 +115,18 @@ A_ANALYSE, A_REMOVE, A_DECOY, A_RESTORE = 2, 15, 28, 132   # + host (decoys: 28 
 
 # ------------------------------------------------------------------------------------------ red actions (SPEC §4.2)
 R_SLEEP, R_DRS, R_DNS, R_EXPLOIT, R_ESCALATE, R_IMPACT = range(6)
+RED_ACTIONS = ("Sleep", "DiscoverRemoteSystems", "DiscoverNetworkServices", "ExploitRemoteService",
+               "PrivilegeEscalate", "Impact")
+"""CybORG's class name of each red action kind R_* (``info["red_action"]``'s first column indexes it)."""
+SUBNETS = ("Enterprise", "Operational", "User")   # SUBNET_* order; DiscoverRemoteSystems targets a subnet
+
+
+def red_action_name(kind: int, target: int, success: int = 1) -> str:
+    """Red's action as CybORG names it, e.g. ``ExploitRemoteService User2`` or ``DiscoverRemoteSystems User``,
+    with `` (failed)`` when it did not succeed (the three columns of ``info["red_action"]``)."""
+    kind, target = int(kind), int(target)
+    where = "" if target < 0 else " " + (SUBNETS[target] if kind == R_DRS else HOSTS[target])
+    return f"{RED_ACTIONS[kind]}{where}{'' if success else ' (failed)'}"
 
 # B_lineAgent (SPEC §4.5): failure jumps, and the Enterprise host revealed by escalating each user host.
 BLINE_JUMPS = np.array([0, 1, 2, 2, 2, 2, 5, 5, 5, 5, 9, 9, 9, 12, 13], dtype=np.int8)
@@ -135,3 +147,31 @@ ACCESS_NONE, ACCESS_USER, ACCESS_PRIVILEGED = 0, 1, 2
 # Red agents.
 RED_SLEEP, RED_BLINE, RED_MEANDER = 0, 1, 2
 RED_AGENT_NAMES = {"SleepAgent": RED_SLEEP, "B_lineAgent": RED_BLINE, "RedMeanderAgent": RED_MEANDER}
+
+
+def blue_action_name(action: int) -> str:
+    """CybORG's name of blue action ``action`` (0..144), e.g. ``Restore Enterprise1`` or ``DecoyApache User2``."""
+    a = int(action)
+    if a == A_SLEEP:
+        return "Sleep"
+    if a == A_MONITOR:
+        return "Monitor"
+    if a >= A_RESTORE:
+        return f"Restore {HOSTS[a - A_RESTORE]}"
+    if a >= A_DECOY:
+        return f"Decoy{DECOYS[(a - A_DECOY) // N_HOSTS]} {HOSTS[(a - A_DECOY) % N_HOSTS]}"
+    if a >= A_REMOVE:
+        return f"Remove {HOSTS[a - A_REMOVE]}"
+    return f"Analyse {HOSTS[a - A_ANALYSE]}"
+
+
+def blue_action_host(action: int) -> int:
+    """The host blue's action ``action`` acts on, -1 for Sleep and Monitor."""
+    a = int(action)
+    if a < A_ANALYSE:
+        return -1
+    if a >= A_RESTORE:
+        return a - A_RESTORE
+    if a >= A_DECOY:
+        return (a - A_DECOY) % N_HOSTS
+    return (a - A_ANALYSE) % N_HOSTS

@@ -1,0 +1,31 @@
+"""The examples in examples/ run (at a tiny size): another library's PPO on the registered single env, and a plain
+torch loop on the native vector env."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_torch_loop_on_the_vector_env(capsys):
+    returns = _load("torch_vector").main(["--iterations", "3", "--num-envs", "8", "--length", "20"])
+    assert len(returns) == 3 and all(math.isfinite(r) and r <= 0 for r in returns)
+    assert "iteration 2: mean episode return" in capsys.readouterr().out
+
+
+def test_stable_baselines3_ppo_on_the_single_env(capsys):
+    pytest.importorskip("stable_baselines3", reason="stable-baselines3 is not installed (pip install "
+                                                    "'workflow-rl[dev]')")
+    out = _load("sb3_ppo").main(["--timesteps", "64", "--n-steps", "32", "--eval-episodes", "4"])
+    assert out["model"].num_timesteps == 64
+    assert out["result"].episodes == 4 and math.isfinite(out["result"].mean) and out["result"].mean <= 0
+    assert "held-out episodes" in capsys.readouterr().out

@@ -1,0 +1,130 @@
+"""The README's numbers are the committed result files' numbers: each is recomputed here from its file, so a new
+result (or a changed output format) that the README does not follow fails this test instead of going stale. And
+every relative link in README.md and docs/ points at a file that exists."""
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from workflow_rl.rl.evaluate import CAGE2_WINNER
+from workflow_rl.search.outputs import answer_line
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+RESULTS = ROOT / "benchmarks" / "results"
+MAKERUN = ["makerun-q1", "makerun-s1-q1", "makerun-s2-q1"]   # `make run`'s setting: one workflow per batch
+
+
+def _row(label: str) -> str:
+    """The README results-table row whose first cell starts with ``label``."""
+    rows = [line for line in README.splitlines() if line.startswith(f"| {label}")]
+    assert len(rows) == 1, f"no single results row starting with {label!r}"
+    return rows[0]
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _cyborg_greedy(agent: str) -> dict:
+    card = _json(ROOT / "workflow_rl" / "pretrained" / f"{agent}.json")
+    return {(r["red_agent"], r["length"]): r for r in card["eval_cyborg"] if r["mode"] == "greedy"}
+
+
+def test_the_answer_line_is_a_committed_make_run_answer():
+    """The quoted last line is what `make run` prints (``answer_line``) for a committed summary."""
+    summary = _json(RESULTS / "makerun" / "makerun-s1-q1-summary.json")
+    assert summary["batch_workflows"] == 1 and summary["total_episodes"] == 60000
+    line = answer_line({**summary, "best_seeds": 1})   # make run trains one seed per workflow
+    assert f"\n{line}\n" in README
+    assert f"**`{summary['best_workflow_codes']}`**" in README and f"**`{summary['best_reward']:.2f}`**" in README
+    assert f"**`± {summary['best_ci95']:.2f}`**" in README
+    assert f"{len(summary['confidence_set'])} of 120 means" in README
+    assert f"winner scores {CAGE2_WINNER[('B_lineAgent', 100)]:.2f}".replace("-", "−") in README
+
+
+def test_make_run_row():
+    runs = [_json(RESULTS / "makerun" / f"{name}-summary.json") for name in MAKERUN]
+    row = _row("`make run` answers")
+    for s in runs:
+        assert s["total_episodes"] == 60000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
+        assert (f"{s['best_workflow_codes']} −{-s['best_reward']:.2f} ({s['workflows_evaluated']}"
+                f"{' workflows' if s is runs[0] else ''}, {s['wall_time_s']:.0f} s)") in row
+    secs = sorted(round(s["wall_time_s"]) for s in runs)
+    assert f"took {secs[0]}–{secs[-1]} s for the search" in README
+    assert all(s["workflows_evaluated"] == 7 for s in runs) and "7 in\neach of three runs" in README
+
+
+@pytest.mark.parametrize("label, folder", [("Ground truth, B_line", "ground_truth"),
+                                           ("Ground truth, Meander", "ground_truth_meander")])
+def test_ground_truth_rows(label, folder):
+    """The cliff (no workflow ranking user hosts before enterprise hosts is ever compliant) and the plateau (the
+    eligible ones do not differ beyond the bound), as the exhaustive runs found them."""
+    rows = list(csv.DictReader((RESULTS / folder / "ground_truth.csv").open()))
+    effect = _json(RESULTS / folder / "summary.json")["eligible_workflow_effect"]
+    user_first = [r for r in rows if r["workflow"].split(",").index("U") < r["workflow"].split(",").index("E")]
+    others = [r for r in rows if r not in user_first]
+    seeds = {int(r["n_seeds"]) for r in rows}
+    row = _row(label)
+    assert len(rows) == 120 and seeds == {3} and f"(120{' workflows' if folder == 'ground_truth' else ''} × 3" in row
+    compliant = sum(r["status"] == "compliant" for r in user_first)
+    assert f"{compliant} of the {len(user_first)} user-before-enterprise workflows compliant" in row
+    assert f"{sum(r['eligible'] == 'True' for r in others)} of the other {len(others)} eligible" in row
+    assert f"≤ {effect['between_sd_upper']:.2f}" in row and f"seed sd {effect['within_sd']:.2f}" in row
+    assert f"F {effect['f']:.2f}, p {effect['p']:.2f}" in row
+    if folder == "ground_truth":   # the prose quotes the B_line bound
+        assert f"spread by at most\n  {effect['between_sd_upper']:.2f} points" in README
+
+
+def test_fidelity_row():
+    rows = list(csv.DictReader((ROOT / "tests" / "data" / "cyborg_returns.csv").open()))
+    cells = {(r["red"], r["policy"], r["length"]) for r in rows}
+    per_cell = {len([r for r in rows if (r["red"], r["policy"], r["length"]) == c]) for c in cells}
+    policies = {r["policy"] for r in rows}
+    lengths = sorted({int(r["length"]) for r in rows})
+    row = _row("Engine fidelity")
+    assert f"all {len(cells)} reference cells ({len(policies)} scripted defenders" in row
+    assert "/".join(map(str, lengths)) + " steps" in row and per_cell == {400} and "400 CybORG episodes each" in row
+
+
+def test_speed_rows():
+    native = {r["red"]: r for r in csv.DictReader((RESULTS / "native.csv").open())}["B_lineAgent"]
+    cyborg = {(r["mode"], r["n_envs"]): r for r in csv.DictReader((RESULTS / "engines.csv").open())}
+    one = float(cyborg[("cyborg-sequential", "1")]["transitions_per_s"])
+    assert (f"{float(native['steps_per_s']):,.0f} env-steps/s (B_line, {int(native['n_envs']):,} envs) vs "
+            f"{one:.0f} steps/s for one CybORG process") in _row("Speed, 2-core CPU")
+    gpu = _json(RESULTS / "gpu" / "h100-2026-11-27-f-default.json")
+    best = max((r for r in gpu["engine"]["rows"] if r["red"] == "bline"), key=lambda r: r["env_steps_per_s"])
+    assert "H100" in gpu["gpu"]
+    expected = f"{best['env_steps_per_s'] / 1e9:.2f}B env-steps/s (B_line, {best['n_envs']:,} envs"
+    assert expected in _row("Speed, one H100")
+
+
+def test_shipped_agent_rows():
+    cells = sorted(CAGE2_WINNER)   # (red, length), B_line first
+    cage2 = _cyborg_greedy("cage2")
+    row = _row("`pretrained:cage2` vs")
+    assert {cage2[c]["episodes"] for c in cells} == {200} and "200 episodes per cell" in row
+    for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
+        ours = " / ".join(f"−{-cage2[(red, n)]['mean']:.2f}" for n in (30, 50, 100))
+        theirs = " / ".join(f"−{-CAGE2_WINNER[(red, n)]:.2f}" for n in (30, 50, 100))
+        assert f"{name}{ours} (winner {theirs})" in row
+    total = sum(cage2[c]["mean"] for c in cells)
+    assert f"six-cell sum −{-total:.2f} vs −{-sum(CAGE2_WINNER.values()):.2f}" in row
+    compliant = _cyborg_greedy("cage2-compliant")
+    row = _row("`pretrained:cage2-compliant`")
+    assert f"six-cell sum −{-sum(compliant[c]['mean'] for c in cells):.2f}" in row
+    floor = min(compliant[c]["compliance"] for c in cells)
+    assert floor >= 0.997 and "compliance ≥ 99.7% in every cell" in row
+
+
+def test_relative_links_resolve():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, "broken links: " + ", ".join(broken)
