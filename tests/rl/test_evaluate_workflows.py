@@ -104,6 +104,7 @@ def test_cli_across_workflows_writes_table_figure_and_comparison(tmp_path, capsy
     (["pretrained:cage2-compliant", "--workflow", ";"], "lists no workflow"),
     (["pretrained:cage2-compliant", "--workflow", "named", "--engine", "cyborg"], "native engine"),
     (["greedy_workflow", "--workflow", "named"], "one workflow at a time"),
+    (["pretrained:cage2", "--workflow", "all", "--time-limit", "5"], "drop --time-limit"),
     (["pretrained:cage2", "--ground-truth", "x.csv"], "give --workflow a list"),
     (["pretrained:cage2", "--workflow", "named", "--ground-truth", "/nonexistent.csv"], "no such file"),
 ])

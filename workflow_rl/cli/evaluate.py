@@ -132,9 +132,12 @@ def _evaluate_workflows(args) -> int:
     for name, value in LIST_DEFAULTS.items():
         if name not in typed:
             setattr(args, name, value)
-    if args.engine != ["native"]:
-        raise ValueError("an evaluation across workflows runs on the native engine: drop --engine, or evaluate real "
-                         "CybORG one workflow at a time")
+    cyborg_only = args.given("evaluate", ["cyborg_episodes", "workers", "time_limit", "vectorization",
+                                          "parallel_start_method", "scenario"])
+    if args.engine != ["native"] or cyborg_only:
+        raise ValueError("an evaluation across workflows runs on the native engine: drop "
+                         f"{', '.join('--' + n.replace('_', '-') for n in cyborg_only) or '--engine'}, or evaluate "
+                         "real CybORG one workflow at a time")
     truths = feasible.ground_truths(args.ground_truth or [])
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))

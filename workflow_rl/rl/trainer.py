@@ -17,6 +17,14 @@ fixes were counted; the *gate*), every env finished ``max_episodes`` episodes, o
 is spent; after the gate it trains ``post_gate_episodes`` more episodes per env (``rl.schedule.stop_rule``).
 Ctrl-C finishes the current update, saves and exits.
 
+A run across workflows (``--workflow all``, 'named' or a ';' list, ``--hold-out``; ``workflow.WorkflowMix``) is a
+slot whose envs each play their own workflow: at every episode end each env draws its next one from its own
+counter-based stream (seed, env, episode), its encoding goes into its policy input and its type ranks into its
+compliance counts and alignment reward. Batch compliance pools every finished episode; the log adds the least
+compliant workflow over its last 20 episodes (``compliance.WorkflowWindow``), and the gate also needs that to reach
+the threshold once every workflow has 20 episodes (``schedule.gate_fires``). The draws need no state of their own:
+a resumed run recomputes them from its step counter.
+
 With several slots, slots change only between episodes: envs start together and episodes have one fixed length,
 and every stop rule is decided on finished episodes, so a slot always stops at an episode boundary, where its envs
 have just started fresh episodes for the next workflow. Slot checkpoints are taken there and need no engine state:
