@@ -6,8 +6,8 @@ import re
 
 import pytest
 import torch
+from helpers import run_main, train_cfg
 
-from workflow_rl.cli import main
 from workflow_rl.rl.evaluate import agent_act, evaluate_cells, evaluate_workflows, scripted_act
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.search import feasible
@@ -77,20 +77,13 @@ def test_rows_summary_and_ground_truth_comparison(tmp_path):
         feasible.ground_truths([gt, gt])
 
 
-def _run(args, capsys):
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = e.code
-    return rc, *capsys.readouterr()
-
-
 def test_cli_across_workflows_writes_table_figure_and_comparison(tmp_path, capsys):
     gt = "benchmarks/results/ground_truth/ground_truth.csv"
-    rc, out, err = _run(["evaluate", "pretrained:cage2-compliant", "--workflow", "named", "--episodes", "3",
+    rc, out, err = run_main(["evaluate", "pretrained:cage2-compliant", "--workflow", "named", "--episodes", "3",
                          "--red-agents", "bline", "--ground-truth", gt, "--out", str(tmp_path)], capsys)
     assert rc == 0, err
-    rows = list(csv.DictReader(open(tmp_path / "workflows.csv")))
+    with open(tmp_path / "workflows.csv") as f:
+        rows = list(csv.DictReader(f))
     assert [r["workflow"] for r in rows] == [w.codes for w in parse_workflow_list("named")]
     assert {r["red_agent"] for r in rows} == {"B_lineAgent"} and {r["length"] for r in rows} == {"100"}
     assert all(r["mode"] == "greedy" and r["episodes"] == "3" and r["gt_mean"] for r in rows)
@@ -109,7 +102,7 @@ def test_cli_across_workflows_writes_table_figure_and_comparison(tmp_path, capsy
     (["pretrained:cage2", "--workflow", "named", "--ground-truth", "/nonexistent.csv"], "no such file"),
 ])
 def test_cli_bad_input_is_one_error_line(args, match, tmp_path, capsys):
-    rc, _, err = _run(["evaluate", *args, "--out", str(tmp_path / "ev")], capsys)
+    rc, _, err = run_main(["evaluate", *args, "--out", str(tmp_path / "ev")], capsys)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("error:") and re.search(match, lines[0]), err
     assert not (tmp_path / "ev").exists()
@@ -117,13 +110,12 @@ def test_cli_bad_input_is_one_error_line(args, match, tmp_path, capsys):
 
 def test_an_agent_trained_across_workflows_needs_the_workflow_named(tmp_path, capsys):
     from workflow_rl.rl.trainer import Trainer
-    from helpers import train_cfg
 
     t = Trainer(train_cfg(workflow="named", n_envs=4, episode_length=10, update_every_steps=10, max_episodes=1),
                 tmp_path / "run", progress=False)
     t.run()
     ckpt = str(tmp_path / "run" / "checkpoints" / "latest.pt")
-    rc, _, err = _run(["evaluate", ckpt, "--episodes", "2", "--lengths", "10"], capsys)
+    rc, _, err = run_main(["evaluate", ckpt, "--episodes", "2", "--lengths", "10"], capsys)
     assert rc == 2 and "trained across workflows" in err
-    rc, out, err = _run(["evaluate", ckpt, "--workflow", "named", "--episodes", "2", "--lengths", "10"], capsys)
+    rc, out, err = run_main(["evaluate", ckpt, "--workflow", "named", "--episodes", "2", "--lengths", "10"], capsys)
     assert rc == 0 and "6 workflows" in out, err

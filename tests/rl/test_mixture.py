@@ -7,14 +7,12 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import read_log, train_cfg
+from helpers import read_log, run_main, train_cfg
 
-from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.compliance import WINDOW_EPISODES, WorkflowWindow, classify_fixes
 from workflow_rl.rl.trainer import Trainer
-from workflow_rl.workflow import (NAMED, Workflow, WorkflowMix, all_workflows, default_hold_out,
-                                  parse_workflow_list)
+from workflow_rl.workflow import NAMED, Workflow, WorkflowMix, all_workflows, default_hold_out, parse_workflow_list
 
 A, B = "D,OS,E,OH,U", "E,OH,D,U,OS"
 MIX = dict(workflow="all", hold_out="100", n_envs=8, episode_length=20, update_every_steps=10, max_episodes=4,
@@ -159,14 +157,6 @@ def test_resume_mid_episode_is_identical(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ the CLI
-def _run(args, capsys):
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = e.code
-    return rc, *capsys.readouterr()
-
-
 @pytest.mark.parametrize("args,match", [
     (["--workflow", "D,OS,E,OH,U;D,OS,E,OH,Q"], "unknown unit type 'Q'"),
     (["--workflow", ";"], "lists no workflow"),
@@ -176,7 +166,7 @@ def _run(args, capsys):
     (["--workflow", "all", "--vectorization", "episodes"], "one vector env"),
 ])
 def test_cli_bad_input_is_one_error_line_and_writes_nothing(args, match, tmp_path, capsys):
-    rc, _, err = _run(["train", *args, "--out", str(tmp_path / "run")], capsys)
+    rc, _, err = run_main(["train", *args, "--out", str(tmp_path / "run")], capsys)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("error:") and re.search(match, lines[0]), err
     assert not (tmp_path / "run").exists()
