@@ -169,3 +169,18 @@ def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
         raise CheckpointError(f"checkpoint weights do not fit the network ({e.__class__.__name__}): the file is "
                               "damaged or was edited; retrain") from None
     return agent
+
+
+def load_batch_state(path: Path, device: str = "cpu") -> dict:
+    """A batch's own state file (``train --seeds``' ``batch.pt``, a batched search's ``search_batch.pt``), written
+    with :func:`atomic_save` beside the runs' checkpoints: the one place such files are read. A damaged one is
+    refused naming the fix (without it the runs still resume, on fresh episodes)."""
+    try:
+        snap = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means the file is unusable
+        snap = e
+    if not isinstance(snap, dict):
+        why = type(snap).__name__
+        raise CheckpointError(f"batch state {path} is damaged ({why}): delete it and resume again (the runs then "
+                              "continue from their checkpoints on fresh episodes)") from None
+    return snap
