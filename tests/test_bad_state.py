@@ -199,6 +199,24 @@ def test_the_saved_search_itself_resumes(saved_search, tmp_path, capsys):
     assert state["finished"] and state["episodes_used"] == SEARCH["total_episodes"]
 
 
+def test_logs_cut_short_by_a_kill_are_caught_up_and_others_left_alone(saved_search, tmp_path):
+    from workflow_rl.search.outputs import catch_up_logs
+    from workflow_rl.search.records import SearchState
+
+    d = tmp_path / "s"
+    shutil.copytree(saved_search, d, symlinks=True)
+    records = SearchState.load(d / "search_state.json").iterations
+    logs = [d / "gp_sampling_log.csv", d / "training_log.csv"]
+    full = [p.read_bytes() for p in logs]
+    logs[0].write_bytes(full[0][:full[0].rindex(b"\n", 0, -1) + 1])   # the last record's row never written
+    logs[1].write_bytes(full[1][:-7])                                   # its training rows cut mid-row
+    catch_up_logs(d, records)
+    assert [p.read_bytes() for p in logs] == full
+    logs[1].write_bytes(full[1].replace(b"update", b"UPDATE"))          # not a prefix: not this search's log
+    catch_up_logs(d, records)
+    assert logs[1].read_bytes() == full[1].replace(b"update", b"UPDATE")
+
+
 # ---------------------------------------------------------------------------------------------- train --resume
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -373,25 +391,30 @@ class _Killed(BaseException):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("step,nth", [("_review", 2), ("_review", 6), ("_complete", 2), ("_dispatch", 4)])
+@pytest.mark.parametrize("step,nth", [("_review", 2), ("_review", 6), ("_complete", 2), ("_dispatch", 4),
+                                      ("append_logs", 2)])
 def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, monkeypatch, step, nth):
-    """Killed as a wait returned but before the search reviewed the claims, recorded the workflow or dispatched
-    the next one: the resumed search does what the uninterrupted one did next (the review it owes included)."""
+    """Killed as a wait returned but before the search reviewed the claims, recorded the workflow, wrote its log
+    rows or dispatched the next one: the resumed search does what the uninterrupted one did next (the review it
+    owes and the log rows included). ('_review', 6) fails without the owed review."""
+    from workflow_rl.search import search as search_module
+
     kw = dict(claims="elastic", total_episodes=80, compliance_threshold=0.2, min_fixes=1, max_episodes=6,
               post_gate_episodes=2, batch_workflows=3)
     WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "full", progress=False).run()
-    original, calls = getattr(WorkflowSearch, step), []
+    owner = search_module if step == "append_logs" else WorkflowSearch
+    original, calls = getattr(owner, step), []
 
-    def dies(self, *a):
+    def dies(*a):
         calls.append(step)
         if len(calls) == nth:
             raise _Killed
-        return original(self, *a)
+        return original(*a)
 
-    monkeypatch.setattr(WorkflowSearch, step, dies)
+    monkeypatch.setattr(owner, step, dies)
     with pytest.raises(_Killed):
         WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "part", progress=False).run()
-    monkeypatch.setattr(WorkflowSearch, step, original)
+    monkeypatch.setattr(owner, step, original)
     WorkflowSearch.resume(tmp_path / "part", progress=False).run()
     _same_search(tmp_path / "full", tmp_path / "part")
 

@@ -49,7 +49,7 @@ from workflow_rl.search.evaluation import SearchInterrupted, evaluate_record, tr
 from workflow_rl.search.executors import Executor, SearchJob, SerialExecutor
 from workflow_rl.search.gp import (N_CANDIDATES, cei_select, eligibility, features, fit_gp, initial_design, posterior,
                                    seed_noise, srinivas_beta, ucb_select)
-from workflow_rl.search.outputs import append_logs, finalize, progress_line
+from workflow_rl.search.outputs import append_logs, catch_up_logs, finalize, progress_line
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
 
@@ -291,6 +291,7 @@ class WorkflowSearch:
                                 lambda: self.state.episodes_used))
         self._grows = executor.needs() is not None   # elastic claims, and an executor that can grow them
         self._save()
+        catch_up_logs(self.out, self.state.iterations)   # resumed: rows a kill kept from the logs
         for p in self.state.pending:          # resumed: restart what was running (from its own checkpoint)
             executor.submit(p)
         if getattr(executor, "review_owed", False):   # saved as a wait returned, before the search's review of it
