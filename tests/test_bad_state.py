@@ -190,13 +190,60 @@ def test_a_damaged_search_state_is_refused_before_anything_is_written(case, save
 
 
 def test_the_saved_search_itself_resumes(saved_search, tmp_path, capsys):
-    """The fixture every case above edits is sound: unedited, it resumes to the end."""
+    """The fixture every case above edits is sound: unedited, it resumes to the end, and a finished search
+    resumed again (it only rewrites its summary) is not taken for a damaged one."""
     d = tmp_path / "s"
     shutil.copytree(saved_search, d, symlinks=True)
-    rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
-    assert rc == 0, err
+    for _ in range(2):
+        rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+        assert rc == 0, err
     state = json.loads((d / "search_state.json").read_text())
     assert state["finished"] and state["episodes_used"] == SEARCH["total_episodes"]
+
+
+@pytest.fixture(scope="module")
+def saved_serial(tmp_path_factory):
+    """A one-at-a-time search stopped by Ctrl-C in its second workflow: its checkpoint holds the engine snapshot."""
+    from workflow_rl.rl.trainer import BatchedTrainer
+
+    out = tmp_path_factory.mktemp("serial") / "s"
+    update, calls = BatchedTrainer.update, []
+
+    def ctrl_c_in_the_second(self, *a):
+        calls.append(1)
+        if len(calls) == 13:
+            os.kill(os.getpid(), signal.SIGINT)
+        return update(self, *a)
+
+    BatchedTrainer.update = ctrl_c_in_the_second
+    try:
+        s = WorkflowSearch(SearchConfig(**{**SEARCH, "batch_workflows": 1}), out, progress=False)
+        with pytest.raises(SearchInterrupted):
+            s.run()
+    finally:
+        BatchedTrainer.update = update
+    assert s.state.iterations and s.state.pending
+    return out
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda c: c.update(obs=c["obs"][:, :7]), "obs has shape"),
+    (lambda c: c["episode_running"].update(env="x"), "episode_running.env"),
+    (lambda c: c["counters"].update(round_active=-1), "round_active"),
+    (lambda c: None, None),
+], ids=["obs", "episode_running", "round_active", "sound"])
+def test_a_serial_search_checks_its_running_checkpoint_first(edit, match, saved_serial, tmp_path, capsys):
+    d = tmp_path / "s"
+    shutil.copytree(saved_serial, d)
+    _edit_checkpoint(_pending_checkpoint(d), edit)
+    assert torch.load(_pending_checkpoint(d), weights_only=False)["obs"] is not None
+    before = _snapshot(d)
+    rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+    if match is None:
+        assert rc == 0, err
+        return
+    _assert_one_error_line(rc, err, match)
+    assert _snapshot(d) == before
 
 
 def test_logs_cut_short_by_a_kill_are_caught_up_and_others_left_alone(saved_search, tmp_path):
