@@ -6,7 +6,10 @@ dispatch and records each as it finishes. This executor puts each workflow's K s
 :class:`~workflow_rl.rl.trainer.BatchedTrainer`, whose every step and update serves all Q x K runs at once, which is
 what keeps a GPU busy: a single run's few hundred envs are far too small a batch. A workflow whose seeds have all
 stopped is evaluated and its slots are refilled at the next episode boundary. Ctrl-C finishes the current episode
-round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it.
+round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it. With the checkpoints
+the batch's own state is saved (``STATE_FILE``: engine, random streams, which seed holds which slot, what the empty
+slots hold) after every round that wrote a checkpoint, whenever it returns to the search and on Ctrl-C, so a search
+stopped at any moment, kill -9 included, resumes exactly as the uninterrupted search runs.
 
 Each seed trains under its workflow's cap (its config) within its share of the workflow's claim (``Slot.claim``).
 The executor reports how far below the claim each seed can still go (``claims``: the search lowers the claim) and,
