@@ -143,3 +143,18 @@ def check_out_file(name: str, path) -> Path:
         raise ValueError(f"{name} {p} is not writable (no write permission on the file): choose another file")
     check_out_dir(f"{name}'s folder", p.parent)
     return p
+
+
+def check_inside(name: str, rel, root) -> Path:
+    """``root / rel`` for a path ``rel`` a state file names relative to ``root``, refused unless it stays inside
+    ``root`` (no absolute path, no '..', no symlink out of it): an edited state file must not make a run read or
+    write anywhere else."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"{name} must be a path inside the run folder, got {rel!r}")
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts:
+        raise ValueError(f"{name} {rel!r} leaves the run folder: it must be a path inside it")
+    full = Path(root) / p
+    if not full.resolve().is_relative_to(Path(root).resolve()):
+        raise ValueError(f"{name} {rel!r} leads out of the run folder (a symbolic link): it must stay inside it")
+    return full

@@ -97,3 +97,72 @@ def remove_stale_temps(run_dir: str | Path) -> list[Path]:
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+RUN_FILES = {
+    "search": ("search_state.json", "search_batch.pt", "gp_sampling_log.csv", "workflows", "best_workflow.json",
+               "best_policy.pt", "report.md", "plots", "ground_truth.csv"),
+    "train": ("config.json", "checkpoints", "batch.pt", "tb"),
+}
+"""What a ``search`` and a ``train`` run write at the top of RUN_DIR besides ``SHARED_FILES`` (``train --seeds``
+adds ``seed_*`` folders): how a folder's owner is told, and what ``--overwrite`` removes."""
+SHARED_FILES = ("training_log.csv", "summary.json")
+
+
+def _run_entries(out: Path) -> list[Path]:
+    """The entries of ``out`` that are anybody's files: its lock and a dead writer's temporary files aside."""
+    return sorted(p for p in out.iterdir() if p.name != LOCK_NAME and not _TMP.search(p.name))
+
+
+def _owner(name: str) -> str | None:
+    if re.fullmatch(r"seed_\d+", name):
+        return "train"
+    return next((cmd for cmd, names in RUN_FILES.items() if name in names), "train" if name in SHARED_FILES else None)
+
+
+def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: bool) -> None:
+    """Refuse an ``--out`` that holds another command's run or files that are no run's, before anything is
+    written: a new ``command`` run needs an empty (or new) folder unless ``overwrite`` replaces what is there, and
+    ``resume`` continues only a run of the same command. ``command``: 'train' or 'search'."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    entries = _run_entries(out)
+    owners = {_owner(p.name) for p in entries}
+    kind = "search" if "search" in owners else "train" if "train" in owners else None
+    if resume:
+        if kind not in (None, command):
+            raise ValueError(f"{out} holds a `workflow-rl {kind}` run, not a {command} run: resume it with "
+                             f"`workflow-rl {kind}`, or choose the folder of a {command} run")
+        return
+    if overwrite or not entries:
+        return
+    if kind == command:
+        again = f"--resume {out}" if command == "search" else "--resume"
+        raise ValueError(f"{out} already holds a {'training run' if command == 'train' else 'search'} "
+                         f"({next(p.name for p in entries if _owner(p.name))}): continue it with {again}, replace "
+                         "it with --overwrite, or choose another --out")
+    if kind is not None:
+        raise ValueError(f"{out} holds a `workflow-rl {kind}` run: choose another --out, or replace that run with "
+                         "--overwrite")
+    shown = ", ".join(p.name for p in entries[:3]) + (", ..." if len(entries) > 3 else "")
+    raise ValueError(f"{out} holds files that are not a workflow-rl run ({shown}): choose an empty or new folder, "
+                     "or --overwrite to write beside them")
+
+
+def remove_run(out: str | Path) -> list[Path]:
+    """``--overwrite``, under the folder's lock: delete what a ``train`` or ``search`` run wrote at the top of
+    ``out`` (``RUN_FILES``, ``SHARED_FILES``, ``seed_*``), so nothing stale of the old run survives; other files
+    are left alone. Returns what it removed."""
+    import shutil
+
+    removed = []
+    for p in _run_entries(Path(out)):
+        if _owner(p.name) is None:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        removed.append(p)
+    return removed

@@ -8,11 +8,12 @@ from workflow_rl.checks import check_out_dir, check_seed
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
-from workflow_rl.rl.checkpoint import check_same_run, load_checkpoint
+from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.pretrained import starting_weights
-from workflow_rl.rundir import RunDirLock
+from workflow_rl.rl.resumable import check_resumable
+from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
@@ -39,7 +40,9 @@ def add_train(sub) -> None:
     t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
     t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
     t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
-    t.add_argument("--overwrite", action="store_true", help="replace the run already in RUN_DIR (default: refuse)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace what RUN_DIR holds (default: refuse a folder that is not empty): the files a train "
+                        "or search run wrote there are deleted first, other files are left alone")
     t.add_argument("--init-checkpoint", default=None, metavar="CKPT",
                    help="start from these weights (a checkpoint file or pretrained:NAME, e.g. to fine-tune a shipped "
                         "agent under a workflow) instead of a fresh initialisation; a fresh optimiser and schedule; "
@@ -94,9 +97,7 @@ def cmd_train(args) -> int:
     cfg.check_memory(args.seeds)
     _check_existing_run(out, ckpt_dir, args)
     if args.resume:   # every checkpoint usable and of this run before anything is written
-        for i in range(args.seeds):
-            path = ckpt_dir / "latest.pt" if args.seeds == 1 else out / f"seed_{i}" / "checkpoints" / "latest.pt"
-            check_same_run(load_checkpoint(path, cfg.device), cfg)
+        _check_resume(cfg, out, ckpt_dir, args.seeds)
     with RunDirLock(out):
         if args.overwrite:
             _remove_previous_run(out, ckpt_dir)
@@ -107,27 +108,37 @@ def cmd_train(args) -> int:
 
 def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
     """``--out`` onto a finished or running run is refused unless ``--resume`` continues it or ``--overwrite``
-    replaces it."""
+    replaces it; so is one that holds another command's run or files that are no run's (``check_run_folder``)."""
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
-    runs = [ckpt_dir / "latest.pt", out / "config.json", out / "training_log.csv", out / "summary.json",
-            *out.glob("seed_*/config.json")]
-    existing = [p for p in runs if p.exists()]
-    if not existing or args.resume:
+    check_run_folder(out, "train", args.resume, args.overwrite)
+    if (ckpt_dir / "latest.pt").exists() and not (args.resume or args.overwrite):
+        raise ValueError(f"{ckpt_dir} already holds a training run's checkpoint: continue it with --resume, replace "
+                         "it with --overwrite, or choose another --checkpoint-dir")
+
+
+def _check_resume(cfg: TrainConfig, out: Path, ckpt_dir: Path, seeds: int) -> None:
+    """Everything ``--resume`` will read, checked before the run's config and log are rewritten: each run's
+    checkpoint (of this run, every counter and snapshot field sound) and, with ``--seeds``, the batch's state."""
+    if seeds == 1:
+        check_resumable(load_checkpoint(ckpt_dir / "latest.pt", cfg.device), cfg, ckpt_dir / "latest.pt", cfg.n_envs)
         return
-    if not args.overwrite:
-        raise ValueError(f"{out} already holds a training run ({existing[0].name}): continue it with --resume, "
-                         "replace it with --overwrite, or choose another --out")
+    from workflow_rl.rl.seeds import check_batch_file
+
+    updates = []
+    for i in range(seeds):
+        path = out / f"seed_{i}" / "checkpoints" / "latest.pt"
+        ck = load_checkpoint(path, cfg.device)
+        check_resumable(ck, cfg, path)
+        updates.append(ck["counters"]["update"])
+    check_batch_file(out, cfg, updates)
 
 
 def _remove_previous_run(out: Path, ckpt_dir: Path) -> None:
-    """``--overwrite`` (under the run folder's lock): the old run's summaries, checkpoints and batch state go
-    first, so nothing stale survives the new run (its config and log are rewritten from its first update)."""
-    from workflow_rl.rl.seeds import BATCH_FILE
-
-    for p in [out / "summary.json", out / BATCH_FILE, ckpt_dir / "latest.pt", *out.glob("seed_*/summary.json"),
-              *out.glob("seed_*/checkpoints/latest.pt")]:
-        p.unlink(missing_ok=True)
+    """``--overwrite`` (under the run folder's lock): the old run's files go first (``remove_run``; its checkpoint
+    in ``--checkpoint-dir`` too), so nothing stale survives the new run."""
+    remove_run(out)
+    (ckpt_dir / "latest.pt").unlink(missing_ok=True)
 
 
 def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init: dict | None) -> int:

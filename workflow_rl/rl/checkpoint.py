@@ -114,7 +114,8 @@ def _numpy_globals() -> list:
             np.ndarray, np.dtype, *{type(np.dtype(c)) for c in "?bhilqBHILQefdg"}]
 
 
-def safe_load(path: Path, device: str = "cpu"):
+def safe_load(path: Path, device: str = "cpu", what: str = "checkpoint",
+              fix: str = "use another checkpoint or retrain"):
     """``torch.load`` that cannot run code: torch's weights-only unpickler (tensors, containers, numbers, strings)
     with numeric numpy arrays allowed and nothing else, then every numpy array checked to hold numbers (an object
     array could carry arbitrary Python objects). Raises ``CheckpointError`` naming the file for anything else:
@@ -126,14 +127,13 @@ def safe_load(path: Path, device: str = "cpu"):
     except Exception as e:  # noqa: BLE001 - any unpickling failure (incl. a refused global) means unusable
         called = re.search(r"GLOBAL (\S+)|but got <class '([^']+)'>", str(e))
         if called:
-            raise CheckpointError(f"checkpoint {path} needs {called.group(1) or called.group(2)} to load, which no "
-                                  "workflow-rl checkpoint does (a pickle can run code): it was refused unread; use a "
-                                  "checkpoint you trust or retrain") from None
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a workflow-rl checkpoint ({type(e).__name__}); "
-                              "use another checkpoint or retrain") from None
+            raise CheckpointError(f"{what} {path} needs {called.group(1) or called.group(2)} to load, which no "
+                                  f"workflow-rl file does (a pickle can run code): it was refused unread; {fix}") \
+                from None
+        raise CheckpointError(f"{what} {path} is damaged: corrupt or not a workflow-rl {what} ({type(e).__name__}); {fix}") \
+            from None
     if any(a.dtype.kind not in "biuf" for a in _leaves(obj, np.ndarray)):
-        raise CheckpointError(f"checkpoint {path} holds a non-numeric array, which no workflow-rl checkpoint "
-                              "does: use another checkpoint or retrain")
+        raise CheckpointError(f"{what} {path} holds a non-numeric array, which no workflow-rl file does: {fix}")
     return obj
 
 
@@ -225,3 +225,18 @@ def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
         raise CheckpointError(f"checkpoint weights do not fit the network ({e.__class__.__name__}): the file is "
                               "damaged or was edited; retrain") from None
     return agent
+
+
+BATCH_STATE_FIX = "delete it and resume again (the runs then continue from their checkpoints on fresh episodes)"
+"""What to do about a batch state file that cannot be used: it is an optimisation of a resume, never required."""
+
+
+def load_batch_state(path: Path, device: str = "cpu") -> dict:
+    """A batch's own state file (``train --seeds``' ``batch.pt``, a batched search's ``search_batch.pt``), written
+    with :func:`atomic_save` beside the runs' checkpoints: the one place such files are read, as safely as a
+    checkpoint (:func:`safe_load`). A damaged one is refused naming the fix (without it the runs still resume, on
+    fresh episodes)."""
+    snap = safe_load(path, device, what="batch state", fix=BATCH_STATE_FIX)
+    if not isinstance(snap, dict):
+        raise CheckpointError(f"batch state {path} is damaged ({type(snap).__name__}): {BATCH_STATE_FIX}")
+    return snap

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
-from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save, check_same_run
+from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save
 from workflow_rl.rl.compliance import ComplianceTracker, WorkflowWindow
 from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
@@ -51,6 +51,7 @@ from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.memory import Memory, forget, policy_input
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
+from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
 from workflow_rl.rl.slot import Slot
@@ -522,8 +523,9 @@ class Trainer:
         return self.slot.update
 
     def restore(self, ck: dict) -> None:
-        """Continue from a checkpoint of the same configuration (budget and stop limits may differ)."""
-        check_same_run(ck, self.cfg)
+        """Continue from a checkpoint of the same configuration (budget and stop limits may differ); every field
+        it reads is checked first."""
+        check_resumable(ck, self.cfg, self.slot.ckpt_dir / "latest.pt", self.cfg.n_envs)
         self.batch.release(0)
         self.slot = self.batch.start(0, self.cfg, checkpoint=ck, **self._start)
         self.batch.global_step = self.slot.global_step
