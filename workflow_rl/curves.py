@@ -32,6 +32,7 @@ import numpy as np
 
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
+from workflow_rl.rl.interrupt import terminate_as_interrupt
 from workflow_rl.rundir import atomic_write
 from workflow_rl.sim import tables as T
 
@@ -220,13 +221,28 @@ def load_shards(folder: str | os.PathLike, seed: int | None = None) -> dict[tupl
             raise ValueError(f"shard {p.name} overlaps another shard of {key[0]}/{key[1]} in {folder} (made with "
                              "another --shard-episodes?): keep one --shard-episodes per --out folder")
         episodes.update(range(first, first + n))
-        with np.load(p) as z:
-            if seed is not None and int(z["seed"]) != seed:
-                raise ValueError(f"shard {p} was made with --seed {int(z['seed'])}, not {seed}: use that seed or "
-                                 "another --out")
-            part = PanelCounts.from_access(m["red"], m["policy"], z["access"])
+        made, access = _read_shard(p, n)
+        if seed is not None and made != seed:
+            raise ValueError(f"shard {p} was made with --seed {made}, not {seed}: use that seed or another --out")
+        part = PanelCounts.from_access(m["red"], m["policy"], access)
         out[key] = part if key not in out else out[key] + part
     return out
+
+
+def _read_shard(path: Path, episodes: int) -> tuple[int, np.ndarray]:
+    """(seed, access) of one shard file, which must hold the ``episodes`` episodes its name says; a truncated,
+    empty or foreign file is one ValueError naming the fix (shards are written atomically, so only a hand or
+    another program makes one)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            seed, access = int(z["seed"]), np.asarray(z["access"])
+    except Exception as e:  # noqa: BLE001 - zip, npz and array errors alike mean the file is damaged
+        raise ValueError(f"shard {path} is damaged ({type(e).__name__}: {e}): delete it and run again without "
+                         "--report-only to collect it anew") from None
+    if access.shape != (episodes, HORIZON, T.N_HOSTS) or not np.isin(access, (0, 1, 2)).all():
+        raise ValueError(f"shard {path} is damaged (access of shape {access.shape}, not ({episodes}, {HORIZON}, "
+                         f"{T.N_HOSTS}) levels 0-2): delete it and run again without --report-only to collect it anew")
+    return seed, access
 
 
 def plan_shards(reds, policies, episodes: int, shard_episodes: int, seed: int, scenario=None) -> list[tuple]:
@@ -272,18 +288,12 @@ def collect_cyborg(reds, policies, episodes: int, out: str | os.PathLike, worker
         for i, job in enumerate(jobs):
             done(i, *_run_shard(job))
         return len(jobs)
-    old_term = signal.getsignal(signal.SIGTERM)
-
-    def _term(signum, frame):
-        raise KeyboardInterrupt
-
     pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker)
     try:
-        signal.signal(signal.SIGTERM, _term)   # a `timeout` kill stops the workers too; finished shards are kept
-        for i, (job, access, secs) in enumerate(pool.imap_unordered(_run_shard, jobs, chunksize=1)):
-            done(i, job, access, secs)
+        with terminate_as_interrupt():   # a `timeout` kill stops the workers too; finished shards are kept
+            for i, (job, access, secs) in enumerate(pool.imap_unordered(_run_shard, jobs, chunksize=1)):
+                done(i, job, access, secs)
     finally:
-        signal.signal(signal.SIGTERM, old_term)
         pool.terminate()
         pool.join()
     return len(jobs)

@@ -31,6 +31,8 @@ def add_search(sub) -> None:
 def _workflow_list(args) -> list[str] | None:
     """--exhaustive: all 120; --workflows: the ones named (';'-separated or several arguments; 'named': the six)."""
     if args.exhaustive:
+        if args.workflows:
+            raise ValueError("--exhaustive trains all 120 workflows, --workflows only those it names: use one")
         return [w.codes for w in all_workflows()]
     if not args.workflows:
         return None
@@ -98,6 +100,9 @@ def _run(search, executor, fresh: bool) -> int:
     print(f"workflow search vs {t.red_agent} on {t.engine}: budget {c.total_episodes:,} training episodes, "
           f"{t.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
           + (f" ({c.seeds_per_workflow} seeds)" if c.seeds_per_workflow > 1 else "") + f" -> {search.out}")
+    if c.batch_slots < c.batch_workflows:
+        print(f"--batch-workflows {c.batch_workflows}: training {c.batch_slots} at a time, the most that can train "
+              f"at once here ({c.most_at_once()[1]}); more slots would only step envs for nothing")
     try:
         summary = search.run(executor)
     except (SearchInterrupted, KeyboardInterrupt):
