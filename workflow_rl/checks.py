@@ -152,7 +152,7 @@ def check_out_file(name: str, path) -> Path:
     p = Path(path)
     _check_name_lengths(name, p)
     if p.is_dir():
-        raise ValueError(f"{name} {p} is a folder: name a file")
+        raise ValueError(f"{name} {p} is a folder: this command writes one file; name a file")
     check_out_dir(name, p.parent)
     return p
 

@@ -1,11 +1,14 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
+import signal
+
 from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.rl.config import flag
+from workflow_rl.rl.interrupt import Terminated
 from workflow_rl.rundir import RunDirLock
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
@@ -105,9 +108,10 @@ def _run(search, executor, fresh: bool) -> int:
               f"at once here ({c.most_at_once()[1]}); more slots would only step envs for nothing")
     try:
         summary = search.run(executor)
-    except (SearchInterrupted, KeyboardInterrupt):
-        print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
-        return 130
+    except (SearchInterrupted, KeyboardInterrupt) as e:
+        print(f"{'terminated' if isinstance(e, Terminated) else 'interrupted'}: state saved; continue with "
+              f"`workflow-rl search --resume {search.out}`")
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     except Exception:
         if fresh and not search.state.iterations:
             search.state_path.unlink(missing_ok=True)
