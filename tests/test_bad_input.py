@@ -270,6 +270,8 @@ CASES = [
     (["train", "--out", "{d}/lock_folder"], "lock_folder/.lock is not a lock file .*: it is a folder"),
     (["train", "--out", "{d}/lock_link"], "lock_link/.lock is not a lock file .*: it is a symbolic link"),
     (["search", "--out", "{d}/lock_link"], "symbolic link"),
+    (["curves", "--episodes", HUGE], "12 panel\\(s\\) is 240,000,000,000 shard files, more than 100,000"),
+    (["train", "--seeds", str(10**8), "--n-envs", "1"], "in each of 100000000 runs .*; or fewer runs at once"),
     (["curves", "--report-only", "--out", "{d}/shard_empty"], "is damaged .*: delete it"),
     (["curves", "--report-only", "--out", "{d}/shard_cut"], "is damaged"),
     (["curves", "--report-only", "--out", "{d}/shard_short"], "is damaged \\(access of shape \\(2, 100, 13\\)"),

@@ -245,9 +245,20 @@ def _read_shard(path: Path, episodes: int) -> tuple[int, np.ndarray]:
     return seed, access
 
 
+MAX_SHARDS = 100_000
+"""The most shard files one run plans: the plan is a list (and a folder) of them, so ``--episodes 10**12`` would
+hang building it before the first episode ran; at 0.2 s per CybORG episode, 100,000 shards of 50 is a year of
+one core."""
+
+
 def plan_shards(reds, policies, episodes: int, shard_episodes: int, seed: int, scenario=None) -> list[tuple]:
     """Shard jobs (red, policy, seed, first, n, scenario), chunk-major: every panel's first chunk, then every
     panel's second, ... so a run cut short leaves the panels balanced."""
+    n = -(-episodes // shard_episodes) * len(reds) * len(policies)
+    if n > MAX_SHARDS:
+        raise ValueError(f"--episodes {episodes:,} in shards of {shard_episodes:,} for {len(reds) * len(policies)} "
+                         f"panel(s) is {n:,} shard files, more than {MAX_SHARDS:,}: lower --episodes or raise "
+                         "--shard-episodes")
     return [(red, policy, seed, first, min(shard_episodes, episodes - first), scenario)
             for first in range(0, episodes, shard_episodes) for red in reds for policy in policies]
 
@@ -261,11 +272,11 @@ def collect_cyborg(reds, policies, episodes: int, out: str | os.PathLike, worker
     """Run the CybORG shards missing from ``out/shards``; returns how many ran. ``workers`` processes (spawned:
     forking a parent with numba/torch thread pools can deadlock), or in-process with ``workers == 1``."""
     folder = Path(out) / "shards"
+    plan = plan_shards(reds, policies, episodes, shard_episodes, seed, scenario)
     folder.mkdir(parents=True, exist_ok=True)
     load_shards(folder, seed)  # refuses a folder made with another seed before any work
-    jobs = [j for j in plan_shards(reds, policies, episodes, shard_episodes, seed, scenario)
-            if not shard_path(folder, j[0], j[1], j[3], j[4]).exists()]
-    total = len(plan_shards(reds, policies, episodes, shard_episodes, seed, scenario))
+    jobs = [j for j in plan if not shard_path(folder, j[0], j[1], j[3], j[4]).exists()]
+    total = len(plan)
     if progress:
         progress(f"CybORG: {total - len(jobs)} of {total} shards already done, {len(jobs)} to run on {workers} "
                  f"worker(s)")

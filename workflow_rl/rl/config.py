@@ -214,7 +214,7 @@ class TrainConfig:
         what = (f"--n-envs {self.n_envs}{runs} with --update-every-steps {self.update_every_steps} and --hidden "
                 f"{' '.join(map(str, self.ppo.hidden))} (networks {gib(network)}, envs and rollouts {gib(rollout)})")
         fix = ("use smaller --hidden layers" if network > rollout else
-               "use fewer envs (or fewer steps per update)")
+               "use fewer envs (or fewer steps per update)") + ("; or fewer runs at once" if slots > 1 else "")
         check_memory(what, rollout + network, fix, *_device_memory(self.device))
 
     def engine_options(self) -> dict:
