@@ -448,6 +448,17 @@ def test_the_network_counts_in_the_memory_estimate_per_run(monkeypatch):
         cfg.check_memory(8)
 
 
+def test_on_a_gpu_the_memory_estimate_is_held_against_the_gpus_memory(monkeypatch):
+    from types import SimpleNamespace
+
+    from workflow_rl.rl.config import TrainConfig
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: SimpleNamespace(total_memory=2**30))
+    TrainConfig(device="cuda").check_memory(1)                      # the defaults fit a 1 GiB GPU
+    with pytest.raises(ValueError, match="more than cuda's 1.0 GiB: use smaller --hidden"):
+        TrainConfig.from_flat({"device": "cuda", "hidden": (4000, 4000)}).check_memory(1)
+
+
 def test_batch_slots_stop_at_what_the_budget_can_hold(tmp_path, capsys):
     """--batch-workflows 40 on a budget that holds two workflows at once trains two at a time (one batch of 40
     slots stepped 38 idle ones: 15x slower), and says so."""
