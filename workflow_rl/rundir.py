@@ -7,9 +7,11 @@ the file records the holder's pid so a refused run can say who holds it.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,7 +51,7 @@ class RunDirLock:
 
     def acquire(self) -> "RunDirLock":
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(self.dir / LOCK_NAME)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,6 +77,27 @@ class RunDirLock:
     def __exit__(self, *exc) -> bool:
         self.release()
         return False
+
+
+def open_lock_file(path: Path) -> int:
+    """``path`` opened for reading and writing (created if missing), refused unless it is a plain file of its own:
+    a symlink is never followed (``O_NOFOLLOW``: the pid written into it would overwrite whatever it points at), and
+    a folder, a device, a pipe or a second hard link of another file is one error naming the fix."""
+    fix = f"{path} is not a lock file of a run folder; remove it (or choose another folder)"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except IsADirectoryError:
+        raise ValueError(f"{fix}: it is a folder") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError(f"{fix}: it is a symbolic link") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise ValueError(f"{fix}: it is " + ("a hard link of another file" if stat.S_ISREG(st.st_mode)
+                                            else "not a plain file"))
+    return fd
 
 
 def pid_alive(pid: int) -> bool:

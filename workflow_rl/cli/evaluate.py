@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from workflow_rl.checks import check_out_dir
-from workflow_rl.cli.numbers import positive_int, seed_int
+from workflow_rl.cli.numbers import episode_length, positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags, engine_opts
 from workflow_rl.envs.names import ENGINES
 
@@ -214,7 +214,7 @@ def add_evaluate(sub) -> None:
     e.add_argument("--engine", nargs="+", default=["native"], choices=ENGINES,
                    help="one or both engines (e.g. --engine native cyborg)")
     e.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent", "SleepAgent"])
-    e.add_argument("--lengths", nargs="+", type=positive_int, default=[30, 50, 100])
+    e.add_argument("--lengths", nargs="+", type=episode_length, default=[30, 50, 100])
     e.add_argument("--episodes", type=positive_int, default=1000, help="episodes per red agent (each gives every "
                                                                        "length's cell)")
     e.add_argument("--cyborg-episodes", type=positive_int, default=None,

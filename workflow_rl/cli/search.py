@@ -1,11 +1,14 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
+import signal
+
 from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.rl.config import flag
+from workflow_rl.rl.interrupt import Terminated
 from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
@@ -34,6 +37,8 @@ def add_search(sub) -> None:
 def _workflow_list(args) -> list[str] | None:
     """--exhaustive: all 120; --workflows: the ones named (';'-separated or several arguments; 'named': the six)."""
     if args.exhaustive:
+        if args.workflows:
+            raise ValueError("--exhaustive trains all 120 workflows, --workflows only those it names: use one")
         return [w.codes for w in all_workflows()]
     if not args.workflows:
         return None
@@ -101,11 +106,15 @@ def _run(search, executor, fresh: bool) -> int:
     print(f"workflow search vs {t.red_agent} on {t.engine}: budget {c.total_episodes:,} training episodes, "
           f"{t.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
           + (f" ({c.seeds_per_workflow} seeds)" if c.seeds_per_workflow > 1 else "") + f" -> {search.out}")
+    if c.batch_slots < c.batch_workflows:
+        print(f"--batch-workflows {c.batch_workflows}: training {c.batch_slots} at a time, the most that can train "
+              f"at once here ({c.most_at_once()[1]}); more slots would only step envs for nothing")
     try:
         summary = search.run(executor)
-    except (SearchInterrupted, KeyboardInterrupt):
-        print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
-        return 130
+    except (SearchInterrupted, KeyboardInterrupt) as e:
+        print(f"{'terminated' if isinstance(e, Terminated) else 'interrupted'}: state saved; continue with "
+              f"`workflow-rl search --resume {search.out}`")
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     except Exception:
         if fresh and not search.state.iterations:   # the folder held no run before (or --overwrite cleared it)
             remove_run(search.out)

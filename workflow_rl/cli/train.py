@@ -6,13 +6,14 @@ from pathlib import Path
 
 from workflow_rl.checks import check_out_dir, check_seed
 from workflow_rl.cli.flags import add_flags, settings
-from workflow_rl.cli.numbers import non_negative_int, positive_int
+from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.resumable import check_resumable
+from workflow_rl.rl.schedule import check_first_update
 from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 
 
@@ -49,7 +50,7 @@ def add_train(sub) -> None:
                         "needs the same --hidden and memory flags")
     t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
     t.add_argument("--eval-episodes", type=non_negative_int, default=1000, help="held-out evaluation episodes (0: skip)")
-    t.add_argument("--eval-length", type=positive_int, default=100)
+    t.add_argument("--eval-length", type=episode_length, default=100)
     t.add_argument("--eval-engine", default="native", choices=ENGINES)
     t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")
     t.set_defaults(func=cmd_train, config_names=names)
@@ -90,6 +91,7 @@ def cmd_train(args) -> int:
         named = {"workflow": workflow.codes if workflow else None}
     cfg = TrainConfig.from_flat({**given, **named, "red_agent": parse_red_agent(given["red_agent"])})
     cfg.validate()
+    check_first_update(cfg)
     init = None if args.init_checkpoint is None else starting_weights(args.init_checkpoint, cfg.ppo, cfg.device)
     out = check_out_dir("--out", args.out)
     ckpt_dir = check_out_dir("--checkpoint-dir", args.checkpoint_dir or out / "checkpoints")

@@ -3,6 +3,7 @@ progress bar and TensorBoard."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -104,16 +105,19 @@ def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, upda
 
 
 def trim_log(path: Path, update: int) -> None:
-    """Drop training-log rows written after ``update`` (a resumed run continues the log exactly)."""
+    """Drop training-log rows written after ``update`` (a resumed run continues the log exactly), and a last row a
+    failed write (a full disk) cut short: rows are flushed whole, so one without its line end is incomplete."""
     if not path.exists():
         return
-    with open(path) as f:
-        rows = list(csv.reader(f))
-    if rows:
-        col = rows[0].index("update")
-        keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
-        with open(path, "w", newline="") as f:
-            csv.writer(f).writerows(keep)
+    text = path.read_text()
+    rows = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1])))
+    if not rows:   # not even the header was written whole: the run's first row writes it anew
+        path.unlink()
+        return
+    col = rows[0].index("update")
+    keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(keep)
 
 
 def mean_or_nan(x) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 
 
 def plan_update(cfg: TrainConfig, global_step: int, left: int, round_active: int) -> tuple[int, int, int] | None:
@@ -33,6 +33,20 @@ def plan_update(cfg: TrainConfig, global_step: int, left: int, round_active: int
     if phase == 0 and steps % length == 0 and left // ends_per_env >= 1:
         return steps, left // ends_per_env, round_active
     return None
+
+
+def check_first_update(cfg: TrainConfig) -> None:
+    """The run's budget holds at least its first update: an update longer than the budget can pay for would train
+    nothing and end "budget" after 0 episodes (:func:`plan_update` decides). Checked for what a user asks for
+    (``train``, a search's settings), not in ``TrainConfig.validate``: a search's last workflow may get a claim too
+    small for an update, and then rightly trains nothing."""
+    if cfg.vectorization == EPISODE_WORKERS or plan_update(cfg, 0, cfg.budget, 0) is not None:
+        return
+    per_env = -(-cfg.update_every_steps // cfg.episode_length)
+    raise ValueError(f"--update-every-steps {cfg.update_every_steps} plays {per_env} episode(s) of every env per "
+                     f"update ({per_env * cfg.n_envs} with {cfg.n_envs} envs), more than the run's budget of "
+                     f"{cfg.budget} episodes: nothing would train; use fewer steps per update (e.g. "
+                     f"--update-every-steps {cfg.episode_length}) or a larger budget (--max-episodes, --num-episodes)")
 
 
 PASSED_GATE = ("compliant", "post_gate")

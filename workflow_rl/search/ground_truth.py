@@ -130,8 +130,18 @@ def read_ground_truth(path: str | Path) -> tuple[dict[str, dict], list[dict]]:
         missing = [c for c in COLUMNS if rows and c not in rows[0]]
         if not rows or missing:
             raise ValueError("no rows" if not rows else f"missing columns {', '.join(missing)}")
-        table = {Workflow.parse(r["workflow"]).codes: {**r, "mean": float(r["mean"]),
-                                                        "eligible": r["eligible"] == "True"} for r in rows}
+        table = {}
+        for r in rows:
+            wf = Workflow.parse(r["workflow"]).codes
+            if wf in table:
+                raise ValueError(f"workflow {wf} has two rows")
+            mean = float(r["mean"])
+            if r["eligible"] not in ("True", "False"):
+                raise ValueError(f"workflow {wf} has eligible {r['eligible']!r}, not True or False")
+            if r["eligible"] == "True" and not all(map(math.isfinite, [mean, *eligible_seeds([r])[wf]])):
+                raise ValueError(f"eligible workflow {wf} has mean {r['mean']} and seed values {r['seed_values']}: "
+                                 "an eligible row's values are finite numbers")
+            table[wf] = {**r, "mean": mean, "eligible": r["eligible"] == "True"}
     except (ValueError, csv.Error, UnicodeDecodeError) as e:
         raise ValueError(f"--ground-truth {path} is not a ground_truth.csv ({e})") from None
     return table, rows

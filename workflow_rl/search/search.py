@@ -318,7 +318,7 @@ class WorkflowSearch:
         if self.cfg.batch_workflows > 1 or self.cfg.seeds_per_workflow > 1:
             from workflow_rl.search.batched_executor import BatchedExecutor
 
-            return BatchedExecutor(self.cfg.batch_workflows, self.cfg.seeds_per_workflow)
+            return BatchedExecutor(self.cfg.batch_slots, self.cfg.seeds_per_workflow)
         return SerialExecutor()
 
     def _may_dispatch(self) -> bool:
