@@ -1,0 +1,148 @@
+"""The planner and the one acting API (rl/planner.py), on tiny settings."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from workflow_rl.envs.native import NativeVectorEnv
+from workflow_rl.rl import pretrained
+from workflow_rl.rl.memory import policy_input
+from workflow_rl.rl.planner import PlanConfig, Planner, agent_acting, make_act
+from workflow_rl.rl.ppo import WORKFLOW_DIM
+from workflow_rl.sim import native as sim
+from workflow_rl.sim import tables as T
+
+TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
+
+
+@pytest.fixture(scope="module")
+def cage2():
+    return pretrained.load("pretrained:cage2")
+
+
+def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
+    env = NativeVectorEnv(n, red, 100, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    out, ret = [], np.zeros(n)
+    for t in range(steps):
+        a = act(torch.as_tensor(obs), t).numpy() if batched else np.array([act(obs[0], t)])
+        out.append(a.copy())
+        obs, r, _, _, _ = env.step(a)
+        ret += r
+    return np.stack(out, 1), ret
+
+
+@pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"), ({"top_k": 146}, "--plan-top-k"),
+                                      ({"top_k": 0}, "--plan-top-k"), ({"horizon": -1}, "--plan-horizon"),
+                                      ({"rollouts": 0}, "--plan-rollouts"), ({"max_violation": 1.5},
+                                                                             "--plan-max-violation"),
+                                      ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent")])
+def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
+    with pytest.raises(ValueError, match=match):
+        PlanConfig(**kw).validate()
+
+
+def test_planning_is_deterministic_with_a_seed(cage2):
+    runs = [_actions(make_act("pretrained:cage2", TINY, seed=s))[0] for s in (3, 3)]
+    assert np.array_equal(*runs)
+
+
+def test_no_search_is_the_greedy_policy(cage2):
+    greedy = _actions(agent_acting(*cage2))[0]
+    for cfg in (PlanConfig(particles=4, top_k=1), PlanConfig(particles=4, horizon=0)):
+        assert np.array_equal(_actions(agent_acting(*cage2, cfg))[0], greedy)
+
+
+def test_a_batch_acts_as_its_envs_one_by_one(cage2):
+    batch, _ = _actions(agent_acting(*cage2, TINY, seed=2), n=3, steps=12, batched=True)
+    first, _ = _actions(agent_acting(*cage2, TINY, seed=2), n=1, steps=12, batched=True)
+    assert np.array_equal(batch[:1], first)          # env 0 of a batch is what a one-env harness gets
+    assert batch.shape == (3, 12) and ((batch >= 0) & (batch < T.N_ACTIONS)).all()
+
+
+def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
+    """With red holding a privileged session on a host and the policy's candidates scored on that state, the
+    chosen action is the candidate with the best mean return."""
+    agent, wf = cage2
+    planner = Planner(agent, wf, PlanConfig(particles=1, top_k=5, horizon=6, rollouts=8, min_gain=0.0), seed=0)
+    env = NativeVectorEnv(1, T.RED_BLINE, 100, seed=1)
+    obs, _ = env.reset(seed=1)
+    mem = agent.memory.blank(1)
+    for t in range(12):
+        agent.memory.saw(mem, torch.as_tensor(obs))
+        x = policy_input(torch.as_tensor(obs), torch.zeros(1, WORKFLOW_DIM), mem)
+        d = planner.choose(env.sim_state(), env.buffers.access.copy(), np.ones(1), x, mem)
+        assert d.action == d.candidates[int(np.argmax(d.returns))]
+        assert d.candidates[0] == int(agent.logits(x).argmax())
+        agent.memory.took(mem, torch.tensor([d.action]))
+        obs, *_ = env.step(np.array([d.action]))
+
+
+def _truth_vs_greedy(agent, workflow, cfg, red, episodes, steps, seed):
+    """Per-episode returns of the greedy policy and of the planner given the true state (one particle)."""
+    greedy = _actions(agent_acting(agent, workflow), red, episodes, steps, seed, batched=True)[1]
+    planner = Planner(agent, workflow, cfg, seed=0)
+    env = NativeVectorEnv(episodes, red, 100, seed=seed)
+    obs, info = env.reset(seed=seed)
+    access, mem, ret = info["red_access"], agent.memory.blank(episodes), np.zeros(episodes)
+    for t in range(steps):
+        o = torch.as_tensor(obs)
+        agent.memory.saw(mem, o)
+        x = policy_input(o, torch.zeros(episodes, WORKFLOW_DIM), mem)
+        truth = env.sim_state()
+        a = torch.as_tensor([planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
+                                            mem[i:i + 1]).action for i in range(episodes)])
+        agent.memory.took(mem, a)
+        obs, r, _, _, info = env.step(a.numpy())
+        access, ret = info["red_access"], ret + r
+    return greedy, ret
+
+
+@pytest.mark.slow   # ~30 planned episodes
+@pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
+def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):
+    greedy, planned = _truth_vs_greedy(*cage2, PlanConfig(particles=1, top_k=3, horizon=8, rollouts=8), red,
+                                       episodes=16, steps=30, seed=77)
+    diff = planned - greedy
+    half = 1.96 * diff.std(ddof=1) / math.sqrt(len(diff))
+    assert diff.mean() >= -half, (greedy.mean(), planned.mean(), half)
+
+
+def _cli(args, capsys):
+    from workflow_rl.cli import main
+
+    try:
+        rc = main(args)
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("flags,match", [(["--plan-particles", "0"], "--plan-particles must be"),
+                                         (["--plan-top-k", "146"], "--plan-top-k must be"),
+                                         (["--plan-horizon", "-1"], "--plan-horizon must be"),
+                                         (["--plan-rollouts", "x"], "--plan-rollouts"),
+                                         (["--plan-red-agent", "nobody"], "unknown red agent")])
+def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
+    rc, out, err = _cli(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")], capsys)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_plan_needs_an_agent(capsys):
+    rc, _, err = _cli(["evaluate", "sleep", "--plan"], capsys)
+    assert rc == 2 and err.startswith("error: --plan searches with an agent's own policy") and "Traceback" not in err
+
+
+def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
+    rc, out, err = _cli(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
+                         "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4",
+                         "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)
+    assert rc == 0, err
+    import json
+
+    rows = json.loads((tmp_path / "evaluation.json").read_text())["results"]
+    assert [r["mode"] for r in rows] == ["greedy", "planned"] and all(r["episodes"] == 2 for r in rows)
