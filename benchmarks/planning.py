@@ -3,6 +3,7 @@ and the time per decision.
 
     python benchmarks/planning.py compare --red B_lineAgent --episodes 100 --out benchmarks/results/planning
     python benchmarks/planning.py belief --red RedMeanderAgent --episodes 50 --out benchmarks/results/planning
+    python benchmarks/planning.py truth --red RedMeanderAgent --episodes 24 --episode-seed 99 --horizon 10
 
 ``compare`` plays the evaluation episodes of ``workflow-rl evaluate`` (the same fixed seed; one round of
 ``--episodes`` envs, so episode i is the CLI's episode i at that count) once greedy and once planned, and reports
@@ -26,7 +27,7 @@ from workflow_rl.envs.belief import ParticleBelief
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED
-from workflow_rl.rl.planner import PlanConfig, agent_acting
+from workflow_rl.rl.planner import PlanConfig, agent_acting, play_true_state
 
 LENGTHS = (30, 50, 100)
 
@@ -50,7 +51,7 @@ def ci(x: np.ndarray) -> tuple[float, float]:
 
 def compare(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
-    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts).validate()
+    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
     planned, t_p = play(agent_acting(agent, workflow, plan, args.seed), red, args.episodes, args.episode_seed)
@@ -99,9 +100,49 @@ def belief(args) -> dict:
             "p_true_red_agent_by_step": red_right.mean(0).tolist()}
 
 
+def truth(args) -> dict:
+    """The planner given the true state (one particle) vs greedy, paired on the same native episodes."""
+    agent, workflow = pretrained.load(args.agent)
+    plan = PlanConfig(1, args.top_k, args.horizon, args.rollouts, value_scale=args.value_scale).validate()
+    red = parse_red_agent(args.red)
+    kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
+    greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
+    t0 = time.perf_counter()
+    planned = play_true_state(agent, workflow, plan, kind, args.episodes, max(LENGTHS), args.episode_seed, args.seed)
+    g = greedy.sum(1)
+    return {"red_agent": red, "episodes": args.episodes, "plan": vars(plan), "greedy": ci(g),
+            "planned_true_state": ci(planned), "difference": ci(planned - g),
+            "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * max(LENGTHS))}
+
+
+def figure(args) -> dict:
+    """The belief's accuracy over the 100 steps from the ``belief`` results in ``--out`` (one line per red agent)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(args.out)
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    drawn = []
+    for f in sorted(out.glob("belief_*.json")):
+        r = json.loads(f.read_text())
+        steps = np.arange(1, len(r["p_true_access_by_step"]) + 1)
+        ax.plot(steps, r["p_true_access_by_step"], label=f"{r['red_agent']}: P(true access), mean over hosts")
+        ax.plot(steps, r["truth_held_by_step"], "--", label=f"{r['red_agent']}: a particle holds every host's")
+        drawn.append(f.name)
+    ax.set_xlabel("step")
+    ax.set_ylim(0.8, 1.005)
+    ax.set_title(f"Belief accuracy, {args.particles} particles, greedy pretrained:cage2 (native engine)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(out / "belief_accuracy.png", dpi=110)
+    return {"figure": str(out / "belief_accuracy.png"), "from": drawn}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["compare", "belief"])
+    p.add_argument("what", choices=["compare", "belief", "truth", "figure"])
     p.add_argument("--agent", default="pretrained:cage2")
     p.add_argument("--red", default="B_lineAgent")
     p.add_argument("--episodes", type=int, default=100)
@@ -112,11 +153,15 @@ def main() -> None:
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--horizon", type=int, default=d.horizon)
     p.add_argument("--rollouts", type=int, default=d.rollouts)
+    p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--out", default=None)
     p.add_argument("--tag", default="")
     args = p.parse_args()
     torch.set_num_threads(1)
-    res = compare(args) if args.what == "compare" else belief(args)
+    if args.what == "figure":
+        print(figure(args))
+        return
+    res = {"compare": compare, "belief": belief, "truth": truth}[args.what](args)
     res["command"] = "python benchmarks/planning.py " + " ".join(__import__("sys").argv[1:])
     short = {k: v for k, v in res.items() if not k.endswith("_returns") and not k.endswith("_by_step")}
     print(json.dumps(short, indent=1))

@@ -8,9 +8,8 @@ import torch
 from workflow_rl.envs.native import NativeVectorEnv
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.memory import policy_input
-from workflow_rl.rl.planner import PlanConfig, Planner, agent_acting, make_act
+from workflow_rl.rl.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
 from workflow_rl.rl.ppo import WORKFLOW_DIM
-from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 
 TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
@@ -79,31 +78,12 @@ def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
         obs, *_ = env.step(np.array([d.action]))
 
 
-def _truth_vs_greedy(agent, workflow, cfg, red, episodes, steps, seed):
-    """Per-episode returns of the greedy policy and of the planner given the true state (one particle)."""
-    greedy = _actions(agent_acting(agent, workflow), red, episodes, steps, seed, batched=True)[1]
-    planner = Planner(agent, workflow, cfg, seed=0)
-    env = NativeVectorEnv(episodes, red, 100, seed=seed)
-    obs, info = env.reset(seed=seed)
-    access, mem, ret = info["red_access"], agent.memory.blank(episodes), np.zeros(episodes)
-    for t in range(steps):
-        o = torch.as_tensor(obs)
-        agent.memory.saw(mem, o)
-        x = policy_input(o, torch.zeros(episodes, WORKFLOW_DIM), mem)
-        truth = env.sim_state()
-        a = torch.as_tensor([planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
-                                            mem[i:i + 1]).action for i in range(episodes)])
-        agent.memory.took(mem, a)
-        obs, r, _, _, info = env.step(a.numpy())
-        access, ret = info["red_access"], ret + r
-    return greedy, ret
-
-
-@pytest.mark.slow   # ~30 planned episodes
+@pytest.mark.slow   # 2 x 16 planned episodes of 100 steps
 @pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
 def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):
-    greedy, planned = _truth_vs_greedy(*cage2, PlanConfig(particles=1, top_k=3, horizon=8, rollouts=8), red,
-                                       episodes=16, steps=30, seed=77)
+    cfg = PlanConfig(particles=1, top_k=3, horizon=25, rollouts=8)
+    greedy = _actions(agent_acting(*cage2), red, 16, 100, 77, batched=True)[1]
+    planned = play_true_state(*cage2, cfg, red, episodes=16, steps=100, seed=77)
     diff = planned - greedy
     half = 1.96 * diff.std(ddof=1) / math.sqrt(len(diff))
     assert diff.mean() >= -half, (greedy.mean(), planned.mean(), half)
@@ -146,3 +126,23 @@ def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
 
     rows = json.loads((tmp_path / "evaluation.json").read_text())["results"]
     assert [r["mode"] for r in rows] == ["greedy", "planned"] and all(r["episodes"] == 2 for r in rows)
+
+
+def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():
+    agent, wf = pretrained.load("pretrained:cage2-compliant")
+    planner = Planner(agent, wf, PlanConfig(particles=1, top_k=8, horizon=3, rollouts=4, min_gain=0.0), seed=0)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=4)
+    obs, info = env.reset(seed=4)
+    mem, seen = agent.memory.blank(1), 0
+    enc = torch.as_tensor(wf.encode()).reshape(1, -1)
+    for t in range(30):
+        agent.memory.saw(mem, torch.as_tensor(obs))
+        x = policy_input(torch.as_tensor(obs), enc, mem)
+        d = planner.choose(env.sim_state(), info["red_access"].copy(), np.ones(1), x, mem)
+        chosen = int(np.flatnonzero(d.candidates == d.action)[0])
+        if (d.violation <= 0.05).any():
+            assert d.violation[chosen] <= 0.05
+        seen += int((d.violation > 0).any())
+        agent.memory.took(mem, torch.tensor([d.action]))
+        obs, _, _, _, info = env.step(np.array([d.action]))
+    assert seen > 0   # some step had a violating candidate to refuse

@@ -39,8 +39,10 @@ class PlanConfig:
     """engine states in the belief."""
     top_k: int = 3
     """candidate actions: the policy's k most likely (1: no search, the greedy policy)."""
-    horizon: int = 10
-    """steps per rollout, the candidate's own step included (0: no search)."""
+    horizon: int = 25
+    """steps per rollout, the candidate's own step included (0: no search). Measured with the true state as the
+    one particle (Meander, 24 paired 100-step episodes, benchmarks/results/planning/README.md): 1-3 steps lose to
+    the greedy policy, 10 ties it, 25 gains about a point."""
     rollouts: int = 16
     """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate)."""
     red_agent: str = "mix"
@@ -54,12 +56,12 @@ class PlanConfig:
     standard errors of their paired difference (0: by any amount): near-equal candidates (two decoys whose payoff
     lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan."""
     gamma: float = 0.99
-    """the rollouts' discount, the agent's own (PPO's --gamma): their return is sum gamma^h r_h, plus
-    gamma^horizon times the critic's value of the last state, so what a candidate does beyond the horizon (a decoy
-    that traps red later) still counts."""
-    value_scale: float = 10.0
-    """environment reward per unit of the critic's value: 1 / the agent's --reward-scale (0.1 for the shipped
-    agents); 0 drops the critic's value (rollout rewards only)."""
+    """the rollouts' discount (the agent's own, PPO's --gamma): their return is sum gamma^h r_h (plus gamma^horizon
+    times the critic's value with ``value_scale``)."""
+    value_scale: float = 0.0
+    """add the critic's value of the rollout's last state, times this: the environment reward per unit of value, 1 /
+    the agent's --reward-scale (10 for the shipped agents). 0, the default: rollout rewards only -- the shipped
+    critic misjudges states off its own policy's path (1-step rollouts plus its value lost 23 points on Meander)."""
 
     def validate(self) -> PlanConfig:
         """This config, or one ValueError naming the flag and the fix."""
@@ -233,3 +235,30 @@ def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, see
 
     agent, own = pretrained.load(name)
     return agent_acting(agent, workflow or own, plan, seed)
+
+
+def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
+                    seed: int, planner_seed: int = 0) -> np.ndarray:
+    """(episodes,) returns over ``steps`` native steps of the planner given the true state as its one particle
+    (the engine's own state each step, its RNG key replaced, so the planner knows the present, not red's future
+    dice): the planner's upper bound, which a perfect belief would reach. Episodes as ``NativeVectorEnv(episodes,
+    red, seed=seed)`` plays them."""
+    from workflow_rl.envs.native import NativeVectorEnv
+
+    planner = Planner(agent, workflow, config, planner_seed)
+    enc = planner.enc.expand(episodes, WORKFLOW_DIM)
+    env = NativeVectorEnv(episodes, red, max(steps, 1), seed=seed)
+    obs, info = env.reset(seed=seed)
+    access, mem, ret = info["red_access"], agent.memory.blank(episodes), np.zeros(episodes)
+    for t in range(steps):
+        o = torch.as_tensor(obs)
+        agent.memory.saw(mem, o)
+        x = policy_input(o, enc, mem)
+        truth = env.sim_state()
+        a = torch.as_tensor([planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
+                                            None if mem is None else mem[i:i + 1], (i, t)).action
+                             for i in range(episodes)])
+        agent.memory.took(mem, a)
+        obs, r, _, _, info = env.step(a.numpy())
+        access, ret = info["red_access"], ret + r
+    return ret
