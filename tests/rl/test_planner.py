@@ -11,6 +11,7 @@ from workflow_rl.rl.memory import policy_input
 from workflow_rl.rl.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables as T
+from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
 
 TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
 
@@ -89,36 +90,25 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
     assert diff.mean() >= -half, (greedy.mean(), planned.mean(), half)
 
 
-def _cli(args, capsys):
-    from workflow_rl.cli import main
-
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 @pytest.mark.parametrize("flags,match", [(["--plan-particles", "0"], "--plan-particles must be"),
                                          (["--plan-top-k", "146"], "--plan-top-k must be"),
                                          (["--plan-horizon", "-1"], "--plan-horizon must be"),
                                          (["--plan-rollouts", "x"], "--plan-rollouts"),
                                          (["--plan-red-agent", "nobody"], "unknown red agent")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
-    rc, out, err = _cli(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")], capsys)
-    lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], err
+    rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")],
+                             capsys)
+    _assert_one_error_line(rc, err, match)
     assert not (tmp_path / "o").exists()
 
 
 def test_cli_plan_needs_an_agent(capsys):
-    rc, _, err = _cli(["evaluate", "sleep", "--plan"], capsys)
+    rc, _, err = _run_main(["evaluate", "sleep", "--plan"], capsys)
     assert rc == 2 and err.startswith("error: --plan searches with an agent's own policy") and "Traceback" not in err
 
 
 def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
-    rc, out, err = _cli(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
+    rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
                          "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4",
                          "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)
     assert rc == 0, err
