@@ -212,6 +212,7 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
         st["last"] = a.numpy().copy()
         return int(a[0]) if single else a
 
+    act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
     return act
 
 
