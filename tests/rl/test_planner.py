@@ -136,3 +136,25 @@ def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():
         agent.memory.took(mem, torch.tensor([d.action]))
         obs, _, _, _, info = env.step(np.array([d.action]))
     assert seen > 0   # some step had a violating candidate to refuse
+
+
+@pytest.mark.cyborg
+@pytest.mark.slow   # real CybORG: a few seconds per red agent
+@pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
+def test_a_cyborg_harness_drives_the_planned_agent_step_by_step(red):
+    """Real CybORG calls ``act(obs, t)`` with its own observations; the belief, native-engine states, reproduces
+    every one of them exactly (the engine is an exact model of CybORG's observation) and finds the red agent."""
+    from workflow_rl.envs.cyborg import CybORGEnv
+
+    env = CybORGEnv(red, episode_length=100, seed=3)
+    act = make_act("pretrained:cage2", PlanConfig(particles=64, top_k=2, horizon=3, rollouts=2), seed=1)
+    obs, _ = env.reset(seed=3)
+    for t in range(25):
+        a = act(obs, t)
+        assert isinstance(a, int) and 0 <= a < T.N_ACTIONS
+        obs, *_ = env.step(a)
+        if t:
+            (b,) = act.beliefs()
+            assert b.distance.min() == 0 and b.reseeds == 0, t
+    assert b.red_posterior()[T.RED_AGENT_NAMES[red]] > 0.99
+    env.close()

@@ -224,13 +224,13 @@ def _sub_seed(seed: int, i: int) -> int:
 def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, seed: int = 0,
              workflow: Workflow | None = None) -> ActFn:
     """The acting function of a shipped agent (``pretrained:NAME``) or checkpoint file, greedy or, with ``plan``,
-    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own. E.g. driving real CybORG::
+    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own. E.g. driving real CybORG through
+    its ``ChallengeWrapper`` (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
 
         act = make_act("pretrained:cage2", PlanConfig())
-        obs = to_52_bits(cyborg.reset(agent="Blue").observation)
+        obs = wrapper.reset()
         for t in range(100):
-            a = act(obs, t)
-            obs = to_52_bits(cyborg.step(agent="Blue", action=action_object(a)).observation)
+            obs, reward, done, info = wrapper.step(act(obs, t))
     """
     from workflow_rl.rl import pretrained
 
