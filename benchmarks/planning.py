@@ -53,7 +53,8 @@ def ci(x: np.ndarray) -> tuple[float, float]:
 
 def compare(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
-    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, value_scale=args.value_scale).validate()
+    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
+                      value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
     planned, t_p = play(agent_acting(agent, workflow, plan, args.seed), red, args.episodes, args.episode_seed)
@@ -105,7 +106,8 @@ def belief(args) -> dict:
 def truth(args) -> dict:
     """The planner given the true state (one particle) vs greedy, paired on the same native episodes."""
     agent, workflow = pretrained.load(args.agent)
-    plan = PlanConfig(1, args.top_k, args.horizon, args.rollouts, value_scale=args.value_scale).validate()
+    plan = PlanConfig(1, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
+                      value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
     greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
@@ -156,6 +158,7 @@ def main() -> None:
     p.add_argument("--horizon", type=int, default=d.horizon)
     p.add_argument("--rollouts", type=int, default=d.rollouts)
     p.add_argument("--value-scale", type=float, default=d.value_scale)
+    p.add_argument("--min-gain", type=float, default=d.min_gain)
     p.add_argument("--out", default=None)
     p.add_argument("--tag", default="")
     args = p.parse_args()
