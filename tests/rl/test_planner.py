@@ -158,3 +158,20 @@ def test_a_cyborg_harness_drives_the_planned_agent_step_by_step(red):
             assert b.distance.min() == 0 and b.reseeds == 0, t
     assert b.red_posterior()[T.RED_AGENT_NAMES[red]] > 0.99
     env.close()
+
+
+@pytest.mark.slow   # a subprocess: imports and compiles (~15 s)
+def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "planning.py"), "compare", "--episodes", "2",
+                        "--particles", "8", "--horizon", "2", "--rollouts", "2", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=root, env={**__import__("os").environ,
+                                                                     "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "compare_B_lineAgent_2.json").read_text())
+    assert [c["length"] for c in res["cells"]] == [30, 50, 100] and len(res["planned_returns"]) == 2
