@@ -1,6 +1,8 @@
 """Whatever a user types or does, the answer is one ``error:`` line naming the fix (exit status 2), never a
 traceback, a hang or a silent acceptance (issue J). The battery runs the command line in-process (fast); a few
 cases go through a real subprocess, and the interrupt tests send real signals to real runs."""
+import csv
+import errno
 import json
 import math
 import os
@@ -69,9 +71,45 @@ def files(tmp_path_factory):
     (d / "json_broken" / "search_state.json").write_text('{"config": ')
     (d / "search_done").mkdir()
     (d / "search_done" / "search_state.json").write_text(json.dumps(good))
+    _edge_files(d)
     yield d
     (d / "ro").chmod(0o755)
 
+
+def _edge_files(d: Path) -> None:
+    """What the edge cases point at (issue O): lock files that are not plain files, damaged curve shards, ground
+    truths with a NaN or a repeated row."""
+    from workflow_rl.curves import shard_path, write_shard
+    from workflow_rl.search.config import SearchConfig
+    from workflow_rl.search.ground_truth import COLUMNS, protocol
+
+    (d / "victim").write_text("a file the lock must not overwrite")
+    (d / "lock_folder" / ".lock").mkdir(parents=True)
+    (d / "lock_link").mkdir()
+    (d / "lock_link" / ".lock").symlink_to(d / "victim")
+    for name, damage in (("shard_empty", lambda b: b""), ("shard_cut", lambda b: b[: len(b) // 2])):
+        path = shard_path(d / name / "shards", "B_lineAgent", "restore_compromised", 0, 2)
+        path.parent.mkdir(parents=True)
+        write_shard(path, np.zeros((2, 100, 13), np.int8), 0)
+        path.write_bytes(damage(path.read_bytes()))
+    wrong = shard_path(d / "shard_short" / "shards", "B_lineAgent", "restore_compromised", 0, 5)   # holds 2, not 5
+    wrong.parent.mkdir(parents=True)
+    write_shard(wrong, np.zeros((2, 100, 13), np.int8), 0)
+    row = {c: "" for c in COLUMNS} | protocol(SearchConfig()) | {"mean": -20.0, "seed_values": "-20.0",
+                                                                 "eligible": "True"}
+    for name, rows in (("gt_nan.csv", [row | {"workflow": "D,E,OS,OH,U", "mean": "nan", "seed_values": "nan"},
+                                       row | {"workflow": "critical_first"}]),
+                       ("gt_repeated.csv", [row | {"workflow": "D,E,OS,OH,U"}, row | {"workflow": "D,E,OS,OH,U"}])):
+        with open(d / name, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+
+
+LONG = "x" * 300
+"""A file name longer than any file system allows (255 bytes)."""
+HUGE = str(10**12)
+"""A length past the engine's int32 step counter."""
 
 STATE_EDITS = ["episodes_string", "episodes_negative", "episodes_inconsistent", "dispatched_float",
                "finished_string", "config_n_envs_string", "config_gp_beta_nan", "config_lr_inf",
@@ -209,6 +247,48 @@ CASES = [
     (["bench", "--modes", "bogus"], "--modes"),
     ([], "required"),
     (["fly"], "invalid choice"),
+    # ---- edges (issue O): lengths past the engine's integers, memory, paths, locks, shards
+    (["train", "--episode-length", HUGE], "--episode-length must be in \\[1, 2147483647\\]"),
+    (["train", "--eval-length", HUGE], "--eval-length: must be in 1..2147483647"),
+    (["evaluate", "sleep", "--lengths", "30", HUGE], "--lengths: must be in 1..2147483647"),
+    (["search", "--episode-length", HUGE], "--episode-length must be in"),
+    (["search", "--eval-length", HUGE], "--eval-length must be in"),
+    (["train", "--update-every-steps", HUGE], "GiB of memory"),
+    (["train", "--hidden", "100000", "100000"], "GiB of memory, .*: use smaller --hidden layers"),
+    (["train", "--hidden", str(10**19)], "use smaller --hidden layers"),
+    (["search", "--hidden", "100000", "100000"], "use smaller --hidden layers"),
+    (["train", "--out", "{d}/" + LONG], "--out: the name x+\\.\\.\\. is 300 bytes long, more than the 255"),
+    (["train", "--out", "{d}/" + LONG + "/run"], "more than the 255"),
+    (["train", "--out", "{d}/" + "/".join(["y" * 200] * 20)], "the path is .* bytes long"),
+    (["train", "--checkpoint-dir", "{d}/" + LONG], "--checkpoint-dir: the name"),
+    (["search", "--out", "{d}/" + LONG], "more than the 255"),
+    (["evaluate", "sleep", "--out", "{d}/" + LONG], "more than the 255"),
+    (["parity", "--out", "{d}/" + LONG + ".md"], "more than the 255"),
+    (["curves", "--out", "{d}/" + LONG], "more than the 255"),
+    (["bench", "--out", "{d}/" + LONG], "more than the 255"),
+    (["train", "--out", "/sys/workflow-rl-test"], "not writable"),
+    (["search", "--out", "/proc/workflow-rl-test/run"], "not writable"),
+    (["train", "--out", "{d}/lock_folder"], "lock_folder/.lock is not a lock file .*: it is a folder"),
+    (["train", "--out", "{d}/lock_link"], "lock_link/.lock is not a lock file .*: it is a symbolic link"),
+    (["search", "--out", "{d}/lock_link"], "symbolic link"),
+    (["curves", "--episodes", HUGE], "12 panel\\(s\\) is 240,000,000,000 shard files, more than 100,000"),
+    (["train", "--seeds", str(10**8), "--n-envs", "1"], "in each of 100000000 runs .*; or fewer runs at once"),
+    (["curves", "--report-only", "--out", "{d}/shard_empty"], "is damaged .*: delete it"),
+    (["curves", "--report-only", "--out", "{d}/shard_cut"], "is damaged"),
+    (["curves", "--report-only", "--out", "{d}/shard_short"], "is damaged \\(access of shape \\(2, 100, 13\\)"),
+    # ---- silent nonsense (issue O): refused instead
+    (["search", "--exhaustive", "--workflows", "named"], "--exhaustive trains all 120 .*: use one"),
+    (["search", "--exhaustive", "--workflows", "D,E,OS,OH,U"], "use one"),
+    (["train", "--n-envs", "4", "--max-episodes", "2", "--update-every-steps", "1000"],
+     "plays 10 episode\\(s\\) of every env per update .* budget of 8 episodes: nothing would train"),
+    (["train", "--n-envs", "4", "--num-episodes", "3", "--update-every-steps", "150"], "nothing would train"),
+    (["search", "--n-envs", "4", "--total-episodes", "8", "--update-every-steps", "1000"], "nothing would train"),
+    (["search", "--n-init", "121"], "--n-init must be in \\[1, 120\\]"),
+    (["search", "--n-init", str(10**6)], "--n-init must be in"),
+    (["train", "--n-envs", "4", "--n-workers", "5", "--vectorization", "episodes"], "--n-workers 5 exceeds --n-envs 4"),
+    (["train", "--n-workers", str(10**19)], "--n-workers .* exceeds"),
+    (["search", "--ground-truth", "{d}/gt_nan.csv"], "eligible workflow D,E,OS,OH,U has mean nan"),
+    (["search", "--ground-truth", "{d}/gt_repeated.csv"], "workflow D,E,OS,OH,U has two rows"),
 ]
 
 
@@ -235,6 +315,8 @@ def _assert_one_error_line(rc, err, match):
 def test_cli_refuses_in_one_line(args, match, files, capsys, tmp_path, monkeypatch):
     if os.geteuid() == 0 and "{d}/ro" in " ".join(args):
         pytest.skip("root writes anywhere")
+    if any(a.startswith(("/sys/", "/proc/")) for a in args) and not Path("/proc/self").is_dir():
+        pytest.skip("no /sys or /proc here")
     monkeypatch.chdir(tmp_path)   # a refused run must write nothing: default folders land here, checked below
     argv = [a.replace("{d}", str(files)) for a in args]
     before = {p: p.stat().st_mtime_ns for p in files.rglob("*") if p.is_file()}
@@ -284,10 +366,16 @@ def _api_cases():
         (lambda: SearchConfig(gp_beta=nan).validate(), "--gp-beta"),
         (lambda: SearchConfig(eval_episodes=-1).validate(), "--eval-episodes"),
         (lambda: SearchConfig(total_episodes=1.5).validate(), "--total-episodes"),
+        (lambda: make_vector_env(2, episode_length=2**31), "episode_length must be in"),
+        (lambda: TrainConfig(episode_length=2**31).validate(), "--episode-length must be in"),
+        (lambda: SearchConfig(eval_length=2**31).validate(), "--eval-length must be in"),
+        (lambda: TrainConfig.from_flat({"hidden": (100000, 100000)}).validate(), "use smaller --hidden"),
+        (lambda: SearchConfig(n_init=121).validate(), "--n-init"),
+        (lambda: TrainConfig(n_envs=4, n_workers=5).validate(), "--n-workers 5 exceeds"),
     ]
 
 
-@pytest.mark.parametrize("i", range(13))
+@pytest.mark.parametrize("i", range(19))
 def test_python_api_refuses_with_a_value_error(i):
     call, match = _api_cases()[i]
     with pytest.raises(ValueError, match=match):
@@ -333,6 +421,107 @@ def test_a_dead_holders_lock_and_temp_files_are_taken_over(tmp_path):
     with RunDirLock(tmp_path):
         assert (tmp_path / ".lock").read_text() == str(os.getpid())
     assert not stale.exists() and live.exists()
+
+
+def test_a_lock_file_that_is_a_hard_link_is_refused_and_left_alone(tmp_path):
+    """Truncating it to write a pid would empty the file it shares its data with."""
+    other = tmp_path / "precious"
+    other.write_text("data")
+    (tmp_path / "run").mkdir()
+    os.link(other, tmp_path / "run" / ".lock")
+    with pytest.raises(ValueError, match="hard link"):
+        RunDirLock(tmp_path / "run").acquire()
+    assert other.read_text() == "data"
+
+
+def test_the_network_counts_in_the_memory_estimate_per_run(monkeypatch):
+    """--hidden 4000 fits a 2 GiB machine once, not eight times (its weights, gradient, Adam moments and
+    activations: ~0.8 GiB each)."""
+    from workflow_rl import checks
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.rl.ppo import Agent, network_params
+
+    assert network_params((64, 32)) == sum(p.numel() for p in Agent((64, 32)).parameters())
+    monkeypatch.setattr(checks, "physical_memory", lambda: 2 * 2**30)
+    cfg = TrainConfig.from_flat({"hidden": (4000, 4000), "update_every_steps": 25})
+    cfg.check_memory(1)
+    with pytest.raises(ValueError, match="in each of 8 runs .* use smaller --hidden"):
+        cfg.check_memory(8)
+
+
+def test_on_a_gpu_the_memory_estimate_is_held_against_the_gpus_memory(monkeypatch):
+    from types import SimpleNamespace
+
+    from workflow_rl.rl.config import TrainConfig
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: SimpleNamespace(total_memory=2**30))
+    TrainConfig(device="cuda").check_memory(1)                      # the defaults fit a 1 GiB GPU
+    with pytest.raises(ValueError, match="more than cuda's 1.0 GiB: use smaller --hidden"):
+        TrainConfig.from_flat({"device": "cuda", "hidden": (4000, 4000)}).check_memory(1)
+
+
+def test_batch_slots_stop_at_what_the_budget_can_hold(tmp_path, capsys):
+    """--batch-workflows 40 on a budget that holds two workflows at once trains two at a time (one batch of 40
+    slots stepped 38 idle ones: 15x slower), and says so."""
+    from workflow_rl.search.config import SearchConfig
+    from workflow_rl.search.search import WorkflowSearch
+
+    kw = dict(n_envs=4, max_episodes=1, min_episodes=1, total_episodes=8, batch_workflows=40)
+    assert SearchConfig(**kw).batch_slots == 2                        # each costs at least 4 of the 8 episodes
+    assert SearchConfig(**kw, workflows=["critical_first"]).batch_slots == 1
+    assert SearchConfig(**kw, max_iterations=1).batch_slots == 1
+    assert SearchConfig(**{**kw, "total_episodes": 9}).batch_slots == 3   # the last may hold what is left
+    assert WorkflowSearch(SearchConfig(**kw), tmp_path / "s", progress=False)._default_executor().q == 2
+    rc, out, err = _run_main(["search", "--n-envs", "4", "--max-episodes", "1", "--min-episodes", "1",
+                              "--total-episodes", "8", "--eval-episodes", "2", "--batch-workflows", "40",
+                              "--no-progress", "--out", str(tmp_path / "cli")], capsys)
+    assert rc == 0, err
+    assert "--batch-workflows 40: training 2 at a time" in out and "8 / 8 episodes" in out
+
+
+def _raising(exc_factory):
+    def cmd(args):
+        raise exc_factory()
+    return cmd
+
+
+@pytest.mark.parametrize("code,match", [(errno.ENOSPC, "No space left on device writing .*log.csv: make room"),
+                                        (errno.EFBIG, "File too large writing .*: make room .* --resume"),
+                                        (errno.EIO, "Input/output error \\(.*log.csv\\)")])
+def test_an_os_error_mid_run_is_one_line(code, match, capsys, monkeypatch):
+    from workflow_rl.cli import tools
+
+    monkeypatch.setattr(tools, "cmd_demo", _raising(lambda: OSError(code, os.strerror(code), "/x/training_log.csv")))
+    rc, _, err = _run_main(["demo"], capsys)
+    _assert_one_error_line(rc, err, match)
+
+
+def test_a_failure_while_stopping_reports_the_stop(capsys, monkeypatch):
+    """SIGTERM, then a worker's pipe breaks in the clean-up: "terminated" (143), not the pipe's error."""
+    from workflow_rl.cli import tools
+    from workflow_rl.rl.interrupt import Terminated
+
+    def cmd(args):
+        try:
+            raise Terminated
+        finally:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(tools, "cmd_demo", cmd)
+    rc, _, err = _run_main(["demo"], capsys)
+    assert rc == 128 + signal.SIGTERM and err.strip() == "terminated"
+
+
+def test_a_closed_stdout_ends_quietly():
+    """`workflow-rl demo | head -1`: the reader goes away after one line; the demo ends as Unix tools do."""
+    p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", "demo", "--n-envs", "2", "--episodes", "4",
+                          "--red-agents", "sleep", "bline", "--no-progress"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=ENV)
+    assert p.stdout.readline().startswith(b"native engine")
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 128 + signal.SIGPIPE, err
+    assert err == ""
 
 
 def test_train_onto_an_existing_run_needs_overwrite(tmp_path, capsys):
@@ -504,17 +693,95 @@ def test_train_seeds_interrupted_resumes_identical_to_uninterrupted(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_search_killed_mid_run_resumes_within_budget(tmp_path, sig):
-    args = ["search", "--n-envs", "4", "--max-episodes", "2", "--min-episodes", "2", "--total-episodes", "24",
+    args = ["search", "--n-envs", "4", "--max-episodes", "2", "--min-episodes", "2", "--total-episodes", "80",
             "--eval-episodes", "4", "--n-init", "2", "--checkpoint-every", "1", "--no-progress"]
     p = _popen([*args, "--out", str(tmp_path / "s")], tmp_path)
-    _wait_for(tmp_path / "s" / "gp_log.csv", 1, p)
+    _wait_for(tmp_path / "s" / "gp_sampling_log.csv", 1, p)   # one workflow done, nine to go
     p.send_signal(sig)
     p.wait(timeout=300)
+    assert p.returncode in (130, -signal.SIGKILL), "the search ended before the signal: nothing was interrupted"
     # a second process on the folder while none runs is fine; resume finishes within the budget
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--resume", str(tmp_path / "s"),
                         "--no-progress"], env=ENV, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     state = json.loads((tmp_path / "s" / "search_state.json").read_text())
-    assert state["finished"] and state["episodes_used"] <= 24
+    assert state["finished"] and state["episodes_used"] <= 80
     assert not list((tmp_path / "s").rglob("*.tmp*"))
     assert not math.isnan(float(state["iterations"][-1]["observed_reward"]))
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux /proc)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _sigterm_once_working(args, cwd, ready, children: int) -> subprocess.CompletedProcess:
+    """Start ``workflow-rl ARGS``, wait until ``ready()`` and it has ``children`` child processes, send SIGTERM
+    to it alone, and return how it ended, with the children it had (all must be gone)."""
+    p = _popen(args, cwd)
+    while p.poll() is None and not (ready() and len(_children(p.pid)) >= children):
+        time.sleep(0.2)
+    kids = _children(p.pid)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=300)
+    time.sleep(1)
+    return subprocess.CompletedProcess(args, p.returncode, out, err), kids
+
+
+def _assert_terminated_quietly(r, kids):
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.strip().splitlines()[-1] == "terminated", r.stderr
+    assert not [k for k in kids if Path(f"/proc/{k}").exists() and "zombie" not in
+                Path(f"/proc/{k}/status").read_text()], "a worker outlived its parent"
+
+
+@pytest.mark.slow
+def test_sigterm_stops_episode_workers_quietly(tmp_path):
+    """SIGTERM to a run whose episode workers (native engine) play its episodes: no worker traceback, no worker
+    left waiting on its queue (killed outright, the parent left them blocked there), its last checkpoint kept."""
+    args = ["train", "--vectorization", "episodes", "--n-envs", "4", "--n-workers", "2", "--update-every-steps",
+            "100", "--max-episodes", "500", "--min-episodes", "500", "--checkpoint-every", "1", "--eval-episodes", "0",
+            "--no-progress", "--out", str(tmp_path / "run")]
+    log = tmp_path / "run" / "training_log.csv"
+    r, kids = _sigterm_once_working(args, tmp_path, lambda: log.exists() and len(log.read_text().splitlines()) > 2, 2)
+    _assert_terminated_quietly(r, kids)
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()
+
+
+@pytest.mark.cyborg
+def test_sigterm_stops_cyborg_evaluation_workers_quietly(tmp_path):
+    r, kids = _sigterm_once_working(["evaluate", "sleep", "--engine", "cyborg", "--workers", "2", "--episodes", "40"],
+                                    tmp_path, lambda: True, 2)
+    _assert_terminated_quietly(r, kids)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_and_the_run_resumes_identically(tmp_path):
+    """Files stop growing mid-run (RLIMIT_FSIZE set on the running process: writes then fail with EFBIG, as on a
+    full disk): one error line, the last checkpoint intact, and --resume ends where an uninterrupted run does."""
+    import resource
+
+    from helpers import read_log
+
+    args = ["train", "--n-envs", "8", "--max-episodes", "12", "--min-episodes", "12", "--update-every-steps", "50",
+            "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress"]
+    assert subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "full")],
+                          env=ENV, capture_output=True, timeout=600).returncode == 0
+    p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN))
+    _wait_for(tmp_path / "part" / "training_log.csv", 3, p)
+    resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
+    _, err = p.communicate(timeout=300)
+    _assert_one_error_line(p.returncode, err, "File too large.*continues from its last checkpoint with --resume")
+    assert not list((tmp_path / "part").rglob("*.tmp*"))
+    torch.load(tmp_path / "part" / "checkpoints" / "latest.pt", weights_only=False)   # whole
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part"),
+                        "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    full, part = (_params(tmp_path / d / "checkpoints" / "latest.pt") for d in ("full", "part"))
+    assert all(torch.equal(full[k], part[k]) for k in full)
+    assert read_log(tmp_path / "full") == read_log(tmp_path / "part")

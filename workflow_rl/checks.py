@@ -7,12 +7,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import tempfile
 import types
 import typing
 from pathlib import Path
 
 MAX_SEED = 2**63 - 1
 """Seeds are 64-bit signed integers in torch and numpy: larger ones overflow deep inside a generator."""
+MAX_EPISODE_LENGTH = 2**31 - 1
+"""The native engine counts an episode's steps in int32 (``sim.native.SimState.t``, its kernels' length argument):
+a longer episode overflows inside the kernel, so every episode length (training, evaluation) is checked against it
+where it enters."""
+NAME_MAX = 255
+"""Bytes a single file or folder name may have on Linux's file systems (ext4, xfs, btrfs, tmpfs)."""
+PATH_MAX = 4096
+PATH_ROOM = 256
+"""Bytes a run needs below its folder for the files it writes there (``workflows/<name>/checkpoints/...``): a
+folder path longer than ``PATH_MAX - PATH_ROOM`` would fail at the first deep write."""
 
 
 def flag(name: str) -> str:
@@ -95,11 +106,30 @@ def _check_type(name: str, value, hint) -> None:
         raise ValueError(f"{name} must be a string, got {value!r}")
 
 
+def check_episode_length(name: str, value) -> int:
+    """An episode length the engines can count: an integer in 1..:data:`MAX_EPISODE_LENGTH`."""
+    return check_int(name, value, 1, MAX_EPISODE_LENGTH)
+
+
+def _check_name_lengths(name: str, p: Path) -> None:
+    """Each component of ``p`` within :data:`NAME_MAX` bytes and the whole within :data:`PATH_MAX` less the room a
+    run needs inside: checked before the path is touched, since even ``exists()`` raises on a too-long name."""
+    for part in p.parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise ValueError(f"{name}: the name {part[:40]}... is {len(os.fsencode(part))} bytes long, more than the "
+                             f"{NAME_MAX} a file system allows: choose a shorter name")
+    if len(os.fsencode(os.path.abspath(p))) > PATH_MAX - PATH_ROOM:
+        raise ValueError(f"{name}: the path is {len(os.fsencode(os.path.abspath(p)))} bytes long; a run needs it "
+                         f"under {PATH_MAX - PATH_ROOM} (the files it writes inside add to it): choose a shorter path")
+
+
 def check_out_dir(name: str, path) -> Path:
     """``path`` as a folder a run can write into: it is one, or can be created (its nearest existing ancestor is a
-    writable folder). Checked before a run starts, so a file or a read-only place is one line, not a traceback an
-    hour in."""
+    writable folder). Checked before a run starts, so a file, a too-long name or a read-only place is one line, not
+    a traceback an hour in. Permissions alone do not tell (root may write everywhere, yet not under /sys or /proc,
+    nor on a read-only mount), so an empty folder is created in the nearest existing ancestor and removed again."""
     p = Path(path)
+    _check_name_lengths(name, p)
     if p.exists() and not p.is_dir():
         raise ValueError(f"{name} {p} is a file, not a folder: choose a folder (existing or new)")
     anc = p
@@ -109,6 +139,24 @@ def check_out_dir(name: str, path) -> Path:
         raise ValueError(f"{name} {p} cannot be created: {anc} is a file; choose another folder")
     if not os.access(anc, os.W_OK | os.X_OK):
         raise ValueError(f"{name} {p} is not writable here (no write permission in {anc}): choose another folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write-test-", dir=anc))
+    except OSError as e:
+        raise ValueError(f"{name} {p} is not writable here ({e.strerror} in {anc}): choose another folder") from None
+    return p
+
+
+def check_out_file(name: str, path) -> Path:
+    """``path`` as a file a command can write (``replay --out FILE.html``, ``parity --out FILE.md``): not a folder,
+    a name the file system allows, writable if it exists, in a folder that exists or can be created
+    (:func:`check_out_dir`). Checked before any work starts."""
+    p = Path(path)
+    _check_name_lengths(name, p)
+    if p.is_dir():
+        raise ValueError(f"{name} {p} is a folder: name a file in it")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise ValueError(f"{name} {p} is not writable (no write permission on the file): choose another file")
+    check_out_dir(f"{name}'s folder", p.parent)
     return p
 
 
@@ -120,26 +168,30 @@ def physical_memory() -> int | None:
         return None
 
 
-def check_memory(what: str, need: int, fix: str, limit: int | None = None) -> None:
+def check_memory(what: str, need: int, fix: str, limit: int | None = None, where: str = "this machine's") -> None:
     """Refuse a request whose estimated memory ``need`` exceeds ``limit`` (default: this machine's physical
-    memory), with the estimate and the limit, instead of dying of MemoryError (or the OOM killer) once allocated."""
+    memory; ``where`` names whose it is), with the estimate and the limit, instead of dying of MemoryError (or the
+    OOM killer) once allocated."""
     limit = physical_memory() if limit is None else limit
     if limit is not None and need > limit:
-        raise ValueError(f"{what} would need about {_gib(need)} of memory, more than this machine's {_gib(limit)}: "
-                         f"{fix}")
+        raise ValueError(f"{what} would need about {gib(need)} of memory, more than {where} {gib(limit)}: {fix}")
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:,.1f} GiB"
+def gib(n: int) -> str:
+    """A byte count as people read it: GiB, or MiB below one GiB."""
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
 
 
-def check_out_file(name: str, path) -> Path:
-    """``path`` as a file a command can write (e.g. ``replay --out FILE.html``): not a folder, writable if it exists,
-    and its folder one that exists or can be created (:func:`check_out_dir`). Checked before any work starts."""
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"{name} {p} is a folder: name a file in it, e.g. {p / 'replay.html'}")
-    if p.exists() and not os.access(p, os.W_OK):
-        raise ValueError(f"{name} {p} is not writable (no write permission on the file): choose another file")
-    check_out_dir(f"{name}'s folder", p.parent)
-    return p
+def check_inside(name: str, rel, root) -> Path:
+    """``root / rel`` for a path ``rel`` a state file names relative to ``root``, refused unless it stays inside
+    ``root`` (no absolute path, no '..', no symlink out of it): an edited state file must not make a run read or
+    write anywhere else."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"{name} must be a path inside the run folder, got {rel!r}")
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts:
+        raise ValueError(f"{name} {rel!r} leaves the run folder: it must be a path inside it")
+    full = Path(root) / p
+    if not full.resolve().is_relative_to(Path(root).resolve()):
+        raise ValueError(f"{name} {rel!r} leads out of the run folder (a symbolic link): it must stay inside it")
+    return full

@@ -32,6 +32,7 @@ import numpy as np
 
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
+from workflow_rl.rl.interrupt import terminate_as_interrupt
 from workflow_rl.rundir import atomic_write
 from workflow_rl.sim import tables as T
 
@@ -220,18 +221,44 @@ def load_shards(folder: str | os.PathLike, seed: int | None = None) -> dict[tupl
             raise ValueError(f"shard {p.name} overlaps another shard of {key[0]}/{key[1]} in {folder} (made with "
                              "another --shard-episodes?): keep one --shard-episodes per --out folder")
         episodes.update(range(first, first + n))
-        with np.load(p) as z:
-            if seed is not None and int(z["seed"]) != seed:
-                raise ValueError(f"shard {p} was made with --seed {int(z['seed'])}, not {seed}: use that seed or "
-                                 "another --out")
-            part = PanelCounts.from_access(m["red"], m["policy"], z["access"])
+        made, access = _read_shard(p, n)
+        if seed is not None and made != seed:
+            raise ValueError(f"shard {p} was made with --seed {made}, not {seed}: use that seed or another --out")
+        part = PanelCounts.from_access(m["red"], m["policy"], access)
         out[key] = part if key not in out else out[key] + part
     return out
+
+
+def _read_shard(path: Path, episodes: int) -> tuple[int, np.ndarray]:
+    """(seed, access) of one shard file, which must hold the ``episodes`` episodes its name says; a truncated,
+    empty or foreign file is one ValueError naming the fix (shards are written atomically, so only a hand or
+    another program makes one)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            seed, access = int(z["seed"]), np.asarray(z["access"])
+    except Exception as e:  # noqa: BLE001 - zip, npz and array errors alike mean the file is damaged
+        raise ValueError(f"shard {path} is damaged ({type(e).__name__}: {e}): delete it and run again without "
+                         "--report-only to collect it anew") from None
+    if access.shape != (episodes, HORIZON, T.N_HOSTS) or not np.isin(access, (0, 1, 2)).all():
+        raise ValueError(f"shard {path} is damaged (access of shape {access.shape}, not ({episodes}, {HORIZON}, "
+                         f"{T.N_HOSTS}) levels 0-2): delete it and run again without --report-only to collect it anew")
+    return seed, access
+
+
+MAX_SHARDS = 100_000
+"""The most shard files one run plans: the plan is a list (and a folder) of them, so ``--episodes 10**12`` would
+hang building it before the first episode ran; at 0.2 s per CybORG episode, 100,000 shards of 50 is a year of
+one core."""
 
 
 def plan_shards(reds, policies, episodes: int, shard_episodes: int, seed: int, scenario=None) -> list[tuple]:
     """Shard jobs (red, policy, seed, first, n, scenario), chunk-major: every panel's first chunk, then every
     panel's second, ... so a run cut short leaves the panels balanced."""
+    n = -(-episodes // shard_episodes) * len(reds) * len(policies)
+    if n > MAX_SHARDS:
+        raise ValueError(f"--episodes {episodes:,} in shards of {shard_episodes:,} for {len(reds) * len(policies)} "
+                         f"panel(s) is {n:,} shard files, more than {MAX_SHARDS:,}: lower --episodes or raise "
+                         "--shard-episodes")
     return [(red, policy, seed, first, min(shard_episodes, episodes - first), scenario)
             for first in range(0, episodes, shard_episodes) for red in reds for policy in policies]
 
@@ -245,11 +272,11 @@ def collect_cyborg(reds, policies, episodes: int, out: str | os.PathLike, worker
     """Run the CybORG shards missing from ``out/shards``; returns how many ran. ``workers`` processes (spawned:
     forking a parent with numba/torch thread pools can deadlock), or in-process with ``workers == 1``."""
     folder = Path(out) / "shards"
+    plan = plan_shards(reds, policies, episodes, shard_episodes, seed, scenario)
     folder.mkdir(parents=True, exist_ok=True)
     load_shards(folder, seed)  # refuses a folder made with another seed before any work
-    jobs = [j for j in plan_shards(reds, policies, episodes, shard_episodes, seed, scenario)
-            if not shard_path(folder, j[0], j[1], j[3], j[4]).exists()]
-    total = len(plan_shards(reds, policies, episodes, shard_episodes, seed, scenario))
+    jobs = [j for j in plan if not shard_path(folder, j[0], j[1], j[3], j[4]).exists()]
+    total = len(plan)
     if progress:
         progress(f"CybORG: {total - len(jobs)} of {total} shards already done, {len(jobs)} to run on {workers} "
                  f"worker(s)")
@@ -272,18 +299,12 @@ def collect_cyborg(reds, policies, episodes: int, out: str | os.PathLike, worker
         for i, job in enumerate(jobs):
             done(i, *_run_shard(job))
         return len(jobs)
-    old_term = signal.getsignal(signal.SIGTERM)
-
-    def _term(signum, frame):
-        raise KeyboardInterrupt
-
     pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker)
     try:
-        signal.signal(signal.SIGTERM, _term)   # a `timeout` kill stops the workers too; finished shards are kept
-        for i, (job, access, secs) in enumerate(pool.imap_unordered(_run_shard, jobs, chunksize=1)):
-            done(i, job, access, secs)
+        with terminate_as_interrupt():   # a `timeout` kill stops the workers too; finished shards are kept
+            for i, (job, access, secs) in enumerate(pool.imap_unordered(_run_shard, jobs, chunksize=1)):
+                done(i, job, access, secs)
     finally:
-        signal.signal(signal.SIGTERM, old_term)
         pool.terminate()
         pool.join()
     return len(jobs)

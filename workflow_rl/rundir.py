@@ -7,9 +7,11 @@ the file records the holder's pid so a refused run can say who holds it.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,7 +51,7 @@ class RunDirLock:
 
     def acquire(self) -> "RunDirLock":
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(self.dir / LOCK_NAME)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -77,6 +79,27 @@ class RunDirLock:
         return False
 
 
+def open_lock_file(path: Path) -> int:
+    """``path`` opened for reading and writing (created if missing), refused unless it is a plain file of its own:
+    a symlink is never followed (``O_NOFOLLOW``: the pid written into it would overwrite whatever it points at), and
+    a folder, a device, a pipe or a second hard link of another file is one error naming the fix."""
+    fix = f"{path} is not a lock file of a run folder; remove it (or choose another folder)"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except IsADirectoryError:
+        raise ValueError(f"{fix}: it is a folder") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError(f"{fix}: it is a symbolic link") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise ValueError(f"{fix}: it is " + ("a hard link of another file" if stat.S_ISREG(st.st_mode)
+                                            else "not a plain file"))
+    return fd
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -96,4 +119,73 @@ def remove_stale_temps(run_dir: str | Path) -> list[Path]:
         if m and p.is_file() and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1)))):
             p.unlink(missing_ok=True)
             removed.append(p)
+    return removed
+
+
+RUN_FILES = {
+    "search": ("search_state.json", "search_batch.pt", "gp_sampling_log.csv", "workflows", "best_workflow.json",
+               "best_policy.pt", "report.md", "plots", "ground_truth.csv"),
+    "train": ("config.json", "checkpoints", "batch.pt", "tb"),
+}
+"""What a ``search`` and a ``train`` run write at the top of RUN_DIR besides ``SHARED_FILES`` (``train --seeds``
+adds ``seed_*`` folders): how a folder's owner is told, and what ``--overwrite`` removes."""
+SHARED_FILES = ("training_log.csv", "summary.json")
+
+
+def _run_entries(out: Path) -> list[Path]:
+    """The entries of ``out`` that are anybody's files: its lock and a dead writer's temporary files aside."""
+    return sorted(p for p in out.iterdir() if p.name != LOCK_NAME and not _TMP.search(p.name))
+
+
+def _owner(name: str) -> str | None:
+    if re.fullmatch(r"seed_\d+", name):
+        return "train"
+    return next((cmd for cmd, names in RUN_FILES.items() if name in names), "train" if name in SHARED_FILES else None)
+
+
+def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: bool) -> None:
+    """Refuse an ``--out`` that holds another command's run or files that are no run's, before anything is
+    written: a new ``command`` run needs an empty (or new) folder unless ``overwrite`` replaces what is there, and
+    ``resume`` continues only a run of the same command. ``command``: 'train' or 'search'."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    entries = _run_entries(out)
+    owners = {_owner(p.name) for p in entries}
+    kind = "search" if "search" in owners else "train" if "train" in owners else None
+    if resume:
+        if kind not in (None, command):
+            raise ValueError(f"{out} holds a `workflow-rl {kind}` run, not a {command} run: resume it with "
+                             f"`workflow-rl {kind}`, or choose the folder of a {command} run")
+        return
+    if overwrite or not entries:
+        return
+    if kind == command:
+        again = f"--resume {out}" if command == "search" else "--resume"
+        raise ValueError(f"{out} already holds a {'training run' if command == 'train' else 'search'} "
+                         f"({next(p.name for p in entries if _owner(p.name))}): continue it with {again}, replace "
+                         "it with --overwrite, or choose another --out")
+    if kind is not None:
+        raise ValueError(f"{out} holds a `workflow-rl {kind}` run: choose another --out, or replace that run with "
+                         "--overwrite")
+    shown = ", ".join(p.name for p in entries[:3]) + (", ..." if len(entries) > 3 else "")
+    raise ValueError(f"{out} holds files that are not a workflow-rl run ({shown}): choose an empty or new folder, "
+                     "or --overwrite to write beside them")
+
+
+def remove_run(out: str | Path) -> list[Path]:
+    """``--overwrite``, under the folder's lock: delete what a ``train`` or ``search`` run wrote at the top of
+    ``out`` (``RUN_FILES``, ``SHARED_FILES``, ``seed_*``), so nothing stale of the old run survives; other files
+    are left alone. Returns what it removed."""
+    import shutil
+
+    removed = []
+    for p in _run_entries(Path(out)):
+        if _owner(p.name) is None:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        removed.append(p)
     return removed

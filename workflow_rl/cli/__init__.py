@@ -6,7 +6,10 @@ flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, 
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
+import os
+import signal
 import sys
 
 from workflow_rl import __version__
@@ -16,6 +19,7 @@ from workflow_rl.cli.replay import add_replay
 from workflow_rl.cli.search import add_search
 from workflow_rl.cli.tools import add_tools
 from workflow_rl.cli.train import add_train
+from workflow_rl.rl.interrupt import Terminated, terminate_as_interrupt
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,9 +47,24 @@ def main(argv: list[str] | None = None) -> int:
     typed = sys.argv[1:] if argv is None else list(argv)
     args.given = functools.partial(given, build_parser, typed)   # (command, dests) -> the options typed
     try:
-        return args.func(args)
+        with terminate_as_interrupt():
+            try:
+                return args.func(args)
+            except Exception as e:
+                stop = _interrupt_behind(e)
+                if stop is None:
+                    raise
+                raise stop from None   # a failure while stopping (a worker gone first) reports the stop
+    except BrokenPipeError as e:
+        if _stdout_widowed():
+            return _stdout_closed()
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        return 2
     except (ValueError, CybORGUnavailable, FileNotFoundError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:   # the disk is full, a file grew past a limit, a folder vanished: the machine, not a bug
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
     except RuntimeError as e:   # a worker process or Ray task failed: its own traceback is in the message
         from workflow_rl.envs.cyborg_vector import EngineWorkerError
@@ -55,9 +74,63 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         raise
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""The errors of a write that ran out of room: the disk or quota is full, or a file reached the size limit."""
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for an OSError that ends a command: what failed, on which file, and what to do. Every file a run
+    writes is written whole or not at all (``rundir.atomic_write``), so a run stopped this way continues from its
+    last checkpoint."""
+    where = f" writing {e.filename}" if e.filename else ""
+    if e.errno in FULL:
+        return (f"{e.strerror}{where}: make room (free disk space, or raise the quota or file-size limit) and run "
+                "the command again; a train or search run continues from its last checkpoint with --resume")
+    return f"{e.strerror or e}{' (' + str(e.filename) + ')' if e.filename else ''}: check the path and run again"
+
+
+def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM during whose handling ``e`` was raised, if any (its ``__context__`` chain)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__context__
+    return None
+
+
+def _stdout_widowed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end), as opposed to a
+    worker's pipe breaking."""
+    import select
+
+    try:
+        p = select.poll()
+        p.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
+        return True
+
+
+def _stdout_closed() -> int:
+    """Whoever read stdout stopped (``workflow-rl demo | head -1``): end quietly, as Unix tools do, with the status
+    of a process ended by SIGPIPE. Stdout is pointed at /dev/null first, so the interpreter's last flush at exit
+    does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
+        pass
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from workflow_rl.checks import MAX_SEED
+from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_SEED
 
 
 def number(cast, ok, requirement: str):
@@ -25,3 +25,5 @@ positive_int = number(int, lambda v: v >= 1, ">= 1")
 positive_float = number(float, lambda v: v > 0, "> 0")
 non_negative_int = number(int, lambda v: v >= 0, ">= 0")
 seed_int = number(int, lambda v: 0 <= v <= MAX_SEED, f"in 0..{MAX_SEED} (a 64-bit seed)")
+episode_length = number(int, lambda v: 1 <= v <= MAX_EPISODE_LENGTH,
+                        f"in 1..{MAX_EPISODE_LENGTH} (the engines count steps in 32 bits)")

@@ -1,12 +1,15 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
+import signal
+
 from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.rl.config import flag
-from workflow_rl.rundir import RunDirLock
+from workflow_rl.rl.interrupt import Terminated
+from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
 
@@ -19,6 +22,9 @@ def add_search(sub) -> None:
     g.add_argument("--exhaustive", action="store_true", help="train all 120 workflows (ground truth)")
     g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
     g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace what --out holds (default: refuse a folder that is not empty): the files a train or "
+                        "search run wrote there are deleted first, other files are left alone")
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "
@@ -31,6 +37,8 @@ def add_search(sub) -> None:
 def _workflow_list(args) -> list[str] | None:
     """--exhaustive: all 120; --workflows: the ones named (';'-separated or several arguments; 'named': the six)."""
     if args.exhaustive:
+        if args.workflows:
+            raise ValueError("--exhaustive trains all 120 workflows, --workflows only those it names: use one")
         return [w.codes for w in all_workflows()]
     if not args.workflows:
         return None
@@ -49,16 +57,14 @@ def _search(args):
     check_out_dir("--out", args.out)
     cfg = SearchConfig(**{**settings(args, args.config_names), "workflows": _workflow_list(args)})
     search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
-    if search.state_path.exists():
-        raise ValueError(f"{args.out} already holds a search: continue it with --resume {args.out}, or choose "
-                         "another --out")
+    check_run_folder(args.out, "search", False, args.overwrite)
     return search
 
 
 def _check_resume_alone(args) -> None:
     """``--resume`` continues a search with the settings it started with (its workflows are measured alike), so a
     setting given beside it would be ignored: refused instead, naming it."""
-    typed = args.given("search", [*args.config_names, "exhaustive", "out"])
+    typed = args.given("search", [*args.config_names, "exhaustive", "out", "overwrite"])
     if typed:
         names = ", ".join(flag(n) for n in typed)
         raise ValueError(f"--resume continues {args.resume} with the settings it started with: drop {names} (a "
@@ -86,26 +92,32 @@ def cmd_search(args) -> int:
     with RunDirLock(args.resume or args.out):
         search = _search(args)   # again under the lock: what another process left is what counts
         executor = _ray_executor(args, search.cfg)
+        if args.overwrite:
+            remove_run(args.out)
         return _run(search, executor, fresh=not args.resume)
 
 
 def _run(search, executor, fresh: bool) -> int:
-    """Run the search and report; a new search that fails before its first workflow is recorded removes its
-    state file, so the folder does not then demand a ``--resume`` that would repeat the failure."""
+    """Run the search and report; a new search that fails before its first workflow is recorded removes what it
+    wrote, so the folder does not then demand a ``--resume`` that would repeat the failure."""
     from workflow_rl.search.search import SearchInterrupted
 
     c, t = search.cfg, search.cfg.train
     print(f"workflow search vs {t.red_agent} on {t.engine}: budget {c.total_episodes:,} training episodes, "
           f"{t.n_envs} envs, <= {c.workflow_cap:,} episodes per workflow"
           + (f" ({c.seeds_per_workflow} seeds)" if c.seeds_per_workflow > 1 else "") + f" -> {search.out}")
+    if c.batch_slots < c.batch_workflows:
+        print(f"--batch-workflows {c.batch_workflows}: training {c.batch_slots} at a time, the most that can train "
+              f"at once here ({c.most_at_once()[1]}); more slots would only step envs for nothing")
     try:
         summary = search.run(executor)
-    except (SearchInterrupted, KeyboardInterrupt):
-        print(f"interrupted: state saved; continue with `workflow-rl search --resume {search.out}`")
-        return 130
+    except (SearchInterrupted, KeyboardInterrupt) as e:
+        print(f"{'terminated' if isinstance(e, Terminated) else 'interrupted'}: state saved; continue with "
+              f"`workflow-rl search --resume {search.out}`")
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     except Exception:
-        if fresh and not search.state.iterations:
-            search.state_path.unlink(missing_ok=True)
+        if fresh and not search.state.iterations:   # the folder held no run before (or --overwrite cleared it)
+            remove_run(search.out)
         raise
     print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
           f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")

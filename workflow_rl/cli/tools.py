@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from workflow_rl.checks import check_out_dir
+from workflow_rl.checks import check_out_dir, check_out_file
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
@@ -78,9 +78,7 @@ def cmd_parity(args) -> int:
     if unknown:
         raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
     if args.out:
-        if Path(args.out).is_dir():
-            raise ValueError(f"--out {args.out} is a folder: parity writes one Markdown file; name a file")
-        check_out_dir("--out", Path(args.out).parent)
+        check_out_file("--out", args.out)
     print(f"parity: {len(policies)} policies x {len(args.red_agents)} red agents, {args.episodes} CybORG episodes "
           f"and {args.native_episodes} native episodes per cell")
     cells = parity(args.red_agents, policies, args.episodes, args.native_episodes, args.seed, args.vectorization,

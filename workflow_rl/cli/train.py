@@ -6,13 +6,15 @@ from pathlib import Path
 
 from workflow_rl.checks import check_out_dir, check_seed
 from workflow_rl.cli.flags import add_flags, settings
-from workflow_rl.cli.numbers import non_negative_int, positive_int
+from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
-from workflow_rl.rl.checkpoint import check_same_run, load_checkpoint
+from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.pretrained import starting_weights
-from workflow_rl.rundir import RunDirLock
+from workflow_rl.rl.resumable import check_resumable
+from workflow_rl.rl.schedule import check_first_update
+from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
@@ -39,14 +41,16 @@ def add_train(sub) -> None:
     t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
     t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
     t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
-    t.add_argument("--overwrite", action="store_true", help="replace the run already in RUN_DIR (default: refuse)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace what RUN_DIR holds (default: refuse a folder that is not empty): the files a train "
+                        "or search run wrote there are deleted first, other files are left alone")
     t.add_argument("--init-checkpoint", default=None, metavar="CKPT",
                    help="start from these weights (a checkpoint file or pretrained:NAME, e.g. to fine-tune a shipped "
                         "agent under a workflow) instead of a fresh initialisation; a fresh optimiser and schedule; "
                         "needs the same --hidden and memory flags")
     t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
     t.add_argument("--eval-episodes", type=non_negative_int, default=1000, help="held-out evaluation episodes (0: skip)")
-    t.add_argument("--eval-length", type=positive_int, default=100)
+    t.add_argument("--eval-length", type=episode_length, default=100)
     t.add_argument("--eval-engine", default="native", choices=ENGINES)
     t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")
     t.set_defaults(func=cmd_train, config_names=names)
@@ -75,13 +79,19 @@ def engine_opts(vectorization: str, start_method: str | None, scenario: str | No
 def cmd_train(args) -> int:
     """Train a workflow-conditioned PPO policy; write logs, checkpoints, summary.json."""
     from workflow_rl import parse_red_agent
-    from workflow_rl.workflow import parse_workflow_arg
+    from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
 
     given = settings(args, args.config_names)
-    workflow = parse_workflow_arg(given["workflow"])
-    cfg = TrainConfig.from_flat({**given, "workflow": workflow.codes if workflow else None,
-                                 "red_agent": parse_red_agent(given["red_agent"])})
+    if is_workflow_list(given["workflow"]):   # across workflows: config.json names them and the held-out ones
+        workflow = None
+        mix = WorkflowMix.parse(given["workflow"], given["hold_out"])
+        named = {"workflow": WorkflowMix.list_text(given["workflow"]), "hold_out": mix.hold_out_text()}
+    else:
+        workflow = parse_workflow_arg(given["workflow"])
+        named = {"workflow": workflow.codes if workflow else None}
+    cfg = TrainConfig.from_flat({**given, **named, "red_agent": parse_red_agent(given["red_agent"])})
     cfg.validate()
+    check_first_update(cfg)
     init = None if args.init_checkpoint is None else starting_weights(args.init_checkpoint, cfg.ppo, cfg.device)
     out = check_out_dir("--out", args.out)
     ckpt_dir = check_out_dir("--checkpoint-dir", args.checkpoint_dir or out / "checkpoints")
@@ -89,9 +99,7 @@ def cmd_train(args) -> int:
     cfg.check_memory(args.seeds)
     _check_existing_run(out, ckpt_dir, args)
     if args.resume:   # every checkpoint usable and of this run before anything is written
-        for i in range(args.seeds):
-            path = ckpt_dir / "latest.pt" if args.seeds == 1 else out / f"seed_{i}" / "checkpoints" / "latest.pt"
-            check_same_run(load_checkpoint(path, cfg.device), cfg)
+        _check_resume(cfg, out, ckpt_dir, args.seeds)
     with RunDirLock(out):
         if args.overwrite:
             _remove_previous_run(out, ckpt_dir)
@@ -102,27 +110,37 @@ def cmd_train(args) -> int:
 
 def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
     """``--out`` onto a finished or running run is refused unless ``--resume`` continues it or ``--overwrite``
-    replaces it."""
+    replaces it; so is one that holds another command's run or files that are no run's (``check_run_folder``)."""
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
-    runs = [ckpt_dir / "latest.pt", out / "config.json", out / "training_log.csv", out / "summary.json",
-            *out.glob("seed_*/config.json")]
-    existing = [p for p in runs if p.exists()]
-    if not existing or args.resume:
+    check_run_folder(out, "train", args.resume, args.overwrite)
+    if (ckpt_dir / "latest.pt").exists() and not (args.resume or args.overwrite):
+        raise ValueError(f"{ckpt_dir} already holds a training run's checkpoint: continue it with --resume, replace "
+                         "it with --overwrite, or choose another --checkpoint-dir")
+
+
+def _check_resume(cfg: TrainConfig, out: Path, ckpt_dir: Path, seeds: int) -> None:
+    """Everything ``--resume`` will read, checked before the run's config and log are rewritten: each run's
+    checkpoint (of this run, every counter and snapshot field sound) and, with ``--seeds``, the batch's state."""
+    if seeds == 1:
+        check_resumable(load_checkpoint(ckpt_dir / "latest.pt", cfg.device), cfg, ckpt_dir / "latest.pt", cfg.n_envs)
         return
-    if not args.overwrite:
-        raise ValueError(f"{out} already holds a training run ({existing[0].name}): continue it with --resume, "
-                         "replace it with --overwrite, or choose another --out")
+    from workflow_rl.rl.seeds import check_batch_file
+
+    updates = []
+    for i in range(seeds):
+        path = out / f"seed_{i}" / "checkpoints" / "latest.pt"
+        ck = load_checkpoint(path, cfg.device)
+        check_resumable(ck, cfg, path)
+        updates.append(ck["counters"]["update"])
+    check_batch_file(out, cfg, updates)
 
 
 def _remove_previous_run(out: Path, ckpt_dir: Path) -> None:
-    """``--overwrite`` (under the run folder's lock): the old run's summaries, checkpoints and batch state go
-    first, so nothing stale survives the new run (its config and log are rewritten from its first update)."""
-    from workflow_rl.rl.seeds import BATCH_FILE
-
-    for p in [out / "summary.json", out / BATCH_FILE, ckpt_dir / "latest.pt", *out.glob("seed_*/summary.json"),
-              *out.glob("seed_*/checkpoints/latest.pt")]:
-        p.unlink(missing_ok=True)
+    """``--overwrite`` (under the run folder's lock): the old run's files go first (``remove_run``; its checkpoint
+    in ``--checkpoint-dir`` too), so nothing stale survives the new run."""
+    remove_run(out)
+    (ckpt_dir / "latest.pt").unlink(missing_ok=True)
 
 
 def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init: dict | None) -> int:
@@ -134,13 +152,13 @@ def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init
         trainer.restore(load_checkpoint(ckpt_dir / "latest.pt", cfg.device))
         print(f"resumed from {ckpt_dir / 'latest.pt'} at update {trainer.update} "
               f"({trainer.total_episodes} episodes)")
-    print(f"training {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs {cfg.red_agent} on "
-          f"{cfg.engine} with {cfg.n_envs} envs (budget {cfg.budget} episodes) -> {out}")
+    print(f"training {_what(cfg, workflow)} vs {cfg.red_agent} on {cfg.engine} with {cfg.n_envs} envs (budget "
+          f"{cfg.budget} episodes) -> {out}")
     summary = trainer.run()
     if summary["stop_reason"] == "interrupted":
         print(f"interrupted: saved {ckpt_dir / 'latest.pt'}; continue with the same command plus --resume")
         return 130
-    summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if args.eval_episodes > 0 else None
+    summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if _evaluates(cfg, args) else None
     summary["checkpoint"] = str(ckpt_dir / "latest.pt")
     summary["init_checkpoint"] = args.init_checkpoint
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -155,7 +173,31 @@ def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init
 
 
 def _compliance(summary: dict) -> str:
-    return "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+    text = "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+    if "workflows" in summary:   # across workflows: pooled, and the worst workflow's over its last episodes
+        worst = summary["compliance_worst"]
+        text += (f" pooled, worst workflow {summary['worst_workflow']} "
+                 f"{'n/a' if worst is None else f'{worst:.3f}'} (its last 20 episodes)")
+    return text
+
+
+def _what(cfg: TrainConfig, workflow) -> str:
+    """What a run trains, for its first line."""
+    mix = cfg.mixture()
+    if mix is not None:
+        return (f"across {len(mix.train)} workflows"
+                + (f" ({len(mix.held_out)} held out: {cfg.hold_out})" if mix.held_out else ""))
+    return "workflow " + workflow.codes if workflow else "unconditioned PPO"
+
+
+def _evaluates(cfg: TrainConfig, args) -> bool:
+    """Whether training ends with the held-out evaluation: a run across workflows is evaluated per workflow by
+    ``evaluate CKPT --workflow all`` instead (one workflow's evaluation would not describe it)."""
+    if args.eval_episodes > 0 and cfg.mixture() is not None:
+        print("a run across workflows is not evaluated here: run `workflow-rl evaluate CHECKPOINT --workflow all "
+              "--out DIR` (per workflow)")
+        return False
+    return args.eval_episodes > 0
 
 
 def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None) -> int:
@@ -168,16 +210,16 @@ def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None)
         if bad:
             raise ValueError(f"{name} applies to a single run: drop it, or drop --seeds (runs go to RUN_DIR/seed_i)")
     check_batchable(cfg)
-    print(f"training {args.seeds} seeds of {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs "
-          f"{cfg.red_agent} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
+    print(f"training {args.seeds} seeds of {_what(cfg, workflow)} vs {cfg.red_agent} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
     summaries, agents, interrupted = train_seeds(cfg, args.seeds, out, resume=args.resume,
                                                  progress=not args.no_progress, init_agent_state=init)
     if interrupted:
         print(f"interrupted: every run saved under {out}/seed_*; continue with the same command plus --resume")
         return 130
+    evaluates = _evaluates(cfg, args)
     for i, (summary, agent) in enumerate(zip(summaries, agents)):
         summary["seed"] = cfg.seed + i
-        summary["eval"] = _eval_block(agent, workflow, cfg, args) if args.eval_episodes > 0 else None
+        summary["eval"] = _eval_block(agent, workflow, cfg, args) if evaluates else None
         summary["checkpoint"] = str(out / f"seed_{i}" / "checkpoints" / "latest.pt")
         summary["init_checkpoint"] = args.init_checkpoint
         (out / f"seed_{i}" / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -185,7 +227,7 @@ def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None)
         print(f"seed {summary['seed']}: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
               f"{_compliance(summary)}" + (f", held-out {ev['mean']:.2f} ± {ev['ci95']:.2f}" if ev else ""))
     result = {"seeds": summaries, "across_seeds": None}
-    if args.eval_episodes > 0:
+    if evaluates:
         result["across_seeds"] = across_seeds([s["eval"]["mean"] for s in summaries])
         a = result["across_seeds"]
         print(f"across {a['n']} seeds: held-out return {a['mean']:.2f} ± {a['ci95']:.2f} (95% t interval over "

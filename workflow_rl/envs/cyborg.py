@@ -16,7 +16,6 @@ import shutil
 import sys
 import types
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np

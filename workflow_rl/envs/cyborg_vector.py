@@ -89,6 +89,15 @@ class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
             raise EngineWorkerError(f"a CybORG worker raised {type(e).__name__}: {e} (its traceback is printed "
                                     "above); all workers were stopped") from e
 
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
+        """gymnasium's close, which raises on a worker that died first (a SIGTERM sent to the whole process group,
+        the OOM killer): every worker is then stopped and the pipes closed without another word, since closing was
+        meant to end them anyway."""
+        try:
+            super().close_extras(timeout, terminate)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._abort()
+
     def step(self, actions):
         def go():
             self.step_async(actions)

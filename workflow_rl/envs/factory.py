@@ -5,7 +5,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from workflow_rl.checks import check_bool, check_memory
+from workflow_rl.checks import check_bool, check_episode_length, check_memory
 from workflow_rl.envs.names import (ENGINES, RED_AGENTS, check_device, is_mixture, parse_red_agent,  # noqa: F401
                                     red_weights)  # (re-exported)
 
@@ -39,8 +39,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-    if isinstance(episode_length, bool) or not isinstance(episode_length, int) or episode_length < 1:
-        raise ValueError(f"episode_length must be an integer >= 1, got {episode_length!r}")
+    check_episode_length("episode_length", episode_length)
     red = parse_red_agent(red_agent)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from workflow_rl.checks import check_int, flag
+from workflow_rl.rl.compliance import WorkflowWindow
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
@@ -42,6 +43,9 @@ class RunState:
     gate_episodes: int | None = None
     """training episodes of the run when the gate fired"""
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    window: WorkflowWindow | dict | None = None
+    """a run across workflows: each workflow's recent fix counts (a :class:`WorkflowWindow`; as read from a
+    checkpoint, its plain ``state``, until the run rebuilds it)"""
 
     def __post_init__(self):
         if self.episodes_per_env is None:
@@ -70,7 +74,8 @@ class RunState:
                          "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
                          "stop_reason": self.stop_reason, "last_compliance": self.last_compliance,
                          "round_active": self.round_active, "gate_at": self.gate_at,
-                         "gate_episodes": self.gate_episodes},
+                         "gate_episodes": self.gate_episodes,
+                         "workflow_window": self.window.state() if self.window is not None else None},
             "rng": e.get("rng"), "env_state": e.get("env_state"), "obs": e.get("obs"), "access": e.get("access"),
             "tracker": e.get("tracker"), "episode_running": e.get("episode_running"),
             "memory": e.get("memory"), "recent": list(self.recent),
@@ -85,7 +90,7 @@ class RunState:
                    episodes_per_env=np.asarray(c["episodes_per_env"]).copy(),
                    round_active=c.get("round_active", n_envs), last_compliance=c["last_compliance"],
                    gate_at=c.get("gate_at"), gate_episodes=c.get("gate_episodes"),
-                   recent=deque(ck["recent"], maxlen=RECENT))
+                   recent=deque(ck["recent"], maxlen=RECENT), window=c.get("workflow_window"))
 
 
 class CheckpointError(ValueError):
@@ -109,7 +114,8 @@ def _numpy_globals() -> list:
             np.ndarray, np.dtype, *{type(np.dtype(c)) for c in "?bhilqBHILQefdg"}]
 
 
-def safe_load(path: Path, device: str = "cpu"):
+def safe_load(path: Path, device: str = "cpu", what: str = "checkpoint",
+              fix: str = "use another checkpoint or retrain"):
     """``torch.load`` that cannot run code: torch's weights-only unpickler (tensors, containers, numbers, strings)
     with numeric numpy arrays allowed and nothing else, then every numpy array checked to hold numbers (an object
     array could carry arbitrary Python objects). Raises ``CheckpointError`` naming the file for anything else:
@@ -121,14 +127,13 @@ def safe_load(path: Path, device: str = "cpu"):
     except Exception as e:  # noqa: BLE001 - any unpickling failure (incl. a refused global) means unusable
         called = re.search(r"GLOBAL (\S+)|but got <class '([^']+)'>", str(e))
         if called:
-            raise CheckpointError(f"checkpoint {path} needs {called.group(1) or called.group(2)} to load, which no "
-                                  "workflow-rl checkpoint does (a pickle can run code): it was refused unread; use a "
-                                  "checkpoint you trust or retrain") from None
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a workflow-rl checkpoint ({type(e).__name__}); "
-                              "use another checkpoint or retrain") from None
+            raise CheckpointError(f"{what} {path} needs {called.group(1) or called.group(2)} to load, which no "
+                                  f"workflow-rl file does (a pickle can run code): it was refused unread; {fix}") \
+                from None
+        raise CheckpointError(f"{what} {path} is damaged: corrupt or not a workflow-rl {what} ({type(e).__name__}); {fix}") \
+            from None
     if any(a.dtype.kind not in "biuf" for a in _leaves(obj, np.ndarray)):
-        raise CheckpointError(f"checkpoint {path} holds a non-numeric array, which no workflow-rl checkpoint "
-                              "does: use another checkpoint or retrain")
+        raise CheckpointError(f"{what} {path} holds a non-numeric array, which no workflow-rl file does: {fix}")
     return obj
 
 
@@ -191,7 +196,7 @@ def check_fields(ck: dict) -> None:
                          f"{c['total_episodes']}")
 
 
-SAME_RUN = ("workflow", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
+SAME_RUN = ("workflow", "hold_out", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
             "alignment_lambda", "anneal_lr", "official_bugs")
 """The run settings a resumed run must share with its checkpoint (with every PPO setting): what it trains against,
 on what, how its reward is made. Budget, stop rule, device and bookkeeping may differ."""
@@ -220,3 +225,18 @@ def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
         raise CheckpointError(f"checkpoint weights do not fit the network ({e.__class__.__name__}): the file is "
                               "damaged or was edited; retrain") from None
     return agent
+
+
+BATCH_STATE_FIX = "delete it and resume again (the runs then continue from their checkpoints on fresh episodes)"
+"""What to do about a batch state file that cannot be used: it is an optimisation of a resume, never required."""
+
+
+def load_batch_state(path: Path, device: str = "cpu") -> dict:
+    """A batch's own state file (``train --seeds``' ``batch.pt``, a batched search's ``search_batch.pt``), written
+    with :func:`atomic_save` beside the runs' checkpoints: the one place such files are read, as safely as a
+    checkpoint (:func:`safe_load`). A damaged one is refused naming the fix (without it the runs still resume, on
+    fresh episodes)."""
+    snap = safe_load(path, device, what="batch state", fix=BATCH_STATE_FIX)
+    if not isinstance(snap, dict):
+        raise CheckpointError(f"batch state {path} is damaged ({type(snap).__name__}): {BATCH_STATE_FIX}")
+    return snap

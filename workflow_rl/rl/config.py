@@ -8,12 +8,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.checks import check_float, check_int, check_memory, check_seed, check_types, flag  # noqa: F401
+from workflow_rl.checks import (check_episode_length, check_float, check_int, check_memory, check_seed,  # noqa: F401
+                                check_types, flag, gib)
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.memory import Memory
-from workflow_rl.rl.ppo import PPOConfig, input_dim
-from workflow_rl.workflow import Workflow
+from workflow_rl.rl.ppo import PPOConfig, input_dim, network_bytes
+from workflow_rl.workflow import Workflow, WorkflowMix, is_workflow_list
 
 EPISODE_WORKERS = "episodes"
 """The vectorization that runs whole episodes in worker processes (either engine) instead of stepping envs."""
@@ -62,6 +63,16 @@ def check_device_available(device: str) -> str:
     return dev
 
 
+def _device_memory(device: str) -> tuple[int | None, str]:
+    """(bytes, whose) of the memory a run on ``device`` allocates in: the GPU's own on CUDA, else this machine's
+    (None: let ``check_memory`` ask the OS)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory, f"{device}'s"
+    return None, "this machine's"
+
+
 def check_engine_device(engine: str, device: str) -> None:
     """The one rule for where an engine runs: real CybORG on the CPU; the native engine's one rule source compiled
     for the CPU (``device='cpu'``) or as a CUDA kernel (``device='cuda'``) (``make_vector_env`` picks the build from
@@ -72,7 +83,7 @@ def check_engine_device(engine: str, device: str) -> None:
         raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use --device cpu or cuda, not {device}")
 
 
-PER_RUN = ("workflow", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
+PER_RUN = ("workflow", "hold_out", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
            "post_gate_episodes", "alignment_lambda", "n_workers", "checkpoint_every", "tensorboard")
 """The settings a run may hold on its own inside a batch of runs (its workflow, budget, stop rule, reward and
 bookkeeping); every other setting shapes the batch or its update, so all runs of one batch share it."""
@@ -83,7 +94,15 @@ class TrainConfig:
     """Everything a training run depends on (saved as config.json)."""
 
     workflow: str | None = "critical_first"
-    """named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO"""
+    """named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO; or several, to
+    train one network across workflows: 'all' (the 120), 'named' (the six) or a ';'-separated list (e.g.
+    'D,OS,E,OH,U;E,OH,D,U,OS'): each env draws its workflow per episode, uniformly, from its own seeded stream, and
+    the log adds the worst workflow's compliance (compliance_worst: over each workflow's last 20 episodes); the gate
+    then also needs every trained workflow's 20 episodes and the worst workflow's compliance >= the threshold"""
+    hold_out: str | None = None
+    """with a list of workflows: leave these out of training (';'-separated, e.g. to test generalisation), or N: a
+    fixed seeded choice of N of them, half from the orders ranking user before enterprise hosts (the run's
+    config.json and summary.json list them)"""
     red_agent: str = "B_lineAgent"
     """B_lineAgent, RedMeanderAgent, SleepAgent or an alias; or a mixture, one red agent drawn per env episode: 'mix'
     (B_lineAgent:0.5,RedMeanderAgent:0.5) or weights such as B_lineAgent:0.3,RedMeanderAgent:0.7"""
@@ -153,16 +172,19 @@ class TrainConfig:
         check_types(self)
         check_types(self.ppo)
         parse_red_agent(self.red_agent)
-        if self.workflow is not None:
-            Workflow.parse(self.workflow)
+        self.mixture()
         check_choices(self)
-        for name in ("n_envs", "episode_length", "update_every_steps", "max_episodes", "checkpoint_every"):
+        for name in ("n_envs", "update_every_steps", "max_episodes", "checkpoint_every"):
             check_int(flag(name), getattr(self, name), 1)
+        check_episode_length(flag("episode_length"), self.episode_length)
         for name in ("min_episodes", "min_fixes", "post_gate_episodes"):
             check_int(flag(name), getattr(self, name), 0)
         for name in ("num_episodes", "n_workers"):
             if getattr(self, name) is not None:
                 check_int(flag(name), getattr(self, name), 1)
+        if self.n_workers is not None and self.n_workers > self.n_envs:
+            raise ValueError(f"--n-workers {self.n_workers} exceeds --n-envs {self.n_envs}: a worker plays one env's "
+                             "episodes at a time, so the others would only sit idle; use at most --n-envs workers")
         check_seed(flag("seed"), self.seed)
         if self.vectorization == EPISODE_WORKERS and self.update_every_steps != self.episode_length:
             raise ValueError("episode workers return whole episodes: use update-every-steps = episode-length")
@@ -191,14 +213,37 @@ class TrainConfig:
             raise ValueError(f"--num-minibatches {p.num_minibatches} exceeds the {batch} transitions of one update "
                              "(n-envs x update-every-steps): use at most that many")
 
+    def mixture(self) -> WorkflowMix | None:
+        """The workflows of a run across workflows (``--workflow`` a list), None for one workflow or plain PPO;
+        checks ``--workflow`` and ``--hold-out``."""
+        if not is_workflow_list(self.workflow):
+            if self.workflow is not None:
+                Workflow.parse(self.workflow)
+            if self.hold_out is not None:
+                raise ValueError("--hold-out leaves workflows out of a list: give --workflow a list (e.g. all), or "
+                                 "drop --hold-out")
+            return None
+        if self.vectorization == EPISODE_WORKERS:
+            raise ValueError("training across workflows steps one vector env: use --vectorization sync (or pipes, "
+                             "shared_memory), not episodes")
+        return WorkflowMix.parse(self.workflow, self.hold_out)
+
     def check_memory(self, slots: int) -> None:
-        """Refuse a batch of ``slots`` runs whose engine state and rollout would not fit in this machine's memory
-        (estimate: engine bytes per env plus the transitions of one update, held about three times over)."""
+        """Refuse a batch of ``slots`` runs whose engine state, rollout and networks would not fit in memory (the
+        GPU's on a CUDA device, else this machine's), before anything is allocated or written. Estimate: engine
+        bytes per env plus the transitions of one update, held about three times over, plus each run's network
+        (``ppo.network_bytes``: weights, gradient, Adam moments and a minibatch's activations)."""
+        memory = Memory.of(self.ppo)
         envs = slots * self.n_envs
-        need = envs * (engine_bytes_per_env() + 3 * rollout_bytes(Memory.of(self.ppo)) * self.update_every_steps)
+        rollout = envs * (engine_bytes_per_env() + 3 * rollout_bytes(memory) * self.update_every_steps)
+        minibatch = -(-self.n_envs * self.update_every_steps // self.ppo.num_minibatches)
+        network = slots * network_bytes(self.ppo.hidden, memory, minibatch)
         runs = f" in each of {slots} runs" if slots > 1 else ""
-        check_memory(f"--n-envs {self.n_envs}{runs} with --update-every-steps {self.update_every_steps}", need,
-                     "use fewer envs (or fewer steps per update)")
+        what = (f"--n-envs {self.n_envs}{runs} with --update-every-steps {self.update_every_steps} and --hidden "
+                f"{' '.join(map(str, self.ppo.hidden))} (networks {gib(network)}, envs and rollouts {gib(rollout)})")
+        fix = ("use smaller --hidden layers" if network > rollout else
+               "use fewer envs (or fewer steps per update)") + ("; or fewer runs at once" if slots > 1 else "")
+        check_memory(what, rollout + network, fix, *_device_memory(self.device))
 
     def engine_options(self) -> dict:
         """``make_vector_env`` options of this run's engine."""

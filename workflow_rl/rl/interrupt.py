@@ -1,8 +1,11 @@
-"""Ctrl-C as a request to stop cleanly, shared by every long loop (training, batched training, search)."""
+"""Ctrl-C as a request to stop cleanly, shared by every long loop (training, batched training, search); SIGTERM
+as an abort that cleans up like a second Ctrl-C."""
 from __future__ import annotations
 
+import os
 import signal
 import threading
+from contextlib import contextmanager
 
 
 class GracefulInterrupt:
@@ -36,3 +39,34 @@ class GracefulInterrupt:
 
 def threading_is_main() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (``kill``, ``timeout``, a scheduler stopping the job): a KeyboardInterrupt, so every abort
+    path that handles Ctrl-C (stopping worker processes, removing temporary files) handles it too."""
+
+
+@contextmanager
+def terminate_as_interrupt():
+    """Within the block, SIGTERM raises :class:`Terminated` in this process instead of killing it on the spot. A
+    process killed outright leaves its worker processes reading a closed pipe, each printing a traceback (or
+    waiting forever on a queue); raised, the abort stops them quietly, as after Ctrl-C. The run's files are those
+    of its last checkpoint either way. A worker forked inside the block inherits the handler: there it restores the
+    default and dies of the signal, as before. Installs nothing outside the main thread."""
+    if not threading_is_main():
+        yield
+        return
+    owner = os.getpid()
+
+    def handle(signum, frame):
+        if os.getpid() != owner:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

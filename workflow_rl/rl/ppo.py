@@ -26,6 +26,22 @@ def input_dim(memory: Memory = Memory()) -> int:
     return OBS_DIM + WORKFLOW_DIM + memory.dim
 
 
+def network_params(hidden: tuple[int, ...], memory: Memory = Memory()) -> int:
+    """Parameters of one :class:`Agent` (actor and critic MLPs, weights and biases), without building it."""
+    def mlp(out: int) -> int:
+        sizes = [input_dim(memory), *hidden, out]
+        return sum(i * o + o for i, o in zip(sizes, sizes[1:]))
+
+    return mlp(N_ACTIONS) + mlp(1)
+
+
+def network_bytes(hidden: tuple[int, ...], memory: Memory, minibatch: int) -> int:
+    """Bytes one member of a training batch needs for its network, estimated before anything is allocated: float32
+    weights held five times (the member built alone, its row of the stacked parameter, the gradient and Adam's two
+    moments) plus a minibatch's activations through actor and critic, forward and backward (about three copies)."""
+    return 4 * (5 * network_params(hidden, memory) + 3 * 2 * minibatch * sum(hidden))
+
+
 @dataclass
 class PPOConfig:
     """PPO hyperparameters (CleanRL defaults where they fit)."""

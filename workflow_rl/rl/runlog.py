@@ -3,6 +3,7 @@ progress bar and TensorBoard."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -16,7 +17,10 @@ from workflow_rl.workflow import Workflow
 
 LOG_COLUMNS = ["workflow_id", "workflow", "update", "episodes", "total_episodes", "env_reward", "alignment_bonus",
                "total_reward", "compliance", "compliance_env_mean", "avg_fixes", "collection_time", "update_time",
-               "sps", "global_step", "mean100", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"]
+               "sps", "global_step", "mean100", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
+               "compliance_worst", "worst_workflow"]
+"""``compliance_worst``, ``worst_workflow``: a run across workflows' least compliant workflow over its last 20
+episodes (``compliance.WorkflowWindow``); empty (NaN) for one workflow."""
 
 
 def episode_stats(fin: dict) -> dict:
@@ -60,8 +64,12 @@ class RunLog:
             path = self.out / "training_log.csv"
             fresh = row["update"] == 1 or not path.exists()
             self.out.mkdir(parents=True, exist_ok=True)
+            columns = list(self.prefix) + LOG_COLUMNS
+            if not fresh:   # continue the file's own columns (a log begun by an older version has fewer)
+                with open(path, newline="") as f:
+                    columns = next(csv.reader(f), None) or columns
             self._file = open(path, "w" if fresh else "a", newline="")
-            self._writer = csv.DictWriter(self._file, fieldnames=list(self.prefix) + LOG_COLUMNS)
+            self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
             if fresh:
                 self._writer.writeheader()
         self._writer.writerow({**self.prefix, **row})
@@ -97,16 +105,19 @@ def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, upda
 
 
 def trim_log(path: Path, update: int) -> None:
-    """Drop training-log rows written after ``update`` (a resumed run continues the log exactly)."""
+    """Drop training-log rows written after ``update`` (a resumed run continues the log exactly), and a last row a
+    failed write (a full disk) cut short: rows are flushed whole, so one without its line end is incomplete."""
     if not path.exists():
         return
-    with open(path) as f:
-        rows = list(csv.reader(f))
-    if rows:
-        col = rows[0].index("update")
-        keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
-        with open(path, "w", newline="") as f:
-            csv.writer(f).writerows(keep)
+    text = path.read_text()
+    rows = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1])))
+    if not rows:   # not even the header was written whole: the run's first row writes it anew
+        path.unlink()
+        return
+    col = rows[0].index("update")
+    keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(keep)
 
 
 def mean_or_nan(x) -> float:

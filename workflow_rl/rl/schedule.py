@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 
 
 def plan_update(cfg: TrainConfig, global_step: int, left: int, round_active: int) -> tuple[int, int, int] | None:
@@ -35,6 +35,20 @@ def plan_update(cfg: TrainConfig, global_step: int, left: int, round_active: int
     return None
 
 
+def check_first_update(cfg: TrainConfig) -> None:
+    """The run's budget holds at least its first update: an update longer than the budget can pay for would train
+    nothing and end "budget" after 0 episodes (:func:`plan_update` decides). Checked for what a user asks for
+    (``train``, a search's settings), not in ``TrainConfig.validate``: a search's last workflow may get a claim too
+    small for an update, and then rightly trains nothing."""
+    if cfg.vectorization == EPISODE_WORKERS or plan_update(cfg, 0, cfg.budget, 0) is not None:
+        return
+    per_env = -(-cfg.update_every_steps // cfg.episode_length)
+    raise ValueError(f"--update-every-steps {cfg.update_every_steps} plays {per_env} episode(s) of every env per "
+                     f"update ({per_env * cfg.n_envs} with {cfg.n_envs} envs), more than the run's budget of "
+                     f"{cfg.budget} episodes: nothing would train; use fewer steps per update (e.g. "
+                     f"--update-every-steps {cfg.episode_length}) or a larger budget (--max-episodes, --num-episodes)")
+
+
 PASSED_GATE = ("compliant", "post_gate")
 """Stop reasons of a run that passed the compliance gate: at the gate (``post_gate_episodes`` 0) or after training
 its post-gate budget. Every reader of a stop reason asks :func:`passed_gate`."""
@@ -45,11 +59,16 @@ def passed_gate(stop_reason: str | None) -> bool:
 
 
 def gate_fires(cfg: TrainConfig, conditioned: bool, min_episodes_done: int, counted: float,
-               compliance: float) -> bool:
+               compliance: float, worst: float = 1.0) -> bool:
     """Whether an update passes the compliance gate: it needs a workflow, every env past ``min_episodes``, at
-    least ``min_fixes`` counted fixes in the update's finished episodes and batch compliance >= the threshold."""
+    least ``min_fixes`` counted fixes in the update's finished episodes and batch compliance >= the threshold.
+
+    A run across workflows pools the update's episodes whatever their workflows (the same batch compliance) and
+    also needs ``worst``, the least compliant workflow's compliance over its last episodes
+    (``compliance.WorkflowWindow``; NaN until every trained workflow has its window), >= the threshold: a
+    mixture passes when every workflow complies, not on average. One workflow: ``worst`` 1.0."""
     return (conditioned and min_episodes_done >= cfg.min_episodes and counted >= max(1, cfg.min_fixes)
-            and compliance >= cfg.compliance_threshold)
+            and compliance >= cfg.compliance_threshold and worst >= cfg.compliance_threshold)
 
 
 def stop_rule(cfg: TrainConfig, min_episodes_done: int, total_episodes: int, gate_at: int | None) -> str | None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from workflow_rl.rl.checkpoint import atomic_save, check_same_run, load_checkpoint, safe_load
+from workflow_rl.checks import check_int
+from workflow_rl.rl.checkpoint import BATCH_STATE_FIX, CheckpointError, atomic_save, load_batch_state, load_checkpoint
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import Agent
+from workflow_rl.rl.resumable import check_resumable, check_snapshot
 from workflow_rl.rl.runlog import mean_or_nan, progress_bar
 from workflow_rl.rl.trainer import BatchedTrainer
 
@@ -24,13 +26,16 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
     stopped training).
     """
     out = Path(out)
+    cks = [None] * n_seeds
+    if resume:   # every checkpoint and the batch state checked before any seed's config or log is rewritten
+        for i in range(n_seeds):
+            path = out / f"seed_{i}" / "checkpoints" / "latest.pt"
+            cks[i] = load_checkpoint(path, cfg.device)
+            check_resumable(cks[i], cfg, path)
+        check_batch_file(out, cfg, [ck["counters"]["update"] for ck in cks])
     bt = BatchedTrainer(cfg, n_seeds)
     try:
-        for i in range(n_seeds):
-            ck = None
-            if resume:
-                ck = load_checkpoint(out / f"seed_{i}" / "checkpoints" / "latest.pt", cfg.device)
-                check_same_run(ck, cfg)
+        for i, ck in enumerate(cks):
             slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_agent_state=init_agent_state,
                             init_seed=cfg.seed + i)
             if ck is not None:
@@ -69,6 +74,23 @@ BATCH_FILE = "batch.pt"
 """``train --seeds``: the batch's own state (RNG, engine, observations), saved next to the seeds' checkpoints."""
 
 
+def check_batch_file(out: Path, cfg: TrainConfig, updates: list[int]) -> None:
+    """The batch state a resume of ``train --seeds`` will read (``_restore_batch``), checked before anything is
+    written: readable, and where it goes with the seeds' checkpoints (``updates``, their update counters), a
+    snapshot that fits the batch."""
+    path = Path(out) / BATCH_FILE
+    if not path.is_file():
+        return
+    snap = load_batch_state(path, cfg.device)
+    if snap.get("updates") != updates:
+        return   # another moment's state: _restore_batch ignores it
+    try:
+        check_int("global_step", snap.get("global_step"), 0)
+        check_snapshot(snap, cfg, cfg.n_envs * len(updates))
+    except ValueError as e:
+        raise CheckpointError(f"batch state {path} is damaged ({e}): {BATCH_STATE_FIX}") from None
+
+
 def _save_batch(bt: BatchedTrainer, out: Path) -> None:
     """The batch's engine snapshot, tagged with the update of each slot's checkpoint it goes with: the seeds share
     one generator and one vector env, so their checkpoints alone would resume on fresh env streams."""
@@ -83,8 +105,8 @@ def _restore_batch(bt: BatchedTrainer, out: Path) -> bool:
     path = out / BATCH_FILE
     if not path.is_file():
         return False
-    snap = safe_load(path, bt.device)
-    if not isinstance(snap, dict) or snap.get("updates") != [s.update for s in bt.slots]:
+    snap = load_batch_state(path, bt.device)
+    if snap.get("updates") != [s.update for s in bt.slots]:
         return False
     bt.global_step = snap["global_step"]
     return bt.restore_engine(snap)

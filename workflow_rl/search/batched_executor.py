@@ -6,7 +6,10 @@ dispatch and records each as it finishes. This executor puts each workflow's K s
 :class:`~workflow_rl.rl.trainer.BatchedTrainer`, whose every step and update serves all Q x K runs at once, which is
 what keeps a GPU busy: a single run's few hundred envs are far too small a batch. A workflow whose seeds have all
 stopped is evaluated and its slots are refilled at the next episode boundary. Ctrl-C finishes the current episode
-round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it.
+round, writes every running seed's checkpoint and stops; ``--resume`` continues each from it. With the checkpoints
+the batch's own state is saved (``STATE_FILE``: engine, random streams, which seed holds which slot, what the empty
+slots hold) after every round that wrote a checkpoint, whenever it returns to the search and on Ctrl-C, so a search
+stopped at any moment, kill -9 included, resumes exactly as the uninterrupted search runs.
 
 Each seed trains under its workflow's cap (its config) within its share of the workflow's claim (``Slot.claim``).
 The executor reports how far below the claim each seed can still go (``claims``: the search lowers the claim) and,
@@ -19,14 +22,25 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from workflow_rl.rl.checkpoint import load_checkpoint
+import torch
+
+from workflow_rl.checks import check_bool, check_inside, check_int
+from workflow_rl.rl.checkpoint import CheckpointError, atomic_save, load_batch_state, load_checkpoint
 from workflow_rl.rl.interrupt import GracefulInterrupt
+from workflow_rl.rl.memory import Memory
+from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
+from workflow_rl.rl.resumable import check_like, check_snapshot
 from workflow_rl.rl.runlog import progress_bar
 from workflow_rl.rl.trainer import BatchedTrainer
 from workflow_rl.search.evaluation import SearchInterrupted, initial_weights
 from workflow_rl.search.executors import SearchJob
 from workflow_rl.search.records import Proposal, Record
 from workflow_rl.workflow import Workflow
+
+
+STATE_FILE = "search_batch.pt"
+"""A batched search's own state (``BatchedExecutor._save_state``), beside the running workflows' checkpoints."""
+STATE_FORMAT = "workflow-rl search batch"
 
 
 def seed_dir(run_dir: str, seed: int, seeds: int) -> str:
@@ -49,6 +63,11 @@ class BatchedExecutor:
         self.elastic = False
         self._stalled = False   # wait_one returned on a stall and nothing was topped up or started since
         self._bar = None
+        self._trained = False   # rounds trained since the batch state was last saved
+        self._submitted = 0     # the latest iteration submitted
+        self._restore: dict | None = None   # (resume) the saved batch state, until applied
+        self._places: dict[tuple[int, int], tuple[int, int]] = {}   # (resume) (iteration, seed) -> (slot, claim)
+        self._topped = False    # a claim grew since the batch state was saved
 
     def open(self, job: SearchJob) -> None:
         self.job = job
@@ -68,7 +87,10 @@ class BatchedExecutor:
         seed_cfg = cfg.train_config(wf, cfg.train.budget)   # each seed's cap; its share of the claim bounds it
         if self.trainer is None:
             self.trainer = BatchedTrainer(seed_cfg, self.q * self.k)
-        free = self.trainer.free_slots()
+            self._load_state()
+        if self._restore is not None and not any((it, seed) in self._places for seed in range(self.k)):
+            self._apply_restore()   # dispatched after the state was saved: it enters the batch as it was then
+        self._submitted = max(self._submitted, it)
         init, runs = None, []
         for seed, budget in enumerate(budgets):
             if budget == 0:        # a claim smaller than the number of seeds
@@ -79,7 +101,8 @@ class BatchedExecutor:
             if ck is None and init is None:
                 init = initial_weights(cfg, out, prop)
             prefix = {"iteration": it} if self.k == 1 else {"iteration": it, "seed": seed}
-            slot_id = free[len(runs)]
+            slot_id, claim_then = self._slot_for(it, seed)
+            self._topped |= claim_then is not None and budget > claim_then   # topped up after the state was saved
             slot = self.trainer.start(slot_id, seed_cfg, run_dir, init_agent_state=None if ck is not None else init,
                                       checkpoint=ck, log_prefix=prefix, init_seed=cfg.train.seed + seed,
                                       claim=budget, pauses=self.elastic)
@@ -113,41 +136,119 @@ class BatchedExecutor:
         for slot_id, seed in self.runs[iteration]:
             self.trainer.extend(slot_id, seed_budgets[seed])
         self._stalled = False
+        self._topped = True
 
     def wait_one(self) -> tuple[Proposal, Record] | None:
         """Train rounds until a workflow is evaluated; None earlier, after a round in which a running workflow's
         claim shrank (a gate fired) while a slot is free, so the search can give that budget to a new workflow now,
         or (elastic) when every running workflow waits at its claim, so the search can top them up; if it did not,
-        the newest is cut where it stands (nothing else can free budget for it)."""
+        the newest is cut where it stands (nothing else can free budget for it).
+
+        The batch's state is saved (``_save_state``) after every round that wrote a checkpoint and whenever it
+        returns after training: a search killed at any moment resumes from the last such point exactly as if it
+        had never stopped."""
+        self._apply_restore()
         early = False
         try:
             with self.interrupt:
                 before = self._claimed()
                 while not self.done:
                     if self.interrupt.requested:   # between rounds: every running seed is at an episode boundary
-                        for runs in self.runs.values():
-                            for slot_id, _ in runs:
-                                self.trainer.save(slot_id)
+                        self._save_state(returned=False)
                         raise SearchInterrupted("batched search")
                     if self._all_waiting():
                         if not self._stalled:
                             self._stalled = early = True
+                            if self._trained:
+                                self._save_state(returned=True)
                             return None
                         for slot_id, _ in self.runs[max(self.runs)]:
                             if self.trainer.slots[slot_id].waiting:
                                 self.trainer.cut(slot_id)
+                        self._save_state(returned=bool(self._ready()))
                         self._finish_ready()
                         continue
+                    saved = [s and s.saved_update for s in self.trainer.slots]
                     self.trainer.run_round()
+                    self._trained = True
+                    ready = self._ready()
+                    early = not ready and self.free() > 0 and self._claimed() < before
+                    if ready or early or saved != [s and s.saved_update for s in self.trainer.slots]:
+                        self._save_state(returned=bool(ready) or early)
                     self._finish_ready()
                     self._show_progress()
-                    if not self.done and self.free() > 0 and self._claimed() < before:
-                        early = True
+                    if early:
                         return None
         finally:
             if not early:   # the search prints its line for the finished workflow next
                 self._close_bar()
         return self.done.pop(0)
+
+    # ---------------------------------------------------------------------------------------- batch state
+    def _save_state(self, returned: bool) -> None:
+        """Save every running seed (its checkpoint at its current update) and the batch's own state beside them
+        (``STATE_FILE``: the engine snapshot, which workflow's seed holds which slot, what the empty slots hold,
+        and whether this is the moment ``wait_one`` returns, after which the search reviews its claims)."""
+        t = self.trainer
+        slots = [None] * t.q
+        for it, runs in self.runs.items():
+            for slot_id, seed in runs:
+                s = t.slots[slot_id]
+                if s.saved_update != s.update or not (s.ckpt_dir / "latest.pt").exists():
+                    t.save(slot_id)
+                slots[slot_id] = {"iteration": it, "seed": seed, "run_dir": str(s.out.relative_to(self.job.out)),
+                                  "update": s.update, "claim": s.claim}
+        atomic_save({"format": STATE_FORMAT, "global_step": t.global_step, **t.engine_snapshot(),
+                     "wf_enc": t.wf_enc.clone(), "rank": t.rank.clone(), "lam": t.lam.clone(),
+                     "members": t.agents.flat.detach().clone(), "slots": slots, "stalled": self._stalled,
+                     "returned": returned, "submitted": self._submitted}, self.job.out / STATE_FILE)
+        self._trained = False
+
+    def _load_state(self) -> None:
+        """(resume) The batch state saved with the checkpoints the pending seeds resume from, kept for
+        ``_apply_restore``; none where it is missing or belongs to other checkpoints (killed while a state was
+        being saved): the seeds then continue on fresh episodes, still a valid search."""
+        path = self.job.out / STATE_FILE
+        if not path.is_file():
+            return
+        snap = load_batch_state(path, self.job.cfg.train.device)
+        for e in snap["slots"]:
+            ck = self.job.out / e["run_dir"] / "checkpoints" / "latest.pt" if e else None
+            if e and (load_checkpoint(ck)["counters"]["update"] if ck.is_file() else 0) != e["update"]:
+                return
+        self._restore = snap
+        self._places = {(e["iteration"], e["seed"]): (k, e["claim"]) for k, e in enumerate(snap["slots"]) if e}
+
+    def _slot_for(self, it: int, seed: int) -> tuple[int, int | None]:
+        """Where a submitted seed trains: (resume) the slot it held, with the claim it had then; else the first
+        free slot."""
+        free = self.trainer.free_slots()
+        place = self._places.pop((it, seed), None) if self._restore is not None else None
+        return place if place is not None and place[0] in free else (free[0], None)
+
+    def _apply_restore(self) -> None:
+        """(resume) Before the first round, or before a workflow dispatched after the state was saved takes its
+        slot: the batch's engine, random streams and empty slots as they were when the state was saved."""
+        snap, self._restore = self._restore, None
+        if snap is None:
+            return
+        t = self.trainer
+        t.global_step = snap["global_step"]
+        t.restore_engine(snap)
+        t.wf_enc.copy_(snap["wf_enc"])
+        t.rank.copy_(snap["rank"])
+        t.lam.copy_(snap["lam"])
+        with torch.no_grad():
+            for k in t.free_slots():
+                t.agents.flat[k] = snap["members"][k]
+        self._stalled = snap["stalled"] and not self._topped
+
+    @property
+    def review_owed(self) -> bool:
+        """(resume) The state was saved as ``wait_one`` returned and the search recorded nothing since: the review
+        of claims that follows every return (``WorkflowSearch._review``) is owed before anything else."""
+        snap = self._restore
+        return bool(snap and snap["returned"] and not self._places and self._submitted <= snap["submitted"])
 
     def _all_waiting(self) -> bool:
         """Every running seed is at its claim or stopped, some wait: no round can train anything."""
@@ -176,10 +277,13 @@ class BatchedExecutor:
         self._bar.set_postfix_str(f"{len(running)} training | compliance {comp}", refresh=False)
         self._bar.refresh()
 
+    def _ready(self) -> list[int]:
+        """The running workflows whose seeds have all stopped training."""
+        return [i for i, runs in self.runs.items() if all(self.trainer.slots[s].stop_reason is not None for s, _ in runs)]
+
     def _finish_ready(self) -> None:
         """Evaluate and hand back every workflow whose seeds have all stopped training."""
-        for it in [i for i, runs in self.runs.items()
-                   if all(self.trainer.slots[s].stop_reason is not None for s, _ in runs)]:
+        for it in self._ready():
             self._finish(it)
 
     def _finish(self, it: int) -> None:
@@ -200,3 +304,42 @@ class BatchedExecutor:
             self.trainer.close()
         self.props.clear()
         self.runs.clear()
+
+
+def check_batch_state(out: Path, cfg, state) -> None:
+    """(resume) The batch state a batched search (``cfg``, a SearchConfig, with ``state`` its SearchState) will
+    read, checked before anything is written: readable, and every field of the type and shape its batch has."""
+    path = Path(out) / STATE_FILE
+    if not path.is_file():
+        return
+    snap = load_batch_state(path, cfg.train.device)
+    t, q = cfg.train, cfg.batch_workflows * cfg.seeds_per_workflow
+    total = q * t.n_envs
+    try:
+        if snap.get("format") != STATE_FORMAT:
+            raise ValueError("not a batched search's state")
+        if check_int("global_step", snap["global_step"], 0) % t.episode_length:
+            raise ValueError("global_step is not at an episode boundary")
+        check_snapshot(snap, t, total)
+        with torch.random.fork_rng(devices=[]):   # building a network draws its initial weights
+            params = sum(v.numel() for v in Agent(t.ppo.hidden, Memory.of(t.ppo)).state_dict().values())
+        check_like("wf_enc", snap["wf_enc"], torch.zeros(q, t.n_envs, WORKFLOW_DIM))
+        check_like("rank", snap["rank"], torch.zeros(total, 5, dtype=torch.int64))
+        check_like("lam", snap["lam"], torch.zeros(total, dtype=torch.float64))
+        check_like("members", snap["members"], torch.zeros(q, params))
+        for name in ("stalled", "returned"):
+            check_bool(name, snap[name])
+        check_int("submitted", snap["submitted"], 0, state.dispatched)
+        if not isinstance(snap["slots"], list) or len(snap["slots"]) != q:
+            raise ValueError(f"slots is not a list of {q}")
+        for e in snap["slots"]:
+            if e is not None:
+                check_int("iteration", e["iteration"], 1, state.dispatched)
+                check_int("seed", e["seed"], 0, cfg.seeds_per_workflow - 1)
+                check_int("update", e["update"], 0)
+                check_int("claim", e["claim"], 0, cfg.workflow_cap)
+                check_inside("run_dir", e["run_dir"], out)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        why = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+        raise CheckpointError(f"batch state {path} is damaged ({why}): delete it and resume again (the running "
+                              "workflows then continue from their checkpoints on fresh episodes)") from None

@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.checks import check_float, check_int, check_types, flag
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_types, flag
 from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.config import TrainConfig, check_choices, one_of
-from workflow_rl.workflow import Workflow
+from workflow_rl.rl.schedule import check_first_update
+from workflow_rl.workflow import Workflow, all_workflows
 
 SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25, "post_gate_episodes": 40}
 """Where a search trains differently from ``workflow-rl train`` by default, and the only place that says so:
@@ -48,7 +49,7 @@ others train one at a time (serial) or hold whole claims (Ray)."""
 RETIRED = ("compile", "native_backend")
 """Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
 native engine's CPU or CUDA build of one rule source, with the same results)."""
-PER_WORKFLOW = ("workflow", "num_episodes", "tensorboard")
+PER_WORKFLOW = ("workflow", "hold_out", "num_episodes", "tensorboard")
 """TrainConfig fields the search decides for each workflow (its order, its budget claim; no TensorBoard), so they
 are neither search settings nor flags of ``workflow-rl search``."""
 
@@ -153,8 +154,10 @@ class SearchConfig:
         check_int(flag("total_episodes"), self.total_episodes, 1)
         if self.gp_beta is not None:
             check_float(flag("gp_beta"), self.gp_beta, 0.0)
-        for name in ("n_init", "eval_episodes", "eval_length", "batch_workflows", "seeds_per_workflow"):
+        for name in ("eval_episodes", "batch_workflows", "seeds_per_workflow"):
             check_int(flag(name), getattr(self, name), 1)
+        check_int(flag("n_init"), self.n_init, 1, len(all_workflows()))   # a design of more would be cut silently
+        check_episode_length(flag("eval_length"), self.eval_length)
         if self.max_iterations is not None:
             check_int(flag("max_iterations"), self.max_iterations, 1)
         if self.init_checkpoint is not None:
@@ -170,6 +173,7 @@ class SearchConfig:
                 raise ValueError("the workflow list repeats a workflow")
         tcfg = self.train_config(Workflow.parse("critical_first"), self.total_episodes)
         tcfg.validate()
+        check_first_update(tcfg)
         if self.ground_truth is not None:
             from workflow_rl.search.ground_truth import load_ground_truth
 
@@ -178,4 +182,29 @@ class SearchConfig:
             from workflow_rl.rl.trainer import check_batchable
 
             check_batchable(tcfg)
-        tcfg.check_memory(self.batch_workflows * self.seeds_per_workflow)
+        tcfg.check_memory(self.batch_slots * self.seeds_per_workflow)
+
+    def most_at_once(self) -> tuple[int, str]:
+        """How many workflows can train at once at most, and why. Every running workflow holds a claim on the
+        budget no smaller than what it will cost, and a workflow costs at least its gate (no earlier than
+        ``min_episodes`` per env) and its post-gate phase, or its cap; all but the search's last may hold that
+        much, so no more than ceil(budget / least cost) run at once. And there are only so many to train."""
+        t = self.train
+        per_seed = min(t.budget, t.max_episodes * t.n_envs,
+                       (max(1, t.min_episodes) + t.post_gate_episodes) * t.n_envs)
+        least = per_seed * self.seeds_per_workflow
+        bounds = [(-(-self.total_episodes // least),
+                   f"a workflow costs at least {least:,} of the {self.total_episodes:,} budget episodes")]
+        if self.workflows is not None:
+            bounds.append((len(self.workflows), "--workflows lists that many"))
+        if self.max_iterations is not None:
+            bounds.append((self.max_iterations, "--max-iterations stops after that many"))
+        return min(bounds, key=lambda b: b[0])
+
+    @property
+    def batch_slots(self) -> int:
+        """The workflows a batched search trains at once: ``batch_workflows``, but no more than
+        :meth:`most_at_once`. Every slot of a batch steps its envs every round whether a workflow trains in it or
+        not, so a slot that can never be filled would only slow the search (40 slots where 2 can fill ran 15x
+        slower)."""
+        return min(self.batch_workflows, self.most_at_once()[0])

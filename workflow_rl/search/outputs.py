@@ -4,6 +4,7 @@ fixed workflow list)."""
 from __future__ import annotations
 
 import csv
+import io
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from workflow_rl.envs.names import parse_red_agent
 from workflow_rl.search.answer import confidence_set
 from workflow_rl.search.ground_truth import (best_set_statement, eligible_effect, load_ground_truth, score_answer,
                                              write_ground_truth)
+from workflow_rl.rundir import atomic_write
 from workflow_rl.search.records import Record, atomic_json
 from workflow_rl.workflow import Workflow, all_workflows
 
@@ -23,21 +25,45 @@ BEST_WORKFLOW_KEYS = ("workflow", "observed_reward", "observed_ci95", "complianc
 
 def append_logs(out: Path, r: Record) -> None:
     """One row in gp_sampling_log.csv; the workflow's training log rows (every seed's) in training_log.csv."""
-    path = out / "gp_sampling_log.csv"
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=GP_LOG_COLUMNS, extrasaction="ignore")
-        if new:
-            w.writeheader()
-        w.writerow(r.to_dict())
+    gp, train = out / "gp_sampling_log.csv", out / "training_log.csv"
+    gp_text, train_text = _log_texts(out, r, not gp.exists(), not train.exists() or train.stat().st_size == 0)
+    for path, text in ((gp, gp_text), (train, train_text)):
+        with open(path, "a", newline="") as f:
+            f.write(text)
+
+
+def _log_texts(out: Path, r: Record, gp_header: bool, train_header: bool) -> tuple[str, str]:
+    """What ``append_logs`` adds for ``r`` to the GP log and to the combined training log (with their headers
+    where the files are new)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=GP_LOG_COLUMNS, extrasaction="ignore")
+    if gp_header:
+        w.writeheader()
+    w.writerow(r.to_dict())
     run = out / r.run_dir
-    dst = out / "training_log.csv"
     sources = [run / "training_log.csv"] if (run / "training_log.csv").exists() else sorted(
         run.glob("seed_*/training_log.csv"), key=lambda f: int(f.parent.name.split("_")[1]))
+    train = ""
     for src in sources:
         rows = src.read_text().splitlines()
-        with open(dst, "a") as f:
-            f.write("\n".join(rows if not dst.exists() or dst.stat().st_size == 0 else rows[1:]) + "\n")
+        train += "\n".join(rows if train_header and not train else rows[1:]) + "\n"
+    return buf.getvalue(), train
+
+
+def catch_up_logs(out: Path, records: list[Record]) -> None:
+    """(resume) Finish the logs of a search killed after it saved a finished workflow's record but before its log
+    rows were all written: each log is rewritten as the recorded workflows make it, where what it holds is the
+    start of that (a log that differs otherwise, e.g. of an older version, is left as it is)."""
+    gp = train = ""
+    for i, r in enumerate(records):   # the combined log's header comes with the first rows, whichever workflow's
+        g, t = _log_texts(out, r, i == 0, not train)
+        gp, train = gp + g, train + t
+    for name, want in (("gp_sampling_log.csv", gp), ("training_log.csv", train)):
+        path = out / name
+        have = path.read_bytes().decode(errors="replace") if path.exists() else ""
+        if have != want and want.startswith(have):
+            with atomic_write(path, "w", newline="") as f:
+                f.write(want)
 
 
 def progress_line(r: Record, best: Record, episodes_used: int, total_episodes: int) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_rl.checks import check_int, check_types
+from workflow_rl.checks import check_float, check_inside, check_int, check_types
 from workflow_rl.rundir import atomic_write
+from workflow_rl.workflow import Workflow
 
 STATUSES = ("compliant", "not_compliant", "budget_cut")
 """A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
@@ -184,6 +185,64 @@ class SearchState:
         numbers = [x.iteration for x in (*self.iterations, *self.pending)]
         if len(set(numbers)) != len(numbers) or any(not 1 <= n <= self.dispatched for n in numbers):
             raise ValueError(f"iteration numbers {sorted(numbers)} do not fit dispatched = {self.dispatched}")
+
+    def check_against(self, cfg, out: Path, candidates: int) -> None:
+        """What :meth:`check` cannot see alone, checked against the search's settings ``cfg`` (a SearchConfig) and
+        its folder ``out``: counters within what the budget and the ``candidates`` workflows allow, every
+        workflow valid and trained once, every path inside ``out``, and ``finished`` only on a search that is done.
+        Run before a resumed search writes anything."""
+        cap, seeds, total = cfg.workflow_cap, cfg.seeds_per_workflow, cfg.total_episodes
+        check_int("dispatched", self.dispatched, 0, min(candidates, cfg.max_iterations or candidates))
+        items = [*self.iterations, *self.pending]
+        codes = [Workflow.parse(x.workflow).codes for x in items]
+        if len(set(codes)) != len(codes):
+            raise ValueError("a workflow is recorded or pending twice (each is trained once)")
+        dirs = [check_inside("run_dir", x.run_dir, out) for x in items]
+        if len(set(dirs)) != len(dirs):
+            raise ValueError("two workflows share a run_dir")
+        for r in self.iterations:
+            check_int("episodes_trained", r.episodes_trained, 0, cap)
+            check_inside("checkpoint", r.checkpoint, out)
+            if r.budget_left is not None:
+                check_int("budget_left", r.budget_left, 0, total)
+            for name in ("compliance", "eval_compliance"):
+                if getattr(r, name) is not None:
+                    check_float(name, getattr(r, name), 0.0, 1.0)
+            check_float("observed_ci95", r.observed_ci95, 0.0)
+            check_float("wall_time", r.wall_time, 0.0)
+            lists = (r.seed_rewards, r.seed_status, r.seed_eval_compliance, r.gate_episodes)
+            if any(len(v) > seeds for v in lists):
+                raise ValueError(f"iteration {r.iteration} lists more than {seeds} seed(s)")
+            if any(x not in STATUSES for x in r.seed_status):
+                raise ValueError(f"seed_status of iteration {r.iteration} is not one of {', '.join(STATUSES)}")
+            for g in r.gate_episodes:
+                if g is not None:
+                    check_int("gate_episodes", g, 0, r.episodes_trained)
+            if r.parent is not None:
+                Workflow.parse(r.parent)
+        for p in self.pending:
+            check_int("budget", p.budget, 0, cap)
+            if p.seed_budgets is not None:
+                for b in p.seed_budgets:
+                    check_int("seed_budgets", b, 0)
+                if len(p.seed_budgets) != seeds or sum(p.seed_budgets) != p.budget:
+                    raise ValueError(f"seed_budgets of iteration {p.iteration} are not {seeds} claim(s) summing to "
+                                     f"its budget {p.budget}")
+            if p.parent is not None:
+                Workflow.parse(p.parent)
+            if p.parent_checkpoint is not None:
+                check_inside("parent_checkpoint", p.parent_checkpoint, out)
+        claimed = sum(p.budget for p in self.pending)
+        if self.episodes_used + claimed > total:
+            raise ValueError(f"episodes_used {self.episodes_used} and the pending claims {claimed} exceed "
+                             f"total_episodes {total}")
+        if self.finished:
+            more = (self.episodes_used < total and self.dispatched < candidates
+                    and (cfg.max_iterations is None or self.dispatched < cfg.max_iterations))
+            if self.pending or more:
+                raise ValueError("finished is true but the search is not done (" + (
+                    f"{len(self.pending)} workflow(s) pending" if self.pending else
+                    f"{total - self.episodes_used} episodes and untried workflows left") + ")")
 
 
 def atomic_json(obj, path: Path) -> None:

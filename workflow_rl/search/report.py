@@ -112,7 +112,7 @@ def write_report(search, summary: dict) -> Path:
         f"Red agent **{cfg.train.red_agent}**, engine {cfg.train.engine}, {cfg.train.n_envs} envs, "
         f"budget {search.state.episodes_used:,} / {cfg.total_episodes:,} training episodes, "
         f"{len(its)} workflows trained, {sum(r.status == 'compliant' for r in its)} compliant"
-        + (f", {cfg.batch_workflows} at a time in one batch" if cfg.batch_workflows > 1 else "") + "."
+        + (f", {cfg.batch_slots} at a time in one batch" if cfg.batch_slots > 1 else "") + "."
         + (f" Each workflow trained {cfg.seeds_per_workflow} seeds: its eval return is the mean over seeds "
            "± a 95% Student-t interval across them, and its policy is its best compliant seed's."
            if cfg.seeds_per_workflow > 1 else ""),

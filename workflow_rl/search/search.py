@@ -40,13 +40,16 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.rl.resumable import check_resumable, same_run
 from workflow_rl.search.answer import best_record, fit_records
+from workflow_rl.search.batched_executor import seed_dir
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.evaluation import SearchInterrupted, evaluate_record, train_and_evaluate
 from workflow_rl.search.executors import Executor, SearchJob, SerialExecutor
 from workflow_rl.search.gp import (N_CANDIDATES, cei_select, eligibility, features, fit_gp, initial_design, posterior,
                                    seed_noise, srinivas_beta, ucb_select)
-from workflow_rl.search.outputs import append_logs, finalize, progress_line
+from workflow_rl.search.outputs import append_logs, catch_up_logs, finalize, progress_line
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
 
@@ -54,6 +57,36 @@ DESIGN_STREAM = 1_000_003
 """Tag of the random stream that draws a 'random' design start (``_draw``'s streams are iteration numbers < 120)."""
 
 __all__ = ["SearchConfig", "SearchInterrupted", "WorkflowSearch"]   # what callers import from here
+
+
+def check_run_files(out: Path, cfg: SearchConfig, state: SearchState) -> None:
+    """Every checkpoint a resumed search reads, loaded and checked before it writes anything: each recorded
+    workflow's kept policy (a parent to inherit from, the answer's policy), each pending workflow's own
+    checkpoints (all they hold must continue under ``cfg``: a changed ``n_envs`` is refused here, not after
+    training on) or, where it has none yet, its parent's; and a batched search's batch state."""
+    device, k = cfg.train.device, cfg.seeds_per_workflow
+    batched = cfg.batch_workflows > 1 or k > 1
+    for r in state.iterations:
+        path = out / r.checkpoint
+        if not path.is_file():
+            raise ValueError(f"the policy of iteration {r.iteration} ({path}) is missing: put it back, or start a "
+                             "new search in another folder")
+        same_run(load_checkpoint(path, device), cfg.train_config(Workflow.parse(r.workflow), cfg.train.budget), path)
+    for p in state.pending:
+        wf = Workflow.parse(p.workflow)
+        paths = [out / seed_dir(p.run_dir, seed, k) / "checkpoints" / "latest.pt" for seed in range(k)]
+        for path in paths:
+            if path.exists():
+                check_resumable(load_checkpoint(path, device), cfg.train_config(wf, p.budget), path,
+                                None if batched else cfg.train.n_envs)
+        if p.parent_checkpoint and not any(path.exists() for path in paths):
+            path = out / p.parent_checkpoint
+            same_run(load_checkpoint(path, device), cfg.train_config(Workflow.parse(p.parent), cfg.train.budget),
+                     path)
+    if batched:
+        from workflow_rl.search.batched_executor import check_batch_state
+
+        check_batch_state(out, cfg, state)
 
 
 class WorkflowSearch:
@@ -86,6 +119,13 @@ class WorkflowSearch:
         if state.episodes_used > cfg.total_episodes:
             raise ValueError(f"{out / 'search_state.json'} is damaged (episodes_used {state.episodes_used} exceeds "
                              f"total_episodes {cfg.total_episodes}); start a new search in another folder")
+        saved = SearchConfig.from_dict(state.config) if overrides else cfg   # what the state was written under
+        try:
+            state.check_against(saved, out, N_CANDIDATES if saved.workflows is None else len(saved.workflows))
+        except ValueError as e:
+            raise ValueError(f"{out / 'search_state.json'} is damaged ({e}); start a new search in another "
+                             "folder") from None
+        check_run_files(out, cfg, state)
         state.config = cfg.to_dict()
         s.state = state
         return s
@@ -251,8 +291,11 @@ class WorkflowSearch:
                                 lambda: self.state.episodes_used))
         self._grows = executor.needs() is not None   # elastic claims, and an executor that can grow them
         self._save()
+        catch_up_logs(self.out, self.state.iterations)   # resumed: rows a kill kept from the logs
         for p in self.state.pending:          # resumed: restart what was running (from its own checkpoint)
             executor.submit(p)
+        if getattr(executor, "review_owed", False):   # saved as a wait returned, before the search's review of it
+            self._review(executor)
         try:
             while not self.state.finished:
                 while executor.free() > 0 and self._may_dispatch():
@@ -275,7 +318,7 @@ class WorkflowSearch:
         if self.cfg.batch_workflows > 1 or self.cfg.seeds_per_workflow > 1:
             from workflow_rl.search.batched_executor import BatchedExecutor
 
-            return BatchedExecutor(self.cfg.batch_workflows, self.cfg.seeds_per_workflow)
+            return BatchedExecutor(self.cfg.batch_slots, self.cfg.seeds_per_workflow)
         return SerialExecutor()
 
     def _may_dispatch(self) -> bool:

@@ -1,0 +1,489 @@
+"""Damaged or edited run state is refused before anything is written (issue O, items 2 and 5): every field class of
+``search_state.json``, of a checkpoint a resume reads and of a batch state; ``--out`` onto another command's run or
+onto files that are no run's; and a batched search killed (SIGINT, kill -9) and resumed is the uninterrupted one."""
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_bad_input import ENV, TINY, _assert_one_error_line, _run_main
+
+from workflow_rl.search.batched_executor import STATE_FILE, BatchedExecutor
+from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
+
+SEARCH = dict(n_envs=4, max_episodes=4, min_episodes=1, total_episodes=64, eval_episodes=4, seed=1, n_init=2,
+              batch_workflows=2, post_gate_episodes=1, update_every_steps=50, checkpoint_every=3)
+"""A batched search small enough for a test: caps of 16 episodes, two workflows at a time."""
+
+
+class _StopAfter(BatchedExecutor):
+    """Ctrl-C (as the interrupt handler records it) after ``rounds`` episode rounds."""
+
+    def __init__(self, q: int, rounds: int):
+        super().__init__(q)
+        self.rounds = rounds
+
+    def submit(self, prop):
+        fresh = self.trainer is None
+        super().submit(prop)
+        if fresh:
+            run_round = self.trainer.run_round
+
+            def counted():
+                self.rounds -= 1
+                if self.rounds <= 0:
+                    self.interrupt.requested = True
+                return run_round()
+
+            self.trainer.run_round = counted
+
+
+def _interrupted_search(out: Path, rounds: int, **kw) -> WorkflowSearch:
+    s = WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), out, progress=False)
+    with pytest.raises(SearchInterrupted):
+        s.run(_StopAfter(s.cfg.batch_workflows, rounds))
+    return s
+
+
+@pytest.fixture(scope="module")
+def saved_search(tmp_path_factory):
+    """A batched search stopped with workflows recorded and workflows pending, each with its checkpoint."""
+    out = tmp_path_factory.mktemp("state") / "s"
+    s = _interrupted_search(out, rounds=6)
+    assert s.state.iterations and s.state.pending and (out / STATE_FILE).is_file()
+    return out
+
+
+def _edit_state(d: Path, edit) -> None:
+    state = json.loads((d / "search_state.json").read_text())
+    edit(state)
+    (d / "search_state.json").write_text(json.dumps(state))
+
+
+def _pending_checkpoint(d: Path) -> Path:
+    state = json.loads((d / "search_state.json").read_text())
+    return d / state["pending"][0]["run_dir"] / "checkpoints" / "latest.pt"
+
+
+def _edit_checkpoint(path: Path, edit) -> None:
+    ck = torch.load(path, weights_only=False)
+    edit(ck)
+    torch.save(ck, path)
+
+
+def _first(key):
+    return lambda s: s[key][0]
+
+
+def _set(getter, **fields):
+    def edit(state):
+        getter(state).update(fields)
+    return edit
+
+
+def _symlink_out(d: Path) -> None:
+    (d.parent / "elsewhere").mkdir()
+    (d / "workflows" / "escape").symlink_to(d.parent / "elsewhere", target_is_directory=True)
+    _edit_state(d, _set(_first("pending"), run_dir="workflows/escape/x"))
+
+
+def _claims_over_budget(s: dict) -> None:
+    """A budget just below what is used plus what the pending workflows claim."""
+    s["config"]["total_episodes"] = s["episodes_used"] + sum(p["budget"] for p in s["pending"]) - 1
+
+
+STATE_CASES = {
+    # paths: confined to the run folder
+    "pending run_dir ../..": (lambda d: _edit_state(d, _set(_first("pending"), run_dir="../..")),
+                              "leaves the run folder"),
+    "pending run_dir absolute": (lambda d: _edit_state(d, _set(_first("pending"), run_dir="/tmp")),
+                                 "leaves the run folder"),
+    "pending run_dir symlink out": (_symlink_out, "symbolic link"),
+    "checkpoint ../x": (lambda d: _edit_state(d, _set(_first("iterations"), checkpoint="../x/latest.pt")),
+                        "leaves the run folder"),
+    "parent_checkpoint absolute": (lambda d: _edit_state(d, _set(_first("pending"), parent_checkpoint="/etc/x")),
+                                   "leaves the run folder"),
+    # workflows: valid and trained once
+    "iteration workflow garbled": (lambda d: _edit_state(d, _set(_first("iterations"), workflow="D,E,X")),
+                                   "search_state.json is damaged"),
+    "pending repeats a recorded workflow": (
+        lambda d: _edit_state(d, lambda s: s["pending"][0].update(workflow=s["iterations"][0]["workflow"])),
+        "twice"),
+    "two workflows one run_dir": (
+        lambda d: _edit_state(d, lambda s: s["pending"][0].update(run_dir=s["iterations"][0]["run_dir"])),
+        "share a run_dir"),
+    # counters and ranges
+    "dispatched 1e30 (float)": (lambda d: _edit_state(d, lambda s: s.update(dispatched=1e30)),
+                                "dispatched must be an integer"),
+    "dispatched 10**30": (lambda d: _edit_state(d, lambda s: s.update(dispatched=10**30)), "dispatched must be in"),
+    "pending budget 10**30": (lambda d: _edit_state(d, _set(_first("pending"), budget=10**30)), "budget must be in"),
+    "episodes_trained 10**30": (lambda d: _edit_state(d, lambda s: (s["iterations"][0].update(
+        episodes_trained=10**30), s.update(episodes_used=10**30 + sum(r["episodes_trained"] for r in
+                                                                       s["iterations"][1:])))),
+        "search_state.json is damaged"),
+    "claims exceed the budget": (lambda d: _edit_state(d, _claims_over_budget), "pending claims .* exceed"),
+    "seed_budgets wrong length": (lambda d: _edit_state(d, _set(_first("pending"), seed_budgets=[1, 2, 3])),
+                                  "seed_budgets"),
+    "compliance 5": (lambda d: _edit_state(d, _set(_first("iterations"), compliance=5.0)), "compliance must be in"),
+    "seed_status bogus": (lambda d: _edit_state(d, _set(_first("iterations"), seed_status=["great"])),
+                          "seed_status"),
+    "gate_episodes negative": (lambda d: _edit_state(d, _set(_first("iterations"), gate_episodes=[-1])),
+                               "gate_episodes"),
+    # finished on a search that is not done
+    "finished with pending": (lambda d: _edit_state(d, lambda s: s.update(finished=True)), "finished is true"),
+    "finished with budget left": (lambda d: _edit_state(d, lambda s: s.update(
+        finished=True, pending=[], dispatched=len(s["iterations"]))), "finished is true"),
+    # checkpoints present, loadable and of this search's settings
+    "iteration checkpoint missing": (lambda d: (d / json.loads((d / "search_state.json").read_text())[
+        "iterations"][0]["checkpoint"]).unlink(), "policy of iteration 1 .* is missing"),
+    "iteration checkpoint garbage": (lambda d: (d / json.loads((d / "search_state.json").read_text())[
+        "iterations"][0]["checkpoint"]).write_bytes(b"\x00junk"), "corrupt"),
+    "n_envs changed": (lambda d: _edit_state(d, lambda s: s["config"].update(n_envs=8)), "--n-envs"),
+    "learning rate changed": (lambda d: _edit_state(d, lambda s: s["config"].update(learning_rate=1e-3)),
+                              "--learning-rate"),
+    # fields of a pending workflow's checkpoint the resume reads
+    "checkpoint recent text": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c.update(
+        recent="abc")), "recent"),
+    "checkpoint recent nan": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c.update(
+        recent=[float("nan")])), "recent"),
+    "checkpoint gate_at text": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c["counters"].update(
+        gate_at="3", gate_episodes=3)), "gate_at"),
+    "checkpoint total_episodes 10**30": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c[
+        "counters"].update(total_episodes=10**30)), "total_episodes"),
+    "checkpoint stop_reason bogus": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c[
+        "counters"].update(stop_reason="bored")), "stop_reason"),
+    "checkpoint optimizer text": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c.update(
+        optimizer="x")), "optimizer"),
+    # the batch state
+    "batch state garbage": (lambda d: (d / STATE_FILE).write_bytes(b"\x00junk"), "batch state .* is damaged"),
+    "batch state obs shape": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c.update(obs=c["obs"][:3])),
+                              "obs has shape"),
+    "batch state slots text": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c.update(slots="x")),
+                               "slots"),
+    "batch state run_dir out": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c["slots"].__setitem__(
+        0, {**next(e for e in c["slots"] if e), "run_dir": "../.."})), "leaves the run folder"),
+}
+
+
+def _snapshot(d: Path) -> dict:
+    return {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in d.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+@pytest.mark.parametrize("case", list(STATE_CASES))
+def test_a_damaged_search_state_is_refused_before_anything_is_written(case, saved_search, tmp_path, capsys):
+    d = tmp_path / "s"
+    shutil.copytree(saved_search, d, symlinks=True)
+    edit, match = STATE_CASES[case]
+    edit(d)
+    before = _snapshot(d)
+    rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+    _assert_one_error_line(rc, err, match)
+    assert _snapshot(d) == before, "a refused resume wrote"
+    assert not (tmp_path / "workflows").exists()
+
+
+def test_the_saved_search_itself_resumes(saved_search, tmp_path, capsys):
+    """The fixture every case above edits is sound: unedited, it resumes to the end, and a finished search
+    resumed again (it only rewrites its summary) is not taken for a damaged one."""
+    d = tmp_path / "s"
+    shutil.copytree(saved_search, d, symlinks=True)
+    for _ in range(2):
+        rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+        assert rc == 0, err
+    state = json.loads((d / "search_state.json").read_text())
+    assert state["finished"] and state["episodes_used"] == SEARCH["total_episodes"]
+
+
+@pytest.fixture(scope="module")
+def saved_serial(tmp_path_factory):
+    """A one-at-a-time search stopped by Ctrl-C in its second workflow: its checkpoint holds the engine snapshot."""
+    from workflow_rl.rl.trainer import BatchedTrainer
+
+    out = tmp_path_factory.mktemp("serial") / "s"
+    update, calls = BatchedTrainer.update, []
+
+    def ctrl_c_in_the_second(self, *a):
+        calls.append(1)
+        if len(calls) == 13:
+            os.kill(os.getpid(), signal.SIGINT)
+        return update(self, *a)
+
+    BatchedTrainer.update = ctrl_c_in_the_second
+    try:
+        s = WorkflowSearch(SearchConfig(**{**SEARCH, "batch_workflows": 1}), out, progress=False)
+        with pytest.raises(SearchInterrupted):
+            s.run()
+    finally:
+        BatchedTrainer.update = update
+    assert s.state.iterations and s.state.pending
+    return out
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda c: c.update(obs=c["obs"][:, :7]), "obs has shape"),
+    (lambda c: c["episode_running"].update(env="x"), "episode_running.env"),
+    (lambda c: c["counters"].update(round_active=-1), "round_active"),
+    (lambda c: None, None),
+], ids=["obs", "episode_running", "round_active", "sound"])
+def test_a_serial_search_checks_its_running_checkpoint_first(edit, match, saved_serial, tmp_path, capsys):
+    d = tmp_path / "s"
+    shutil.copytree(saved_serial, d)
+    _edit_checkpoint(_pending_checkpoint(d), edit)
+    assert torch.load(_pending_checkpoint(d), weights_only=False)["obs"] is not None
+    before = _snapshot(d)
+    rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+    if match is None:
+        assert rc == 0, err
+        return
+    _assert_one_error_line(rc, err, match)
+    assert _snapshot(d) == before
+
+
+def test_logs_cut_short_by_a_kill_are_caught_up_and_others_left_alone(saved_search, tmp_path):
+    from workflow_rl.search.outputs import catch_up_logs
+    from workflow_rl.search.records import SearchState
+
+    d = tmp_path / "s"
+    shutil.copytree(saved_search, d, symlinks=True)
+    records = SearchState.load(d / "search_state.json").iterations
+    logs = [d / "gp_sampling_log.csv", d / "training_log.csv"]
+    full = [p.read_bytes() for p in logs]
+    logs[0].write_bytes(full[0][:full[0].rindex(b"\n", 0, -1) + 1])   # the last record's row never written
+    logs[1].write_bytes(full[1][:-7])                                   # its training rows cut mid-row
+    catch_up_logs(d, records)
+    assert [p.read_bytes() for p in logs] == full
+    logs[1].write_bytes(full[1].replace(b"update", b"UPDATE"))          # not a prefix: not this search's log
+    catch_up_logs(d, records)
+    assert logs[1].read_bytes() == full[1].replace(b"update", b"UPDATE")
+
+
+# ---------------------------------------------------------------------------------------------- train --resume
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A finished one-run ``train`` and a ``train --seeds 2`` (each can be resumed: it stops again at once)."""
+    d = tmp_path_factory.mktemp("train")
+    for name, extra in (("one", []), ("two", ["--seeds", "2"])):
+        rc = _run_main_plain(["train", *TINY, "--eval-episodes", "0", *extra, "--out", str(d / name)])
+        assert rc == 0
+    return d
+
+
+def _run_main_plain(argv) -> int:
+    from workflow_rl.cli import main
+
+    return main(argv)
+
+
+TRAIN_CASES = {
+    "recent text": (lambda c: c.update(recent="abc"), "recent"),
+    "recent too long": (lambda c: c.update(recent=[0.0] * 101), "recent"),
+    "obs wrong shape": (lambda c: c.update(obs=c["obs"][:2]), "obs has shape"),
+    "obs text": (lambda c: c.update(obs="x"), "obs is not an array"),
+    "env_state wrong dtype": (lambda c: c["env_state"].update(t=c["env_state"]["t"].astype("float32")),
+                              "env_state.t"),
+    "tracker missing": (lambda c: c.update(tracker=None), "tracker"),
+    "rng wrong size": (lambda c: c["rng"].update(torch=torch.zeros(3, dtype=torch.uint8)), "rng.torch"),
+    "gate_at text": (lambda c: c["counters"].update(gate_at="1", gate_episodes=4), "gate_at"),
+    "gate_at beyond the episodes": (lambda c: c["counters"].update(gate_at=9, gate_episodes=4), "gate_at"),
+    "total_episodes 10**30": (lambda c: c["counters"].update(total_episodes=10**30), "total_episodes"),
+    "global_step 10**30": (lambda c: c["counters"].update(global_step=10**30), "global_step"),
+    "last_compliance 7": (lambda c: c["counters"].update(last_compliance=7.0), "last_compliance"),
+    "round_active 10**6": (lambda c: c["counters"].update(round_active=10**6), "round_active"),
+    "optimizer text": (lambda c: c.update(optimizer=[]), "optimizer"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRAIN_CASES))
+def test_train_resume_refuses_a_damaged_checkpoint_before_rewriting_config_or_log(case, trained, tmp_path, capsys):
+    d = tmp_path / "one"
+    shutil.copytree(trained / "one", d)
+    edit, match = TRAIN_CASES[case]
+    _edit_checkpoint(d / "checkpoints" / "latest.pt", edit)
+    before = _snapshot(d)
+    rc, _, err = _run_main(["train", *TINY, "--eval-episodes", "0", "--out", str(d), "--resume"], capsys)
+    _assert_one_error_line(rc, err, match)
+    assert _snapshot(d) == before
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda p: p.write_bytes(b"junk"), "batch state .* is damaged"),
+    (lambda p: _edit_checkpoint(p, lambda c: c.update(obs=c["obs"][:1])), "obs has shape"),
+    (lambda p: _edit_checkpoint(p, lambda c: c.update(global_step="0")), "global_step"),
+    (lambda p: None, None),
+], ids=["garbage", "obs", "global_step", "sound"])
+def test_train_seeds_resume_checks_the_batch_state_first(edit, match, trained, tmp_path, capsys):
+    d = tmp_path / "two"
+    shutil.copytree(trained / "two", d)
+    seed_ck = d / "seed_1" / "checkpoints" / "latest.pt"
+    edit(d / "batch.pt")
+    before = _snapshot(d)
+    argv = ["train", *TINY, "--eval-episodes", "0", "--seeds", "2", "--out", str(d), "--resume"]
+    rc, _, err = _run_main(argv, capsys)
+    if match is None:
+        assert rc == 0, err
+        return
+    _assert_one_error_line(rc, err, match)
+    assert _snapshot(d) == before
+    _edit_checkpoint(seed_ck, lambda c: c.update(recent={"a": 1}))   # a seed's own checkpoint is checked too
+    rc, _, err = _run_main(argv, capsys)
+    _assert_one_error_line(rc, err, "recent")
+
+
+def test_train_resume_with_other_settings_is_refused_before_writing(trained, tmp_path, capsys):
+    d = tmp_path / "one"
+    shutil.copytree(trained / "one", d)
+    before = _snapshot(d)
+    rc, _, err = _run_main(["train", *TINY, "--n-envs", "8", "--eval-episodes", "0", "--out", str(d), "--resume"],
+                           capsys)
+    _assert_one_error_line(rc, err, "--n-envs")
+    assert _snapshot(d) == before
+
+
+# ------------------------------------------------------------------------------------------ one run per folder
+def test_search_out_onto_a_train_run_is_refused(trained, tmp_path, capsys):
+    d = tmp_path / "one"
+    shutil.copytree(trained / "one", d)
+    before = _snapshot(d)
+    rc, _, err = _run_main(["search", *TINY, "--total-episodes", "8", "--out", str(d)], capsys)
+    _assert_one_error_line(rc, err, "holds a `workflow-rl train` run.*--overwrite")
+    assert _snapshot(d) == before
+
+
+def test_train_onto_a_search_is_refused_even_with_resume(saved_search, tmp_path, capsys):
+    d = tmp_path / "s"
+    shutil.copytree(saved_search, d, symlinks=True)
+    before = _snapshot(d)
+    for extra, match in (([], "holds a `workflow-rl search` run"), (["--resume"], "not a train run")):
+        rc, _, err = _run_main(["train", *TINY, "--out", str(d), *extra], capsys)
+        _assert_one_error_line(rc, err, match)
+    assert _snapshot(d) == before
+
+
+@pytest.mark.parametrize("command", ["train", "search"])
+def test_out_with_foreign_files_is_refused_unless_overwrite(command, tmp_path, capsys):
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "thesis.tex").write_text("precious")
+    argv = [command, *TINY, "--eval-episodes", "2", "--out", str(d)]
+    if command == "search":
+        argv += ["--total-episodes", "8", "--max-iterations", "1"]
+    rc, _, err = _run_main(argv, capsys)
+    _assert_one_error_line(rc, err, "not a workflow-rl run \\(thesis.tex\\)")
+    assert sorted(p.name for p in d.iterdir()) == ["thesis.tex"]
+
+
+@pytest.mark.slow
+def test_overwrite_replaces_another_commands_run_and_keeps_foreign_files(trained, tmp_path, capsys):
+    d = tmp_path / "one"
+    shutil.copytree(trained / "one", d)
+    (d / "notes.txt").write_text("keep me")
+    argv = ["search", *TINY, "--total-episodes", "8", "--max-iterations", "1", "--eval-episodes", "2",
+            "--out", str(d), "--overwrite"]
+    rc, _, err = _run_main(argv, capsys)
+    assert rc == 0, err
+    assert (d / "notes.txt").read_text() == "keep me"
+    assert not (d / "config.json").exists() and not (d / "checkpoints").exists()   # the train run is gone
+    assert json.loads((d / "search_state.json").read_text())["finished"]
+
+
+def test_overwrite_is_refused_beside_resume_on_a_search(saved_search, tmp_path, capsys):
+    rc, _, err = _run_main(["search", "--resume", str(saved_search), "--overwrite"], capsys)
+    _assert_one_error_line(rc, err, "drop --overwrite")
+
+
+# ------------------------------------------------------------------------------- batched search resume identity
+TIMING = {"wall_time", "collection_time", "update_time", "sps"}
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [{k: v for k, v in r.items() if k not in TIMING} for r in csv.DictReader(f)]
+
+
+def _same_search(a: Path, b: Path) -> None:
+    """Two search folders hold the same search: GP log, training log and answer (timings aside)."""
+    assert _rows(a / "gp_sampling_log.csv") == _rows(b / "gp_sampling_log.csv")
+    assert _rows(a / "training_log.csv") == _rows(b / "training_log.csv")
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    assert {k: v for k, v in sa.items() if k != "wall_time_s"} == {k: v for k, v in sb.items() if k != "wall_time_s"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rounds", [3, 6, 9])
+@pytest.mark.parametrize("claims", ["lowered", "elastic"])
+def test_batched_search_interrupted_anywhere_resumes_identical(tmp_path, rounds, claims):
+    """Gates fire (a low threshold), claims are lowered or grow, workflows finish and start between rounds; an
+    interrupt at any round resumes to the uninterrupted search. Fails without the batch state (fresh episodes)."""
+    kw = dict(claims=claims, total_episodes=80, compliance_threshold=0.2, min_fixes=1, max_episodes=6,
+              post_gate_episodes=2, batch_workflows=3)
+    WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "full", progress=False).run()
+    _interrupted_search(tmp_path / "part", rounds, **kw)
+    WorkflowSearch.resume(tmp_path / "part", progress=False).run()
+    _same_search(tmp_path / "full", tmp_path / "part")
+
+
+def _rows_trained(d: Path) -> int:
+    return sum(max(0, len(p.read_text().splitlines()) - 1) for p in d.glob("workflows/*/training_log.csv"))
+
+
+class _Killed(BaseException):
+    """Stands for kill -9: nothing after it runs (no handler catches a BaseException it does not name)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step,nth", [("_review", 2), ("_review", 6), ("_complete", 2), ("_dispatch", 4),
+                                      ("append_logs", 2)])
+def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, monkeypatch, step, nth):
+    """Killed as a wait returned but before the search reviewed the claims, recorded the workflow, wrote its log
+    rows or dispatched the next one: the resumed search does what the uninterrupted one did next (the review it
+    owes and the log rows included). ('_review', 6) fails without the owed review."""
+    from workflow_rl.search import search as search_module
+
+    kw = dict(claims="elastic", total_episodes=80, compliance_threshold=0.2, min_fixes=1, max_episodes=6,
+              post_gate_episodes=2, batch_workflows=3)
+    WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "full", progress=False).run()
+    owner = search_module if step == "append_logs" else WorkflowSearch
+    original, calls = getattr(owner, step), []
+
+    def dies(*a):
+        calls.append(step)
+        if len(calls) == nth:
+            raise _Killed
+        return original(*a)
+
+    monkeypatch.setattr(owner, step, dies)
+    with pytest.raises(_Killed):
+        WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "part", progress=False).run()
+    monkeypatch.setattr(owner, step, original)
+    WorkflowSearch.resume(tmp_path / "part", progress=False).run()
+    _same_search(tmp_path / "full", tmp_path / "part")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, sig):
+    args = ["search", "--n-envs", "4", "--max-episodes", "4", "--min-episodes", "1", "--total-episodes", "64",
+            "--eval-episodes", "4", "--n-init", "2", "--batch-workflows", "2", "--update-every-steps", "50",
+            "--post-gate-episodes", "1", "--checkpoint-every", "3", "--seed", "1", "--no-progress"]
+    run = [sys.executable, "-m", "workflow_rl.cli", *args]
+    r = subprocess.run([*run, "--out", str(tmp_path / "full")], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    p = subprocess.Popen([*run, "--out", str(tmp_path / "part")], env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    while p.poll() is None and _rows_trained(tmp_path / "part") < 10:   # mid-search: some recorded, some running
+        time.sleep(0.05)
+    p.send_signal(sig)
+    p.wait(timeout=300)
+    assert p.returncode in (130, -signal.SIGKILL), p.stderr.read()
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--resume", str(tmp_path / "part"),
+                        "--no-progress"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    _same_search(tmp_path / "full", tmp_path / "part")
+    assert not list((tmp_path / "part").rglob("*.tmp*"))
