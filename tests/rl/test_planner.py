@@ -102,9 +102,12 @@ def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path
     assert not (tmp_path / "o").exists()
 
 
-def test_cli_plan_needs_an_agent(capsys):
-    rc, _, err = _run_main(["evaluate", "sleep", "--plan"], capsys)
-    assert rc == 2 and err.startswith("error: --plan searches with an agent's own policy") and "Traceback" not in err
+@pytest.mark.parametrize("args,match", [(["sleep", "--plan"], "--plan searches with an agent's own policy"),
+                                       (["pretrained:cage2", "--plan", "--workflow", "all"],
+                                        "--plan evaluates one workflow at a time")])
+def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
+    rc, _, err = _run_main(["evaluate", *args], capsys)
+    _assert_one_error_line(rc, err, match)
 
 
 def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
