@@ -8,6 +8,7 @@ from pathlib import Path
 
 from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.numbers import episode_length, positive_int, seed_int
+from workflow_rl.cli.plan import add_plan_flags, plan_settings
 from workflow_rl.cli.train import add_cyborg_flags, engine_opts
 from workflow_rl.envs.names import ENGINES
 
@@ -21,6 +22,12 @@ def _policies(args, workflow, per_env: bool = False):
     from workflow_rl.rl.evaluate import agent_act, greedy_workflow_act, scripted_act
     from workflow_rl.workflow import is_workflow_list
 
+    plan = plan_settings(args)
+    if plan is not None and args.checkpoint in BASELINES:
+        raise ValueError(f"--plan searches with an agent's own policy: give a checkpoint or pretrained:NAME, not "
+                         f"the baseline {args.checkpoint}")
+    if plan is not None and per_env:
+        raise ValueError("--plan evaluates one workflow at a time: give --workflow one workflow (or none)")
     if args.checkpoint in BASELINES:
         if per_env:
             if args.checkpoint == "greedy_workflow":
@@ -63,6 +70,10 @@ def _policies(args, workflow, per_env: bool = False):
         acts["greedy"] = agent_act(agent, workflow, greedy=True)
     if args.mode in ("sampled", "both"):
         acts["sampled"] = agent_act(agent, workflow, greedy=False, generator=gen)
+    if plan is not None:
+        from workflow_rl.rl.planner import agent_acting
+
+        acts["planned"] = agent_acting(agent, workflow, plan, args.seed)
     return acts, args.checkpoint, workflow
 
 
@@ -231,5 +242,6 @@ def add_evaluate(sub) -> None:
                    help="seed of the evaluation episodes (default: the fixed held-out evaluation seed; another one "
                         "gives a separate set, e.g. to select among agents before evaluating the chosen one)")
     add_cyborg_flags(e, "shared_memory")
+    add_plan_flags(e)
     e.add_argument("--out", default=None, help="folder for evaluation.json and evaluation.md")
     e.set_defaults(func=cmd_evaluate)

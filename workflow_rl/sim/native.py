@@ -166,8 +166,8 @@ def _keys_kernel(base, idx):
 # ----------------------------------------------------------------------------------------------------- launchers
 # Compiled from rules.py, where they are written, so that numba's cache (keyed on the source file of the function)
 # is rebuilt whenever a rule changes.
-rules.compile_rules(njit(cache=True), _CPU, (rules.step_range, rules.reset_range))
-_step_range, _reset_range = _CPU["step_range"], _CPU["reset_range"]
+rules.compile_rules(njit(cache=True), _CPU, (rules.step_range, rules.reset_range, rules.step_masked))
+_step_range, _reset_range, _step_masked = _CPU["step_range"], _CPU["reset_range"], _CPU["step_masked"]
 _step_kernel = rules.compile_rules(njit(parallel=True, cache=True), _CPU, (rules.step_chunks,))["step_chunks"]
 
 _SERIAL_BELOW = 512  # below this many envs threads cost more than they save
@@ -220,22 +220,57 @@ def reset_envs(state: SimState, buffers: StepBuffers, mask: np.ndarray | None = 
 
 
 def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_length: int,
-         official_bugs: bool = True) -> None:
-    """Advance every env one step in place. ``actions`` is an int array of blue actions in 0..144.
+         official_bugs: bool = True, mask: np.ndarray | None = None) -> None:
+    """Advance every env one step in place. ``actions`` is an int array of blue actions in 0..144, one per env.
 
     Envs whose episode reaches ``episode_length`` are truncated and reset in the same call (their last observation
-    goes to ``buffers.final_obs``).
+    goes to ``buffers.final_obs``). ``mask`` ((N,) bool) steps only the selected envs (one thread): the others'
+    state and output rows are left as they were, e.g. a planner advancing the rollouts still running.
     """
     ports, trapped = rules.kernel_tables(official_bugs)
     n = len(actions)
-    if n < _SERIAL_BELOW:
+    if mask is not None:
+        _step_masked(state, actions, np.asarray(mask, np.bool_), np.int32(episode_length), bool(official_bugs),
+                     ports, trapped, buffers)
+    elif n < _SERIAL_BELOW:
         _step_range(state, actions, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped, buffers)
     else:
         _step_kernel(state, actions, _n_chunks(n), np.int32(episode_length), bool(official_bugs), ports, trapped,
                      buffers)
 
 
+# ----------------------------------------------------------------------------------------- copies and comparison
+def take_state(state: SimState, index) -> SimState:
+    """A new state whose env ``j`` is a copy of ``state``'s env ``index[j]`` (an index may repeat: one env copied
+    into many, e.g. a belief's particles or a planner's rollouts). The copies share their RNG keys, episode and step
+    counters, hence their future draws: give them their own with :func:`rekey` before stepping them apart."""
+    idx = np.asarray(index, np.int64)
+    return SimState(*(x[idx] for x in state))
+
+
+def put_state(dst: SimState, index, src: SimState, src_index=None) -> None:
+    """Write, in place, ``src``'s envs ``src_index`` (all by default) into ``dst``'s envs ``index``."""
+    idx = np.asarray(index, np.int64)
+    sidx = slice(None) if src_index is None else np.asarray(src_index, np.int64)
+    for d, s in zip(dst, src):
+        d[idx] = s[sidx]
+
+
+def rekey(state: SimState, seed: int, index=None, offset: int = 0) -> None:
+    """Give the envs ``index`` (all by default) fresh RNG keys, :func:`env_keys` of ``seed`` from ``offset``: the
+    draws of an env depend on (key, episode, step), so copies of one state with different keys then play
+    independent futures from it, and the same (seed, offset) gives the same futures again."""
+    idx = np.arange(len(state.key)) if index is None else np.asarray(index, np.int64)
+    state.key[idx] = env_keys(seed, len(idx), offset)
+
+
+def obs_distance(obs: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """(N,) number of the 52 observation bits in which each row of ``obs`` (N, 52) differs from ``target`` (52,):
+    0 where an env reproduces the observation exactly."""
+    return ((np.asarray(obs) > 0.5) != (np.asarray(target).reshape(1, -1) > 0.5)).sum(1)
+
+
 __all__ = ["GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
            "red_cdf_of", "reset_envs", "step",
-           "env_keys", "state_bytes_per_env"]
+           "env_keys", "state_bytes_per_env", "take_state", "put_state", "rekey", "obs_distance"]
 

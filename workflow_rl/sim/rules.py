@@ -592,6 +592,13 @@ def step_range(s, actions, lo, hi, episode_length, official_bugs, decoy_ports_ta
         _step_env(s, i, actions[i], episode_length, official_bugs, decoy_ports_tab, trapped_by, b)
 
 
+def step_masked(s, actions, mask, episode_length, official_bugs, decoy_ports_tab, trapped_by, b):
+    """Step only the envs selected by ``mask`` (one CPU thread); the others and their output rows are untouched."""
+    for i in range(actions.shape[0]):
+        if mask[i]:
+            _step_env(s, i, actions[i], episode_length, official_bugs, decoy_ports_tab, trapped_by, b)
+
+
 def step_chunks(s, actions, n_chunks, episode_length, official_bugs, decoy_ports_tab, trapped_by, b):
     """Step every env, ``n_chunks`` chunks of envs in parallel (``prange``)."""
     # prange over chunks calling a non-inlined function: numba's parfor lowering does not write back through a

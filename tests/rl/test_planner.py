@@ -1,0 +1,180 @@
+"""The planner and the one acting API (rl/planner.py), on tiny settings."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from workflow_rl.envs.native import NativeVectorEnv
+from workflow_rl.rl import pretrained
+from workflow_rl.rl.memory import policy_input
+from workflow_rl.rl.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
+from workflow_rl.rl.ppo import WORKFLOW_DIM
+from workflow_rl.sim import tables as T
+from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
+
+TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
+
+
+@pytest.fixture(scope="module")
+def cage2():
+    return pretrained.load("pretrained:cage2")
+
+
+def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
+    env = NativeVectorEnv(n, red, 100, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    out, ret = [], np.zeros(n)
+    for t in range(steps):
+        a = act(torch.as_tensor(obs), t).numpy() if batched else np.array([act(obs[0], t)])
+        out.append(a.copy())
+        obs, r, _, _, _ = env.step(a)
+        ret += r
+    return np.stack(out, 1), ret
+
+
+@pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"), ({"top_k": 146}, "--plan-top-k"),
+                                      ({"top_k": 0}, "--plan-top-k"), ({"horizon": -1}, "--plan-horizon"),
+                                      ({"rollouts": 0}, "--plan-rollouts"), ({"max_violation": 1.5},
+                                                                             "--plan-max-violation"),
+                                      ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent")])
+def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
+    with pytest.raises(ValueError, match=match):
+        PlanConfig(**kw).validate()
+
+
+def test_planning_is_deterministic_with_a_seed(cage2):
+    runs = [_actions(make_act("pretrained:cage2", TINY, seed=s))[0] for s in (3, 3)]
+    assert np.array_equal(*runs)
+
+
+def test_no_search_is_the_greedy_policy(cage2):
+    greedy = _actions(agent_acting(*cage2))[0]
+    for cfg in (PlanConfig(particles=4, top_k=1), PlanConfig(particles=4, horizon=0)):
+        assert np.array_equal(_actions(agent_acting(*cage2, cfg))[0], greedy)
+
+
+def test_a_batch_acts_as_its_envs_one_by_one(cage2):
+    batch, _ = _actions(agent_acting(*cage2, TINY, seed=2), n=3, steps=12, batched=True)
+    first, _ = _actions(agent_acting(*cage2, TINY, seed=2), n=1, steps=12, batched=True)
+    assert np.array_equal(batch[:1], first)          # env 0 of a batch is what a one-env harness gets
+    assert batch.shape == (3, 12) and ((batch >= 0) & (batch < T.N_ACTIONS)).all()
+
+
+def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
+    """With red holding a privileged session on a host and the policy's candidates scored on that state, the
+    chosen action is the candidate with the best mean return."""
+    agent, wf = cage2
+    planner = Planner(agent, wf, PlanConfig(particles=1, top_k=5, horizon=6, rollouts=8, min_gain=0.0), seed=0)
+    env = NativeVectorEnv(1, T.RED_BLINE, 100, seed=1)
+    obs, _ = env.reset(seed=1)
+    mem = agent.memory.blank(1)
+    for t in range(12):
+        agent.memory.saw(mem, torch.as_tensor(obs))
+        x = policy_input(torch.as_tensor(obs), torch.zeros(1, WORKFLOW_DIM), mem)
+        d = planner.choose(env.sim_state(), env.buffers.access.copy(), np.ones(1), x, mem)
+        assert d.action == d.candidates[int(np.argmax(d.returns))]
+        assert d.candidates[0] == int(agent.logits(x).argmax())
+        agent.memory.took(mem, torch.tensor([d.action]))
+        obs, *_ = env.step(np.array([d.action]))
+
+
+@pytest.mark.slow   # 2 x 16 planned episodes of 100 steps
+@pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
+def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):
+    cfg = PlanConfig(particles=1, top_k=3, horizon=25, rollouts=8)
+    greedy = _actions(agent_acting(*cage2), red, 16, 100, 77, batched=True)[1]
+    planned = play_true_state(*cage2, cfg, red, episodes=16, steps=100, seed=77)
+    diff = planned - greedy
+    half = 1.96 * diff.std(ddof=1) / math.sqrt(len(diff))
+    assert diff.mean() >= -half, (greedy.mean(), planned.mean(), half)
+
+
+@pytest.mark.parametrize("flags,match", [(["--plan-particles", "0"], "--plan-particles must be"),
+                                         (["--plan-top-k", "146"], "--plan-top-k must be"),
+                                         (["--plan-horizon", "-1"], "--plan-horizon must be"),
+                                         (["--plan-rollouts", "x"], "--plan-rollouts"),
+                                         (["--plan-red-agent", "nobody"], "unknown red agent")])
+def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
+    rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")],
+                             capsys)
+    _assert_one_error_line(rc, err, match)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args,match", [(["sleep", "--plan"], "--plan searches with an agent's own policy"),
+                                       (["pretrained:cage2", "--plan", "--workflow", "all"],
+                                        "--plan evaluates one workflow at a time")])
+def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
+    rc, _, err = _run_main(["evaluate", *args], capsys)
+    _assert_one_error_line(rc, err, match)
+
+
+def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
+    rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
+                         "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4",
+                         "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)
+    assert rc == 0, err
+    import json
+
+    rows = json.loads((tmp_path / "evaluation.json").read_text())["results"]
+    assert [r["mode"] for r in rows] == ["greedy", "planned"] and all(r["episodes"] == 2 for r in rows)
+
+
+def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():
+    agent, wf = pretrained.load("pretrained:cage2-compliant")
+    planner = Planner(agent, wf, PlanConfig(particles=1, top_k=8, horizon=3, rollouts=4, min_gain=0.0), seed=0)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=4)
+    obs, info = env.reset(seed=4)
+    mem, seen = agent.memory.blank(1), 0
+    enc = torch.as_tensor(wf.encode()).reshape(1, -1)
+    for t in range(30):
+        agent.memory.saw(mem, torch.as_tensor(obs))
+        x = policy_input(torch.as_tensor(obs), enc, mem)
+        d = planner.choose(env.sim_state(), info["red_access"].copy(), np.ones(1), x, mem)
+        chosen = int(np.flatnonzero(d.candidates == d.action)[0])
+        if (d.violation <= 0.05).any():
+            assert d.violation[chosen] <= 0.05
+        seen += int((d.violation > 0).any())
+        agent.memory.took(mem, torch.tensor([d.action]))
+        obs, _, _, _, info = env.step(np.array([d.action]))
+    assert seen > 0   # some step had a violating candidate to refuse
+
+
+@pytest.mark.cyborg
+@pytest.mark.slow   # real CybORG: a few seconds per red agent
+@pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
+def test_a_cyborg_harness_drives_the_planned_agent_step_by_step(red):
+    """Real CybORG calls ``act(obs, t)`` with its own observations; the belief, native-engine states, reproduces
+    every one of them exactly (the engine is an exact model of CybORG's observation) and finds the red agent."""
+    from workflow_rl.envs.cyborg import CybORGEnv
+
+    env = CybORGEnv(red, episode_length=100, seed=3)
+    act = make_act("pretrained:cage2", PlanConfig(particles=64, top_k=2, horizon=3, rollouts=2), seed=1)
+    obs, _ = env.reset(seed=3)
+    for t in range(25):
+        a = act(obs, t)
+        assert isinstance(a, int) and 0 <= a < T.N_ACTIONS
+        obs, *_ = env.step(a)
+        if t:
+            (b,) = act.beliefs()
+            assert b.distance.min() == 0 and b.reseeds == 0, t
+    assert b.red_posterior()[T.RED_AGENT_NAMES[red]] > 0.99
+    env.close()
+
+
+@pytest.mark.slow   # a subprocess: imports and compiles (~15 s)
+def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "planning.py"), "compare", "--episodes", "2",
+                        "--particles", "8", "--horizon", "2", "--rollouts", "2", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=root, env={**__import__("os").environ,
+                                                                     "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "compare_B_lineAgent_2.json").read_text())
+    assert [c["length"] for c in res["cells"]] == [30, 50, 100] and len(res["planned_returns"]) == 2

@@ -1,0 +1,34 @@
+"""The ``--plan`` flag group of ``workflow-rl evaluate``: ``--plan`` and one ``--plan-NAME`` flag per
+:class:`~workflow_rl.rl.planner.PlanConfig` setting, whose default, type, help and checks are the dataclass's own."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from workflow_rl.cli.flags import _argparse_kind, field_docs
+
+PREFIX = "plan_"
+
+
+def add_plan_flags(parser) -> None:
+    """Add the group to ``parser`` (its values are read back by :func:`plan_settings`)."""
+    from workflow_rl.rl.planner import PlanConfig
+
+    g = parser.add_argument_group("planning (belief + rollouts with the native engine as the model; rl/planner.py)")
+    g.add_argument("--plan", action="store_true",
+                   help="also evaluate the agent planned at each step (a 'planned' mode beside greedy/sampled)")
+    hints, docs, d = typing.get_type_hints(PlanConfig), field_docs(PlanConfig), PlanConfig()
+    for f in dataclasses.fields(PlanConfig):
+        g.add_argument("--plan-" + f.name.replace("_", "-"), dest=PREFIX + f.name, default=getattr(d, f.name),
+                       help=docs.get(f.name, "").replace("%", "%%") + " (default %(default)s)",
+                       **_argparse_kind(hints[f.name], getattr(d, f.name)))
+
+
+def plan_settings(args):
+    """The validated PlanConfig of the parsed flags, or None without ``--plan`` (a ValueError naming the flag for a
+    bad setting: 0 particles, a top-k above 145, a negative horizon...)."""
+    from workflow_rl.rl.planner import PlanConfig
+
+    config = PlanConfig(**{f.name: getattr(args, PREFIX + f.name) for f in dataclasses.fields(PlanConfig)})
+    config.validate()   # checked even without --plan: a typo'd setting is not silently unused
+    return config if args.plan else None

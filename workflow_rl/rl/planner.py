@@ -1,0 +1,267 @@
+"""Decision-time planning with the native engine as the model, and one acting function for any shipped agent.
+
+At each step blue's belief (:class:`workflow_rl.envs.belief.ParticleBelief`, engine states weighted by the real
+observations) is the root. For the policy's ``top_k`` actions the planner plays ``rollouts`` futures of ``horizon``
+steps each: a particle drawn from the belief, the candidate action, then the policy itself (greedy) as the default
+policy, all ``top_k x rollouts`` futures as one batch of engine envs stepped together. The candidate with the best
+mean return is taken; under a workflow, among the candidates whose chance of being a compliance violation
+(``rl.compliance``: a fix whose host is not of the first compromised unit type, in the particle's true state) is at
+most ``max_violation``. Every candidate is scored on the same particles with the same RNG keys (common random
+numbers), so their difference is not blurred by red's dice.
+
+:func:`make_act` is the one acting API: ``act(obs, t)`` for a shipped agent or checkpoint, greedy or planned, that
+any harness -- the native engine's evaluation, real CybORG, a user's own loop -- drives step by step: it is told
+only what blue sees, so the environment is whatever calls it, and the native engine is only the planner's model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from workflow_rl.checks import check_float, check_int, check_seed, check_types
+from workflow_rl.envs.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
+from workflow_rl.rl.compliance import classify_fixes
+from workflow_rl.rl.memory import MASKED, policy_input
+from workflow_rl.rl.ppo import WORKFLOW_DIM
+from workflow_rl.sim import native as sim
+from workflow_rl.sim import tables as T
+from workflow_rl.workflow import Workflow
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """The planner's settings; each is a flag of ``workflow-rl evaluate --plan`` (``--plan-particles`` ...)."""
+
+    particles: int = 256
+    """engine states in the belief."""
+    top_k: int = 3
+    """candidate actions: the policy's k most likely (1: no search, the greedy policy)."""
+    horizon: int = 25
+    """steps per rollout, the candidate's own step included (0: no search). Measured with the true state as the
+    one particle (Meander, 24 paired 100-step episodes, benchmarks/results/planning/README.md): 1-3 steps lose to
+    the greedy policy, 10 ties it, 25 gains about a point; with the belief, 40 chooses as 25 does."""
+    rollouts: int = 8
+    """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
+    Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
+    decision instead of 18 (benchmarks/results/planning/README.md)."""
+    red_agent: str = "mix"
+    """the belief's prior over the red agent (``envs.names.red_weights``)."""
+    mismatch_penalty: float = 10.0
+    """log-weight a particle loses per observation bit it gets wrong."""
+    max_violation: float = 0.05
+    """under a workflow: the most chance of a compliance violation a candidate may have."""
+    min_gain: float = 2.0
+    """a candidate replaces the policy's own first choice only when its mean return beats it by more than this many
+    standard errors of their paired difference (0: by any amount): near-equal candidates (two decoys whose payoff
+    lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan."""
+    gamma: float = 0.99
+    """the rollouts' discount (the agent's own, PPO's --gamma): their return is sum gamma^h r_h (plus gamma^horizon
+    times the critic's value with ``value_scale``)."""
+    value_scale: float = 0.0
+    """add the critic's value of the rollout's last state, times this: the environment reward per unit of value, 1 /
+    the agent's --reward-scale (10 for the shipped agents). 0, the default: rollout rewards only -- the shipped
+    critic misjudges states off its own policy's path (1-step rollouts plus its value lost 23 points on Meander)."""
+
+    def validate(self) -> PlanConfig:
+        """This config, or one ValueError naming the flag and the fix."""
+        check_types(self, lambda f: "--plan-" + f.replace("_", "-"))
+        check_int("--plan-top-k", self.top_k, 1, T.N_ACTIONS)
+        check_int("--plan-horizon", self.horizon, 0, 10_000)
+        check_int("--plan-rollouts", self.rollouts, 1, 1 << 20)
+        check_float("--plan-max-violation", self.max_violation, 0.0, 1.0)
+        check_float("--plan-min-gain", self.min_gain, 0.0)
+        check_float("--plan-gamma", self.gamma, 0.0, 1.0)
+        check_float("--plan-value-scale", self.value_scale, 0.0)
+        self.belief().validate()
+        return self
+
+    def belief(self) -> BeliefConfig:
+        return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty)
+
+
+@dataclass
+class Decision:
+    """What one planned step found: the candidates (policy order), their mean returns and violation chances."""
+
+    action: int
+    candidates: np.ndarray
+    returns: np.ndarray
+    violation: np.ndarray
+
+
+class Planner:
+    """Rollout planning for one agent (see the module docstring); holds the rollout batch's buffers."""
+
+    def __init__(self, agent, workflow: Workflow | None, config: PlanConfig = PlanConfig(), seed: int = 0,
+                 official_bugs: bool = True):
+        self.agent, self.config = agent, config.validate()
+        self.seed = check_seed("seed", seed)
+        self.official_bugs = official_bugs
+        self.enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
+        self.rank = torch.as_tensor(workflow.rank) if workflow else None
+        self.buffers = sim.allocate_buffers(config.top_k * config.rollouts)
+        self.decisions = 0
+
+    def choose(self, particles: sim.SimState, access: np.ndarray, weights: np.ndarray, x: torch.Tensor,
+               mem: torch.Tensor | None, stream: tuple[int, ...] | None = None) -> Decision:
+        """The action for policy input ``x`` (1, D) with episode memory ``mem`` (1, M) or None, given particles
+        (a SimState), their true red access (n, 13) and weights (n,). ``stream`` (e.g. env, episode, step) names
+        the draws of this decision; by default, the planner's count of decisions."""
+        cfg = self.config
+        with torch.no_grad():
+            logits = self.agent.logits(x)[0]
+        k = min(cfg.top_k, int((logits > MASKED / 2).sum()))   # never a masked (impossible) decoy
+        cands = torch.topk(logits, k).indices.numpy()
+        if k == 1 or cfg.horizon == 0:
+            return Decision(int(cands[0]), cands, np.zeros(k), np.zeros(k))
+        rng = np.random.default_rng([self.seed, *(stream if stream is not None else (self.decisions,))])
+        self.decisions += 1
+        r = cfg.rollouts
+        idx = rng.choice(len(weights), size=r, p=weights / weights.sum())
+        state = sim.take_state(particles, np.tile(idx, k))
+        state.key[:] = np.tile(sim.env_keys(int(rng.integers(1 << 62)), r), k)   # common random numbers
+        first = np.repeat(cands, r).astype(np.int64)
+        per = self.rollout(state, first, mem).reshape(k, r)
+        returns = per.mean(1)
+        gain = per - per[:1]
+        se = gain.std(1, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(k)
+        better = gain.mean(1) > cfg.min_gain * se   # the policy's choice, row 0, is never "better" than itself
+        violation = np.zeros(k)
+        if self.rank is not None:
+            _, viol, _ = classify_fixes(torch.as_tensor(first), torch.as_tensor(np.tile(access[idx], (k, 1))),
+                                        self.rank)
+            violation = viol.to(torch.float64).reshape(k, r).mean(1).numpy()
+        allowed = violation <= cfg.max_violation
+        if not allowed.any():
+            allowed = violation == violation.min()
+        keep = allowed & (better | (np.arange(k) == 0)) if allowed[0] else allowed
+        best = int(np.argmax(np.where(keep, returns, -np.inf)))   # first of equals: the policy's order
+        return Decision(int(cands[best]), cands, returns, violation)
+
+    def rollout(self, state: sim.SimState, first: np.ndarray, mem: torch.Tensor | None) -> np.ndarray:
+        """Return of each env of ``state`` (stepped in place): ``first`` actions, then the greedy policy for
+        ``horizon - 1`` steps, the episode memory starting from ``mem``."""
+        n = len(first)
+        b = self.buffers if len(self.buffers.reward) == n else sim.allocate_buffers(n)
+        memory = self.agent.memory
+        m = None if mem is None else mem.expand(n, -1).clone()
+        enc = self.enc.expand(n, WORKFLOW_DIM)
+        obs = torch.from_numpy(b.obs)
+        a = torch.from_numpy(first)
+        cfg = self.config
+        ret, discount = np.zeros(n), 1.0
+        for h in range(cfg.horizon):
+            if h:
+                memory.saw(m, obs)
+                with torch.no_grad():
+                    a = self.agent.logits(policy_input(obs, enc, m)).argmax(-1)
+            memory.took(m, a)
+            sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
+            ret += discount * b.reward
+            discount *= cfg.gamma
+        if cfg.value_scale > 0:
+            memory.saw(m, obs)
+            with torch.no_grad():
+                ret += discount * cfg.value_scale * self.agent.value(policy_input(obs, enc, m)).numpy()
+        return ret
+
+
+ActFn = Callable[[object, int], object]
+
+
+def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = None, seed: int = 0,
+                 official_bugs: bool = True) -> ActFn:
+    """``act(obs, t)`` of a loaded agent, greedy (``plan`` None) or planned. ``obs`` is one observation (52,) --
+    then ``act`` returns an int -- or a batch (N, 52) of independent envs -- then an (N,) int64 tensor; numpy, torch
+    or a list. ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the episode's
+    memory and belief); the action it returns is the one the belief assumes blue took."""
+    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
+    memory = agent.memory
+    planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
+    st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
+
+    def act(obs, t: int):
+        single = np.ndim(obs) == 1
+        o = torch.as_tensor(np.asarray(obs, np.float32)).reshape(-1, 4 * T.N_HOSTS)
+        n = o.shape[0]
+        if t == 0 or st["n"] != n:   # a new episode (or a new batch): blank memory, beliefs at the start state
+            st["n"], st["mem"] = n, memory.blank(n)
+            st["episode"] += 1
+            if planner is not None:
+                if len(st["beliefs"]) == n:
+                    for b in st["beliefs"]:
+                        b.reset()   # the next episode's particles: the belief's own next stream
+                else:
+                    st["beliefs"] = [ParticleBelief(plan.belief(), _sub_seed(seed, i)) for i in range(n)]
+        elif planner is not None:
+            for i, b in enumerate(st["beliefs"]):
+                b.update(int(st["last"][i]), o[i].numpy())
+        mem = st["mem"]
+        memory.saw(mem, o)
+        x = policy_input(o, enc.expand(n, WORKFLOW_DIM), mem)
+        if planner is None:
+            with torch.no_grad():
+                a = agent.logits(x).argmax(-1)
+        else:
+            a = torch.as_tensor([planner.choose(b.state, b.access, b.weights, x[i:i + 1],
+                                                None if mem is None else mem[i:i + 1],
+                                                (i, st["episode"], t)).action
+                                 for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
+        memory.took(mem, a)
+        st["last"] = a.numpy().copy()
+        return int(a[0]) if single else a
+
+    act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
+    return act
+
+
+def _sub_seed(seed: int, i: int) -> int:
+    """A seed for env ``i`` of a batch, independent of the others'."""
+    return int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, seed: int = 0,
+             workflow: Workflow | None = None) -> ActFn:
+    """The acting function of a shipped agent (``pretrained:NAME``) or checkpoint file, greedy or, with ``plan``,
+    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own. E.g. driving real CybORG through
+    its ``ChallengeWrapper`` (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
+
+        act = make_act("pretrained:cage2", PlanConfig())
+        obs = wrapper.reset()
+        for t in range(100):
+            obs, reward, done, info = wrapper.step(act(obs, t))
+    """
+    from workflow_rl.rl import pretrained
+
+    agent, own = pretrained.load(name)
+    return agent_acting(agent, workflow or own, plan, seed)
+
+
+def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
+                    seed: int, planner_seed: int = 0) -> np.ndarray:
+    """(episodes,) returns over ``steps`` native steps of the planner given the true state as its one particle
+    (the engine's own state each step, its RNG key replaced, so the planner knows the present, not red's future
+    dice): the planner's upper bound, which a perfect belief would reach. Episodes as ``NativeVectorEnv(episodes,
+    red, seed=seed)`` plays them."""
+    from workflow_rl.envs.native import NativeVectorEnv
+
+    planner = Planner(agent, workflow, config, planner_seed)
+    enc = planner.enc.expand(episodes, WORKFLOW_DIM)
+    env = NativeVectorEnv(episodes, red, max(steps, 1), seed=seed)
+    obs, info = env.reset(seed=seed)
+    access, mem, ret = info["red_access"], agent.memory.blank(episodes), np.zeros(episodes)
+    for t in range(steps):
+        o = torch.as_tensor(obs)
+        agent.memory.saw(mem, o)
+        x = policy_input(o, enc, mem)
+        truth = env.sim_state()
+        a = torch.as_tensor([planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
+                                            None if mem is None else mem[i:i + 1], (i, t)).action
+                             for i in range(episodes)])
+        agent.memory.took(mem, a)
+        obs, r, _, _, info = env.step(a.numpy())
+        access, ret = info["red_access"], ret + r
+    return ret
