@@ -277,8 +277,6 @@ CASES = [
     (["curves", "--report-only", "--out", "{d}/shard_cut"], "is damaged"),
     (["curves", "--report-only", "--out", "{d}/shard_short"], "is damaged \\(access of shape \\(2, 100, 13\\)"),
     # ---- silent nonsense (issue O): refused instead
-    (["search", "--exhaustive", "--workflows", "named"], "--exhaustive trains all 120 .*: use one"),
-    (["search", "--exhaustive", "--workflows", "D,E,OS,OH,U"], "use one"),
     (["train", "--n-envs", "4", "--max-episodes", "2", "--update-every-steps", "1000"],
      "plays 10 episode\\(s\\) of every env per update .* budget of 8 episodes: nothing would train"),
     (["train", "--n-envs", "4", "--num-episodes", "3", "--update-every-steps", "150"], "nothing would train"),
@@ -290,6 +288,16 @@ CASES = [
     (["search", "--ground-truth", "{d}/gt_nan.csv"], "eligible workflow D,E,OS,OH,U has mean nan"),
     (["search", "--ground-truth", "{d}/gt_repeated.csv"], "workflow D,E,OS,OH,U has two rows"),
 ]
+
+
+def test_exhaustive_with_a_list_trains_every_listed_workflow(tmp_path):
+    """Silent nonsense no more (issue O): ``--exhaustive --workflows LIST`` honours the list (a ground truth over
+    those workflows, as benchmarks/regret.py builds) instead of ignoring it."""
+    listed = ["D,E,OS,OH,U", "U,OH,OS,E,D"]
+    assert main(["search", "--exhaustive", "--workflows", ";".join(listed), *TINY, "--eval-episodes", "4",
+                 "--total-episodes", "200", "--out", str(tmp_path / "gt")]) == 0
+    state = json.loads((tmp_path / "gt" / "search_state.json").read_text())
+    assert sorted(it["workflow"] for it in state["iterations"]) == sorted(listed)
 
 
 def _run_main(args, capsys) -> tuple[int, str, str]:

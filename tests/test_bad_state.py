@@ -48,7 +48,7 @@ class _StopAfter(BatchedExecutor):
 def _interrupted_search(out: Path, rounds: int, **kw) -> WorkflowSearch:
     s = WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), out, progress=False)
     with pytest.raises(SearchInterrupted):
-        s.run(_StopAfter(s.cfg.batch_workflows, rounds))
+        s.run(_StopAfter(s.cfg.batch_slots, rounds))
     return s
 
 

@@ -62,6 +62,7 @@ def test_rows_summary_and_ground_truth_comparison(tmp_path):
         w.writeheader()
         for wf, mean, ok in ((A, -20.0, True), (B, -30.0, False)):
             w.writerow({**{c: "" for c in cols}, "workflow": wf.codes, "mean": mean, "ci95": 1.0, "eligible": ok,
+                        "n_seeds": 2, "seed_values": f"{mean - 1};{mean + 1}",
                         "red_agent": "B_lineAgent", "eval_length": 100, "compliance_threshold": 0.0})
     feasible.compare(rows, feasible.ground_truths([gt]))
     assert rows[0]["diff"] == pytest.approx(rows[0]["mean"] + 20.0) and rows[1]["gt_eligible"] is False

@@ -224,7 +224,7 @@ def test_resumed_workflows_train_within_their_lowered_claims(tmp_path, claims):
                 compliance_threshold=0.01, batch_workflows=4, inherit="none", seeds_per_workflow=2, claims=claims)
     s = WorkflowSearch(cfg, tmp_path, progress=False)
     with pytest.raises(SearchInterrupted):
-        s.run(_InterruptAfter(4, rounds=2, seeds=2))
+        s.run(_InterruptAfter(cfg.batch_slots, rounds=2, seeds=2))   # the slots a resumed search has
     lowered = {p.iteration: p.seed_budgets for p in s.state.pending if p.seed_budgets}
     assert lowered                                   # saved with the state
     resumed = WorkflowSearch.resume(tmp_path, progress=False)

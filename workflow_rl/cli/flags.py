@@ -21,13 +21,14 @@ from workflow_rl.rl.config import flag
 
 @functools.cache
 def field_docs(cls) -> dict[str, str]:
-    """Each field's attribute docstring (the string literal under it in the class body), whitespace collapsed."""
+    """Each field's attribute docstring (the string literal under it in the class body), whitespace collapsed and
+    reST's double backticks dropped: it is read as ``--help`` text."""
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
     docs = {}
     for node, after in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
-            docs[node.target.id] = " ".join(after.value.value.split())
+            docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "")
     return docs
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from workflow_rl.checks import check_out_file
 from workflow_rl.cli.evaluate import BASELINES, _policies
 from workflow_rl.cli.numbers import positive_int, seed_int
+from workflow_rl.cli.plan import add_plan_flags
 from workflow_rl.cli.train import add_cyborg_flags, engine_opts
 from workflow_rl.envs.names import ENGINES
 
@@ -20,6 +21,7 @@ def cmd_replay(args) -> int:
 
     out = check_out_file("--out", args.out)
     red = parse_red_agent(args.red_agent)
+    args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (rl/planner.py)
     acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow))
     act = acts.get(args.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     episodes = viewer.record_episodes(act, red, args.episodes, args.length, engine=args.engine,
@@ -48,8 +50,10 @@ def add_replay(sub) -> None:
     r.add_argument("--engine", default="native", choices=ENGINES)
     r.add_argument("--episodes", type=positive_int, default=3, help="episodes in the page (a chooser picks one)")
     r.add_argument("--length", type=positive_int, default=100, help="steps per episode")
-    r.add_argument("--mode", default="greedy", choices=["greedy", "sampled"], help="how a trained agent acts")
+    r.add_argument("--mode", default="greedy", choices=["greedy", "sampled", "planned"],
+                   help="how a trained agent acts (planned: with the planner, settings --plan-*)")
     r.add_argument("--seed", type=seed_int, default=0, help="seed of the episodes (and of sampling)")
     add_cyborg_flags(r, "sync")
+    add_plan_flags(r)
     r.add_argument("--out", type=Path, default=Path("runs/replay.html"), help="the HTML file to write")
     r.set_defaults(func=cmd_replay)

@@ -313,7 +313,7 @@ def check_batch_state(out: Path, cfg, state) -> None:
     if not path.is_file():
         return
     snap = load_batch_state(path, cfg.train.device)
-    t, q = cfg.train, cfg.batch_workflows * cfg.seeds_per_workflow
+    t, q = cfg.train, cfg.batch_slots * cfg.seeds_per_workflow   # the slots its executor has
     total = q * t.n_envs
     try:
         if snap.get("format") != STATE_FORMAT:
