@@ -43,7 +43,8 @@ def compare(native: list[dict], cyborg_rows: list[dict], length: int = 100) -> l
         diff = c["mean"] - n["mean"]
         dcomp = (c["compliance"] - n["compliance"]
                  if c["compliance"] is not None and n["compliance"] is not None else None)
-        out.append({"workflow": c["workflow"], "red_agent": c["red_agent"], "length": length,
+        out.append({"folder": c.get("folder"), "workflow": c["workflow"], "red_agent": c["red_agent"],
+                    "length": length,
                     "cyborg_episodes": c["episodes"], "cyborg_mean": c["mean"], "cyborg_se": se_c,
                     "cyborg_compliance": c["compliance"], "native_episodes": n["episodes"], "native_mean": n["mean"],
                     "native_se": se_n, "native_compliance": n["compliance"], "diff": diff, "diff_se": se,
@@ -64,17 +65,20 @@ def cyborg_cells(folders: list[Path]) -> list[dict]:
         if not report.get("workflow"):
             sys.exit(f"error: {f} was not evaluated under a workflow: give --workflow W to evaluate")
         wf = Workflow.parse(",".join(report["workflow"])).codes
-        rows += [{**r, "workflow": wf} for r in report["results"] if r["engine"] == "cyborg"]
+        rows += [{**r, "workflow": wf, "folder": Path(folder).name} for r in report["results"]
+                 if r["engine"] == "cyborg"]
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| workflow | red agent | CybORG (n) | native (n) | difference (SE) | CybORG / native compliance | "
-             "within 3 SE | compliance within 0.02 |", "|---|---|---:|---:|---:|---:|---|---|"]
+    lines = [("| folder | workflow | red agent | CybORG (n) | native (n) | difference (SE) | "
+              "CybORG / native compliance | within 3 SE | compliance within 0.02 |"),
+             "|---|---|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
         comp = ("n/a" if r["compliance_diff"] is None
                 else f"{r['cyborg_compliance']:.3f} / {r['native_compliance']:.3f}")
-        lines.append(f"| {r['workflow']} | {r['red_agent']} | {r['cyborg_mean']:.2f} ({r['cyborg_episodes']}) | "
+        lines.append(f"| {r['folder']} | {r['workflow']} | {r['red_agent']} | "
+                     f"{r['cyborg_mean']:.2f} ({r['cyborg_episodes']}) | "
                      f"{r['native_mean']:.2f} ({r['native_episodes']}) | {r['diff']:+.2f} ({r['diff_se']:.2f}; "
                      f"{r['diff_in_se']:+.1f} SE) | {comp} | {'yes' if r['return_ok'] else 'NO'} | "
                      f"{'yes' if r['compliance_ok'] else 'NO'} |")

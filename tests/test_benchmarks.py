@@ -196,7 +196,7 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
     assert r.returncode == 0, r.stderr[-2000:]
     with open(tmp_path / "out" / "engine_check.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 1 and rows[0]["workflow"] == "U,E,D,OS,OH"
+    assert len(rows) == 1 and (rows[0]["workflow"], rows[0]["folder"]) == ("U,E,D,OS,OH", "cy")
     se = (16 / 100 + 16 / 400) ** 0.5
     assert float(rows[0]["diff_se"]) == pytest.approx(se) and float(rows[0]["diff"]) == -1.0
     assert rows[0]["return_ok"] == str(1.0 <= 3 * se) and rows[0]["compliance_ok"] == "False"   # 0.03 apart

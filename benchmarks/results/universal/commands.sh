@@ -30,6 +30,12 @@ for red in B_lineAgent RedMeanderAgent; do
   done
 done
 
+# cyborg-UEDOSOH-RedMeanderAgent-seed1/: the one cell whose compliance missed native by more than 0.02, again with
+# 200 other episodes
+$ENV workflow-rl evaluate pretrained:universal --workflow U,E,D,OS,OH --engine cyborg --red-agents RedMeanderAgent \
+  --episodes 200 --workers 2 --mode greedy --episode-seed 1 \
+  --out benchmarks/results/universal/cyborg-UEDOSOH-RedMeanderAgent-seed1
+
 # engine_check.csv/.md: each CybORG 100-step cell beside the native row of its workflow (workflows/workflows.csv)
 $ENV python benchmarks/engine_check.py --native benchmarks/results/universal/workflows/workflows.csv \
   --cyborg benchmarks/results/universal/cyborg-* --out benchmarks/results/universal
