@@ -18,6 +18,12 @@ $ENV workflow-rl evaluate pretrained:universal --workflow all --red-agents B_lin
   --mode greedy --episodes 500 --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
   benchmarks/results/ground_truth_meander/ground_truth.csv --out benchmarks/results/universal/workflows
 
+# cage2-compliant-workflows/: the same protocol for pretrained:cage2-compliant (trained under D,OS,E,OH,U only), the
+# issue's yardstick for how many ground-truth-ineligible workflows one network follows (299 s)
+$ENV workflow-rl evaluate pretrained:cage2-compliant --workflow all --red-agents B_lineAgent RedMeanderAgent \
+  --lengths 100 --mode greedy --episodes 500 --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
+  benchmarks/results/ground_truth_meander/ground_truth.csv --out benchmarks/results/universal/cage2-compliant-workflows
+
 # native-critical_first/: the CAGE2 six cells under D,OS,E,OH,U (critical_first), 1000 episodes, both modes
 $ENV workflow-rl evaluate pretrained:universal --workflow critical_first --red-agents bline meander --episodes 1000 \
   --mode both --out benchmarks/results/universal/native-critical_first
