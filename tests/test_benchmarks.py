@@ -1,4 +1,5 @@
 """The prepared GPU run must not rot between the sessions that have a GPU: dry-run every stage on the CPU."""
+import csv
 import json
 import subprocess
 import sys
@@ -122,6 +123,87 @@ def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_
     assert load_checkpoint(tmp_path / "x.pt")["optimizer"] is None
     r = subprocess.run([*base, "--cyborg", str(tmp_path / "nowhere")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.strip().startswith("error:") and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_ship_agent_puts_an_across_workflow_agents_tables_and_held_out_list_on_its_card(tmp_path):
+    """An agent trained across workflows: the card takes the rows of ``workflows.csv`` (typed) and the summaries of
+    ``workflows.json`` (--workflows), the held-out list from the checkpoint, and names the workflow its CAGE2 cells
+    were played under; without --workflows, or with cells of two workflows, one error line."""
+    from workflow_rl.rl import pretrained
+    from workflow_rl.rl.checkpoint import load_checkpoint
+    from workflow_rl.search import feasible
+
+    row = {"engine": "native", "mode": "greedy", "red_agent": "B_lineAgent", "length": 100, "episodes": 7,
+           "mean": -1.5, "ci95": 0.1, "compliance": 1.0}
+    cells = {}
+    for wf in (["defender", "op_server", "enterprise", "op_host", "user"], ["user", "enterprise", "defender",
+                                                                              "op_server", "op_host"]):
+        cells[wf[0]] = tmp_path / wf[0]
+        cells[wf[0]].mkdir()
+        (cells[wf[0]] / "evaluation.json").write_text(json.dumps({"workflow": wf, "results": [row]}))
+    table = tmp_path / "workflows"
+    table.mkdir()
+    wrow = {"workflow": "D,E,OS,OH,U", "red_agent": "B_lineAgent", "engine": "native", "mode": "greedy",
+            "length": 100, "episodes": 5, "compliance": 0.97, "fixes": 30, "mean": -14.0, "ci95": 0.5, "std": 2.0,
+            "eligible": True}
+    feasible.write_csv([wrow], table / "workflows.csv")
+    (table / "workflows.json").write_text(json.dumps({"ground_truth": ["gt.csv"], "summary": [{"red_agent": "x"}]}))
+    agent = str(pretrained.path("universal"))
+    base = [sys.executable, str(ROOT / "benchmarks" / "ship_agent.py"), "x", agent, "--reproduce", "r",
+            "--seconds", "12", "--machine", "m", "--kind", "k", "--status", "s", "--dir", str(tmp_path),
+            "--native", str(cells["defender"]), "--cyborg", str(cells["defender"]), str(cells["user"])]
+    r = subprocess.run([*base, "--workflows", str(table)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    card = json.loads((tmp_path / "x.json").read_text())
+    ck = load_checkpoint(agent)
+    assert card["held_out"] == ck["config"]["hold_out"].split(";") and card["train_workflows"] == "all"
+    assert card["eval_workflow"] == ["defender", "op_server", "enterprise", "op_host", "user"]
+    assert card["eval_native"] == [{**row, "workflow": "D,OS,E,OH,U"}]
+    assert [c["workflow"] for c in card["eval_cyborg"]] == ["D,OS,E,OH,U", "U,E,D,OS,OH"]
+    assert card["eval_workflows"] == {"ground_truth": ["gt.csv"], "summary": [{"red_agent": "x"}], "rows": [wrow]}
+    for bad in (base, [*base, "--workflows", str(table), "--native", str(cells["defender"]), str(cells["user"])]):
+        r = subprocess.run(bad, capture_output=True, text=True, cwd=ROOT)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+
+
+@pytest.mark.slow
+def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflow(tmp_path):
+    """benchmarks/engine_check.py: per CybORG folder (one workflow each) its 100-step cells beside the native
+    table's row of that workflow and red agent; the standard error of the difference in quadrature; a workflow
+    the native table lacks is one error line."""
+    from workflow_rl.search import feasible
+
+    def cell(red, mean, std, n, comp):
+        return {"engine": "cyborg", "mode": "greedy", "red_agent": red, "length": 100, "episodes": n, "mean": mean,
+                "std": std, "ci95": 0.0, "compliance": comp}
+
+    folder = tmp_path / "cy"
+    folder.mkdir()
+    (folder / "evaluation.json").write_text(json.dumps({"workflow": ["user", "enterprise", "defender", "op_server",
+                                                                     "op_host"],
+                                                        "results": [cell("B_lineAgent", -15.0, 4.0, 100, 0.95),
+                                                                    {**cell("B_lineAgent", -5.0, 1, 100, 1.0),
+                                                                     "length": 30}]}))
+    native = [{"workflow": w, "red_agent": "B_lineAgent", "engine": "native", "mode": "greedy", "length": 100,
+               "episodes": 400, "compliance": 0.98, "fixes": 10, "mean": -14.0, "ci95": 0.1, "std": 4.0,
+               "eligible": True} for w in ("U,E,D,OS,OH", "D,E,OS,OH,U")]
+    feasible.write_csv(native, tmp_path / "workflows.csv")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "engine_check.py"), "--cyborg", str(folder), "--out",
+           str(tmp_path / "out")]
+    r = subprocess.run([*cmd, "--native", str(tmp_path / "workflows.csv")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open(tmp_path / "out" / "engine_check.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 and (rows[0]["workflow"], rows[0]["folder"]) == ("U,E,D,OS,OH", "cy")
+    se = (16 / 100 + 16 / 400) ** 0.5
+    assert float(rows[0]["diff_se"]) == pytest.approx(se) and float(rows[0]["diff"]) == -1.0
+    assert rows[0]["return_ok"] == str(1.0 <= 3 * se) and rows[0]["compliance_ok"] == "False"   # 0.03 apart
+    feasible.write_csv(native[1:], tmp_path / "workflows.csv")
+    r = subprocess.run([*cmd, "--native", str(tmp_path / "workflows.csv")], capture_output=True, text=True, cwd=ROOT)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:") and "U,E,D,OS,OH" in lines[0]
 
 
 @pytest.mark.cyborg

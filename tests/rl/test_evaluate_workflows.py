@@ -78,6 +78,21 @@ def test_rows_summary_and_ground_truth_comparison(tmp_path):
         feasible.ground_truths([gt, gt])
 
 
+def test_the_table_reads_back_as_written(tmp_path):
+    """``read_csv`` (what a shipped agent's card is built from) gives back the rows ``write_csv`` wrote, typed: a
+    row the ground truth covers with its columns, one it does not without them, a compliance with no fix None."""
+    results = evaluate_workflows(lambda enc: scripted_act("restore_compromised"), [A, B], ["B_lineAgent"], [30, 100],
+                                 episodes=3)
+    rows = feasible.workflow_rows(results, "native", "greedy")
+    rows[0].update(gt_mean=-20.0, gt_ci95=1.5, gt_eligible=False, diff=rows[0]["mean"] + 20.0, diff_ci95=2.0,
+                   agree=True)
+    rows[1]["compliance"] = None
+    feasible.write_csv(rows, tmp_path / "workflows.csv")
+    back = feasible.read_csv(tmp_path / "workflows.csv")
+    assert back == rows and "gt_mean" not in back[1]
+    assert feasible.summarise(back) == feasible.summarise(rows)
+
+
 def test_cli_across_workflows_writes_table_figure_and_comparison(tmp_path, capsys):
     gt = "benchmarks/results/ground_truth/ground_truth.csv"
     rc, out, err = run_main(["evaluate", "pretrained:cage2-compliant", "--workflow", "named", "--episodes", "3",

@@ -119,6 +119,33 @@ def write_csv(rows: list[dict], path: Path) -> None:
             w.writerow({c: "" if r.get(c) is None else r.get(c, "") for c in columns})
 
 
+_INTS = ("length", "episodes", "fixes")
+_FLOATS = ("compliance", "mean", "ci95", "std", "gt_mean", "gt_ci95", "diff", "diff_ci95")
+_BOOLS = ("eligible", "gt_eligible", "agree")
+
+
+def read_csv(path: Path) -> list[dict]:
+    """The rows :func:`write_csv` wrote, typed back (what ``benchmarks/ship_agent.py --workflows`` puts on a card):
+    an empty cell is None (compliance with no fix counted), and a row the ground truth did not cover has no
+    ground-truth keys, as :func:`compare` left it."""
+    def typed(name: str, text: str):
+        if text == "":
+            return None
+        if name in _INTS:
+            return int(text)
+        if name in _FLOATS:
+            return float(text)
+        return text == "True" if name in _BOOLS else text
+
+    with open(path, newline="") as f:
+        rows = [{k: typed(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
+    for r in rows:
+        if r.get("gt_mean") is None:
+            for c in GT_COLUMNS:
+                r.pop(c, None)
+    return rows
+
+
 def plot(rows: list[dict], path: Path, label: str) -> None:
     """Per (red agent, length, engine, mode): the workflows sorted by return, return with its 95% interval above
     and compliance below; ground-truth eligible workflows filled, the others hollow (all filled without one)."""
