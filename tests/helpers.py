@@ -62,3 +62,14 @@ def read_log(path):
     """A run's training_log.csv rows without the timing columns (which differ between identical runs)."""
     with open(path / "training_log.csv") as f:
         return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in csv.DictReader(f)]
+
+
+def run_main(args, capsys) -> tuple[int, str, str]:
+    """``workflow-rl ARGS`` in this process: (exit status, stdout, stderr)."""
+    from workflow_rl.cli import main
+
+    try:
+        rc = main(args)
+    except SystemExit as e:
+        rc = e.code
+    return rc, *capsys.readouterr()

@@ -126,6 +126,125 @@ def all_workflows() -> tuple[Workflow, ...]:
 _INDEX = {p: i for i, p in enumerate(itertools.permutations(range(5)))}
 
 
+LIST_SEPARATOR = ";"
+"""Separates the workflows of a list (``train --workflow``, ``evaluate --workflow``, ``search --workflows``); the
+types inside one workflow are separated by ',' (or spaces, '>')."""
+HOLD_OUT_SEED = 1
+"""Seed of the default held-out list (``--hold-out N``): fixed, so every run and seed holding out N workflows of
+one list holds out the same ones, and runs can be compared on them. 1 is the first seed whose 24 of the 120 include
+>= 10 workflows eligible under each committed ground truth (12 vs B_line, 12 vs Meander; issue L's generalisation
+target asks for 10), chosen before any training (seed 0 held out fewer)."""
+
+
+def is_workflow_list(text: str | None) -> bool:
+    """Whether a ``--workflow`` value names several workflows: 'all', 'named' or a ';'-separated list."""
+    return text is not None and (str(text).strip().lower() in ("all", "named") or LIST_SEPARATOR in str(text))
+
+
+def parse_workflow_list(text: str, name: str = "--workflow") -> tuple[Workflow, ...]:
+    """The workflows of a list: 'all' (the 120, in index order), 'named' (the six named orders) or workflows
+    separated by ';' (e.g. 'D,OS,E,OH,U;E,OH,D,U,OS'); each listed once. A ValueError naming the fix otherwise."""
+    raw = str(text).strip()
+    if raw.lower() == "all":
+        return all_workflows()
+    items = list(NAMED) if raw.lower() == "named" else raw.split(LIST_SEPARATOR)
+    if not raw or not any(p.strip() for p in items):
+        raise ValueError(f"{name} lists no workflow: name them separated by ';' (e.g. 'D,OS,E,OH,U;E,OH,D,U,OS'), "
+                         "or 'all'")
+    if any(not p.strip() for p in items):
+        raise ValueError(f"{name} {text!r} has an empty item: separate workflows by one ';' with none at the ends")
+    out = []
+    for p in items:
+        try:
+            w = Workflow.parse(p)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e} (in a list, ';' separates workflows and ',' the types of one)") from None
+        if w in out:
+            raise ValueError(f"{name} lists {w} twice: list each workflow once")
+        out.append(w)
+    return tuple(out)
+
+
+def default_hold_out(pool: tuple[Workflow, ...], n: int) -> tuple[Workflow, ...]:
+    """``n`` workflows of ``pool`` to hold out, drawn with the fixed ``HOLD_OUT_SEED``, alternately from the orders
+    that rank user hosts before enterprise hosts and from the others (the two sides of the per-workflow ground
+    truths' cliff: RESULTS), so both sides are held out whatever ``n``; returned in index order."""
+    rng = np.random.default_rng(HOLD_OUT_SEED)
+    ent, user = UNIT_TYPES.index("enterprise"), UNIT_TYPES.index("user")
+    sides = [[w for w in pool if w.rank[ent] < w.rank[user]], [w for w in pool if w.rank[ent] > w.rank[user]]]
+    queues = [[side[i] for i in rng.permutation(len(side))] for side in sides]
+    picked = []
+    while len(picked) < n:
+        for q in queues:
+            if q and len(picked) < n:
+                picked.append(q.pop(0))
+    return tuple(sorted(picked))
+
+
+@dataclass(frozen=True)
+class WorkflowMix:
+    """Training across workflows: the workflows trained (``train``) and those held out of training (``held_out``).
+    Every env draws its workflow anew for each episode, uniformly over ``train``, from its own counter-based stream
+    (:meth:`draw`), so the draw is a pure function of (seed, env, episode): nothing to save beyond the run's own
+    step counter, and a resumed run draws what it would have drawn."""
+
+    train: tuple[Workflow, ...]
+    held_out: tuple[Workflow, ...] = ()
+
+    @classmethod
+    def parse(cls, workflows: str, hold_out: str | None = None) -> "WorkflowMix":
+        """From ``--workflow`` (a list, see :func:`parse_workflow_list`) and ``--hold-out`` (a list of some of them,
+        or a number N: :func:`default_hold_out`)."""
+        pool = parse_workflow_list(workflows)
+        held: tuple[Workflow, ...] = ()
+        text = "" if hold_out is None else str(hold_out).strip()
+        if text.isdigit():
+            n = int(text)
+            if n >= len(pool):
+                raise ValueError(f"--hold-out {n} leaves nothing to train of the {len(pool)} workflow(s) of "
+                                 f"--workflow: hold out at most {len(pool) - 1}")
+            held = default_hold_out(pool, n)
+        elif text:
+            held = parse_workflow_list(text, "--hold-out")
+            outside = [str(w) for w in held if w not in pool]
+            if outside:
+                raise ValueError(f"--hold-out {', '.join(outside)}: not among the workflows of --workflow; hold out "
+                                 "some of those")
+            if len(held) == len(pool):
+                raise ValueError("--hold-out leaves nothing to train: hold out fewer workflows than --workflow lists")
+        elif hold_out is not None:
+            raise ValueError("--hold-out is empty: give a number of workflows or a ';'-separated list")
+        return cls(tuple(w for w in pool if w not in held), tuple(sorted(held)))
+
+    @staticmethod
+    def list_text(text: str) -> str:
+        """A ``--workflow`` list as a run's config.json keeps it: 'all', else the workflows' codes joined by ';'."""
+        raw = str(text).strip().lower()
+        return "all" if raw == "all" else LIST_SEPARATOR.join(w.codes for w in parse_workflow_list(text))
+
+    def hold_out_text(self) -> str | None:
+        """The held-out list as ``--hold-out`` reads it back (None: none held out)."""
+        return LIST_SEPARATOR.join(w.codes for w in self.held_out) or None
+
+    def draw(self, seed: int, envs, episode: int) -> np.ndarray:
+        """Indices into ``train`` of the workflows that envs ``envs`` (global env numbers) play in their episode
+        ``episode``: env e's own stream, ``SeedSequence([seed, e, episode])``."""
+        return np.array([np.random.default_rng([seed, int(e), int(episode)]).integers(len(self.train))
+                         for e in envs], np.int64)
+
+    def encodings(self) -> np.ndarray:
+        """(len(train), 25) policy encodings, row i of ``train[i]``."""
+        return np.stack([w.encode() for w in self.train])
+
+    def ranks(self) -> np.ndarray:
+        """(len(train), 5) type ranks, row i of ``train[i]`` (what compliance counts read)."""
+        return np.stack([w.rank for w in self.train])
+
+    def ids(self) -> np.ndarray:
+        """(len(train),) each trained workflow's index among all 120 (``Workflow.index``)."""
+        return np.array([w.index for w in self.train], np.int64)
+
+
 def parse_workflow_arg(text: str | None) -> Workflow | None:
     """CLI helper: 'none' (any case) means no workflow (plain PPO). An empty text is refused: it is far more
     likely an unset shell variable than a request for plain PPO."""

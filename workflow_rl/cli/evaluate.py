@@ -14,11 +14,19 @@ from workflow_rl.envs.names import ENGINES
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
 
 
-def _policies(args, workflow):
-    """{mode: acting function}, the label, and the workflow (a checkpoint's own unless --workflow is given)."""
+def _policies(args, workflow, per_env: bool = False):
+    """{mode: acting function}, the label, and the workflow (a checkpoint's own unless --workflow is given); with
+    ``per_env`` (a list of workflows) each mode's value is ``make_act(encodings)`` instead, for
+    ``evaluate_workflows``."""
     from workflow_rl.rl.evaluate import agent_act, greedy_workflow_act, scripted_act
+    from workflow_rl.workflow import is_workflow_list
 
     if args.checkpoint in BASELINES:
+        if per_env:
+            if args.checkpoint == "greedy_workflow":
+                raise ValueError("the greedy_workflow baseline is evaluated one workflow at a time: give --workflow "
+                                 "one workflow")
+            return {"greedy": lambda enc: scripted_act(args.checkpoint, args.seed)}, args.checkpoint, None
         if args.checkpoint == "greedy_workflow":
             if workflow is None:
                 raise ValueError("the greedy_workflow baseline needs --workflow")
@@ -42,7 +50,14 @@ def _policies(args, workflow):
     agent = agent_from_checkpoint(ck)
     if workflow is None and ck.get("workflow"):
         workflow = Workflow.parse(ck["workflow"])
+    if workflow is None and not per_env and is_workflow_list(ck["config"].get("workflow")):
+        raise ValueError(f"{args.checkpoint} was trained across workflows: name the workflow(s) to evaluate it "
+                         "under with --workflow (one, a ';'-separated list, or all)")
     gen = torch.Generator().manual_seed(args.seed)
+    if per_env:
+        modes = ["greedy", "sampled"] if args.mode == "both" else [args.mode]
+        return {m: (lambda enc, m=m: agent_act(agent, None, greedy=m == "greedy", generator=gen, encodings=enc))
+                for m in modes}, args.checkpoint, None
     acts = {}
     if args.mode in ("greedy", "both"):
         acts["greedy"] = agent_act(agent, workflow, greedy=True)
@@ -57,11 +72,15 @@ def cmd_evaluate(args) -> int:
     from workflow_rl import parse_red_agent
     from workflow_rl.rl.config import check_device_available
     from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_cells, result_dict
-    from workflow_rl.workflow import parse_workflow_arg
+    from workflow_rl.workflow import is_workflow_list, parse_workflow_arg
 
     check_device_available(args.device)
     if args.out:
         check_out_dir("--out", args.out)
+    if is_workflow_list(args.workflow):
+        return _evaluate_workflows(args)
+    if args.ground_truth:
+        raise ValueError("--ground-truth compares an evaluation across workflows: give --workflow a list (e.g. all)")
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))
     engines = list(dict.fromkeys(args.engine))
@@ -92,6 +111,59 @@ def cmd_evaluate(args) -> int:
         (out / "evaluation.json").write_text(json.dumps(report, indent=2))
         (out / "evaluation.md").write_text(md)
         print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.md'}")
+    return 0
+
+
+LIST_DEFAULTS = {"red_agents": ["B_lineAgent", "RedMeanderAgent"], "lengths": [100], "episodes": 100,
+                 "mode": "greedy"}
+"""What an evaluation across workflows uses where the flag is not given (per workflow, so fewer episodes)."""
+
+
+def _evaluate_workflows(args) -> int:
+    """``evaluate AGENT --workflow LIST``: every listed workflow in one batched vector env per red agent (each env
+    its own workflow); workflows.csv, workflows.md and workflows.png, with ``--ground-truth`` compared."""
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_workflows
+    from workflow_rl.search import feasible
+    from workflow_rl.workflow import parse_workflow_list
+
+    workflows = parse_workflow_list(args.workflow)
+    typed = set(args.given("evaluate", list(LIST_DEFAULTS)))
+    for name, value in LIST_DEFAULTS.items():
+        if name not in typed:
+            setattr(args, name, value)
+    cyborg_only = args.given("evaluate", ["cyborg_episodes", "workers", "time_limit", "vectorization",
+                                          "parallel_start_method", "scenario"])
+    if args.engine != ["native"] or cyborg_only:
+        raise ValueError("an evaluation across workflows runs on the native engine: drop "
+                         f"{', '.join('--' + n.replace('_', '-') for n in cyborg_only) or '--engine'}, or evaluate "
+                         "real CybORG one workflow at a time")
+    truths = feasible.ground_truths(args.ground_truth or [])
+    reds = [parse_red_agent(r) for r in args.red_agents]
+    lengths = sorted(set(args.lengths))
+    makers, label, _ = _policies(args, None, per_env=True)
+    rows = []
+    for mode, make_act in makers.items():
+        t0 = time.monotonic()
+        results = evaluate_workflows(make_act, list(workflows), reds, lengths, args.episodes,
+                                     seed=EVAL_SEED if args.episode_seed is None else args.episode_seed,
+                                     device=args.device)
+        rows += feasible.workflow_rows(results, "native", mode)
+        print(f"native {mode}: {len(workflows)} workflows x {len(reds)} red agent(s) x {args.episodes} episodes, "
+              f"{time.monotonic() - t0:.1f} s", flush=True)
+    feasible.compare(rows, truths)
+    lines = feasible.summary_lines(feasible.summarise(rows))
+    print("\n".join(lines))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        feasible.write_csv(rows, out / "workflows.csv")
+        feasible.plot(rows, out / "workflows.png", label)
+        (out / "workflows.json").write_text(json.dumps({
+            "policy": label, "workflows": [w.codes for w in workflows], "episodes": args.episodes,
+            "ground_truth": [str(p) for p in args.ground_truth or []], "summary": feasible.summarise(rows)},
+            indent=2))
+        print(f"wrote {out / 'workflows.csv'}, workflows.png and workflows.json")
     return 0
 
 
@@ -129,7 +201,16 @@ def add_evaluate(sub) -> None:
     e = sub.add_parser("evaluate", help="CAGE2 evaluation of a checkpoint, a shipped agent or a baseline")
     e.add_argument("checkpoint", help=f"a checkpoint file, pretrained:NAME (a shipped agent, e.g. pretrained:cage2), "
                                       f"or a baseline: {', '.join(BASELINES)}")
-    e.add_argument("--workflow", default=None, help="workflow for compliance (default: the checkpoint's)")
+    e.add_argument("--workflow", default=None,
+                   help="workflow for compliance (default: the checkpoint's); or several: 'all' (the 120), 'named' "
+                        "or a ';'-separated list, each evaluated in one batched env per red agent and written to "
+                        "--out as workflows.csv (compliance, return with its 95%% CI and fixes per workflow and red "
+                        "agent) and workflows.png; there the defaults are --episodes 100 per workflow, --red-agents "
+                        "B_lineAgent RedMeanderAgent, --lengths 100 and --mode greedy")
+    e.add_argument("--ground-truth", nargs="+", default=None, metavar="GT_CSV",
+                   help="with a list of workflows: ground_truth.csv file(s) of `search --exhaustive` (one per red "
+                        "agent) to compare with: per workflow the difference to its mean with a 95%% CI, and how "
+                        "many eligibility calls (evaluated compliance >= its threshold) agree")
     e.add_argument("--engine", nargs="+", default=["native"], choices=ENGINES,
                    help="one or both engines (e.g. --engine native cyborg)")
     e.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent", "SleepAgent"])

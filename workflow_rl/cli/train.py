@@ -75,12 +75,17 @@ def engine_opts(vectorization: str, start_method: str | None, scenario: str | No
 def cmd_train(args) -> int:
     """Train a workflow-conditioned PPO policy; write logs, checkpoints, summary.json."""
     from workflow_rl import parse_red_agent
-    from workflow_rl.workflow import parse_workflow_arg
+    from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
 
     given = settings(args, args.config_names)
-    workflow = parse_workflow_arg(given["workflow"])
-    cfg = TrainConfig.from_flat({**given, "workflow": workflow.codes if workflow else None,
-                                 "red_agent": parse_red_agent(given["red_agent"])})
+    if is_workflow_list(given["workflow"]):   # across workflows: config.json names them and the held-out ones
+        workflow = None
+        mix = WorkflowMix.parse(given["workflow"], given["hold_out"])
+        named = {"workflow": WorkflowMix.list_text(given["workflow"]), "hold_out": mix.hold_out_text()}
+    else:
+        workflow = parse_workflow_arg(given["workflow"])
+        named = {"workflow": workflow.codes if workflow else None}
+    cfg = TrainConfig.from_flat({**given, **named, "red_agent": parse_red_agent(given["red_agent"])})
     cfg.validate()
     init = None if args.init_checkpoint is None else starting_weights(args.init_checkpoint, cfg.ppo, cfg.device)
     out = check_out_dir("--out", args.out)
@@ -134,13 +139,13 @@ def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init
         trainer.restore(load_checkpoint(ckpt_dir / "latest.pt", cfg.device))
         print(f"resumed from {ckpt_dir / 'latest.pt'} at update {trainer.update} "
               f"({trainer.total_episodes} episodes)")
-    print(f"training {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs {cfg.red_agent} on "
-          f"{cfg.engine} with {cfg.n_envs} envs (budget {cfg.budget} episodes) -> {out}")
+    print(f"training {_what(cfg, workflow)} vs {cfg.red_agent} on {cfg.engine} with {cfg.n_envs} envs (budget "
+          f"{cfg.budget} episodes) -> {out}")
     summary = trainer.run()
     if summary["stop_reason"] == "interrupted":
         print(f"interrupted: saved {ckpt_dir / 'latest.pt'}; continue with the same command plus --resume")
         return 130
-    summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if args.eval_episodes > 0 else None
+    summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if _evaluates(cfg, args) else None
     summary["checkpoint"] = str(ckpt_dir / "latest.pt")
     summary["init_checkpoint"] = args.init_checkpoint
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -155,7 +160,31 @@ def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init
 
 
 def _compliance(summary: dict) -> str:
-    return "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+    text = "n/a" if summary["compliance"] is None else f"{summary['compliance']:.3f}"
+    if "workflows" in summary:   # across workflows: pooled, and the worst workflow's over its last episodes
+        worst = summary["compliance_worst"]
+        text += (f" pooled, worst workflow {summary['worst_workflow']} "
+                 f"{'n/a' if worst is None else f'{worst:.3f}'} (its last 20 episodes)")
+    return text
+
+
+def _what(cfg: TrainConfig, workflow) -> str:
+    """What a run trains, for its first line."""
+    mix = cfg.mixture()
+    if mix is not None:
+        return (f"across {len(mix.train)} workflows"
+                + (f" ({len(mix.held_out)} held out: {cfg.hold_out})" if mix.held_out else ""))
+    return "workflow " + workflow.codes if workflow else "unconditioned PPO"
+
+
+def _evaluates(cfg: TrainConfig, args) -> bool:
+    """Whether training ends with the held-out evaluation: a run across workflows is evaluated per workflow by
+    ``evaluate CKPT --workflow all`` instead (one workflow's evaluation would not describe it)."""
+    if args.eval_episodes > 0 and cfg.mixture() is not None:
+        print("a run across workflows is not evaluated here: run `workflow-rl evaluate CHECKPOINT --workflow all "
+              "--out DIR` (per workflow)")
+        return False
+    return args.eval_episodes > 0
 
 
 def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None) -> int:
@@ -168,16 +197,16 @@ def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None)
         if bad:
             raise ValueError(f"{name} applies to a single run: drop it, or drop --seeds (runs go to RUN_DIR/seed_i)")
     check_batchable(cfg)
-    print(f"training {args.seeds} seeds of {'workflow ' + workflow.codes if workflow else 'unconditioned PPO'} vs "
-          f"{cfg.red_agent} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
+    print(f"training {args.seeds} seeds of {_what(cfg, workflow)} vs {cfg.red_agent} in one batch ({cfg.n_envs} envs each, budget {cfg.budget} episodes each) -> {out}/seed_*")
     summaries, agents, interrupted = train_seeds(cfg, args.seeds, out, resume=args.resume,
                                                  progress=not args.no_progress, init_agent_state=init)
     if interrupted:
         print(f"interrupted: every run saved under {out}/seed_*; continue with the same command plus --resume")
         return 130
+    evaluates = _evaluates(cfg, args)
     for i, (summary, agent) in enumerate(zip(summaries, agents)):
         summary["seed"] = cfg.seed + i
-        summary["eval"] = _eval_block(agent, workflow, cfg, args) if args.eval_episodes > 0 else None
+        summary["eval"] = _eval_block(agent, workflow, cfg, args) if evaluates else None
         summary["checkpoint"] = str(out / f"seed_{i}" / "checkpoints" / "latest.pt")
         summary["init_checkpoint"] = args.init_checkpoint
         (out / f"seed_{i}" / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -185,7 +214,7 @@ def _train_seeds(cfg: TrainConfig, workflow, out: Path, args, init: dict | None)
         print(f"seed {summary['seed']}: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
               f"{_compliance(summary)}" + (f", held-out {ev['mean']:.2f} ± {ev['ci95']:.2f}" if ev else ""))
     result = {"seeds": summaries, "across_seeds": None}
-    if args.eval_episodes > 0:
+    if evaluates:
         result["across_seeds"] = across_seeds([s["eval"]["mean"] for s in summaries])
         a = result["across_seeds"]
         print(f"across {a['n']} seeds: held-out return {a['mean']:.2f} ± {a['ci95']:.2f} (95% t interval over "

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from workflow_rl.checks import check_int, flag
+from workflow_rl.rl.compliance import WorkflowWindow
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
@@ -42,6 +43,9 @@ class RunState:
     gate_episodes: int | None = None
     """training episodes of the run when the gate fired"""
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    window: WorkflowWindow | dict | None = None
+    """a run across workflows: each workflow's recent fix counts (a :class:`WorkflowWindow`; as read from a
+    checkpoint, its plain ``state``, until the run rebuilds it)"""
 
     def __post_init__(self):
         if self.episodes_per_env is None:
@@ -70,7 +74,8 @@ class RunState:
                          "total_episodes": self.total_episodes, "episodes_per_env": self.episodes_per_env.copy(),
                          "stop_reason": self.stop_reason, "last_compliance": self.last_compliance,
                          "round_active": self.round_active, "gate_at": self.gate_at,
-                         "gate_episodes": self.gate_episodes},
+                         "gate_episodes": self.gate_episodes,
+                         "workflow_window": self.window.state() if self.window is not None else None},
             "rng": e.get("rng"), "env_state": e.get("env_state"), "obs": e.get("obs"), "access": e.get("access"),
             "tracker": e.get("tracker"), "episode_running": e.get("episode_running"),
             "memory": e.get("memory"), "recent": list(self.recent),
@@ -85,7 +90,7 @@ class RunState:
                    episodes_per_env=np.asarray(c["episodes_per_env"]).copy(),
                    round_active=c.get("round_active", n_envs), last_compliance=c["last_compliance"],
                    gate_at=c.get("gate_at"), gate_episodes=c.get("gate_episodes"),
-                   recent=deque(ck["recent"], maxlen=RECENT))
+                   recent=deque(ck["recent"], maxlen=RECENT), window=c.get("workflow_window"))
 
 
 class CheckpointError(ValueError):
@@ -191,7 +196,7 @@ def check_fields(ck: dict) -> None:
                          f"{c['total_episodes']}")
 
 
-SAME_RUN = ("workflow", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
+SAME_RUN = ("workflow", "hold_out", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
             "alignment_lambda", "anneal_lr", "official_bugs")
 """The run settings a resumed run must share with its checkpoint (with every PPO setting): what it trains against,
 on what, how its reward is made. Budget, stop rule, device and bookkeeping may differ."""

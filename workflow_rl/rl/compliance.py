@@ -106,3 +106,49 @@ class ComplianceTracker:
     def load_state_dict(self, d: dict) -> None:
         for k in ("compliant", "violations", "neutral"):
             getattr(self, k).copy_(d[k])
+
+
+WINDOW_EPISODES = 20
+"""Episodes per workflow in a run across workflows' per-workflow compliance (``WorkflowWindow``)."""
+
+
+class WorkflowWindow:
+    """Per workflow, the (compliant, violating) fix counts of its last ``WINDOW_EPISODES`` finished episodes: in a
+    run across workflows an update finishes only a few episodes of each, too few to judge one workflow, so the
+    worst workflow's compliance (log column ``compliance_worst``, the mixture's gate) pools each workflow's recent
+    episodes instead. Plain ints, so a checkpoint holds it as lists (``state``)."""
+
+    def __init__(self, workflows, state: dict | None = None):
+        self.counts: dict[int, list[list[int]]] = {int(w): [] for w in workflows}
+        for w, pairs in (state or {}).items():
+            self.counts[int(w)] = [[int(c), int(v)] for c, v in pairs][-WINDOW_EPISODES:]
+
+    def add(self, workflow_ids, compliant, violations) -> None:
+        """Count finished episodes: each one's workflow index and its compliant and violating fixes."""
+        for w, c, v in zip(workflow_ids, compliant, violations):
+            q = self.counts[int(w)]
+            q.append([int(round(c)), int(round(v))])
+            del q[:-WINDOW_EPISODES]
+
+    def compliance(self, workflow: int) -> float:
+        """One workflow's compliance over its window (NaN with no counted fix)."""
+        c = sum(p[0] for p in self.counts[workflow])
+        n = c + sum(p[1] for p in self.counts[workflow])
+        return c / n if n else float("nan")
+
+    def worst(self) -> tuple[int | None, float]:
+        """(workflow index, compliance) of the least compliant workflow with a counted fix in its window; (None,
+        NaN) before any."""
+        scored = [(self.compliance(w), w) for w in self.counts]
+        scored = [(c, w) for c, w in scored if c == c]
+        if not scored:
+            return None, float("nan")
+        c, w = min(scored)
+        return w, c
+
+    def full(self) -> bool:
+        """Whether every workflow has finished ``WINDOW_EPISODES`` episodes (the mixture's gate waits for it)."""
+        return all(len(q) >= WINDOW_EPISODES for q in self.counts.values())
+
+    def state(self) -> dict[int, list[list[int]]]:
+        return {w: [list(p) for p in q] for w, q in self.counts.items()}

@@ -13,7 +13,7 @@ from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import PPOConfig, input_dim
-from workflow_rl.workflow import Workflow
+from workflow_rl.workflow import Workflow, WorkflowMix, is_workflow_list
 
 EPISODE_WORKERS = "episodes"
 """The vectorization that runs whole episodes in worker processes (either engine) instead of stepping envs."""
@@ -72,7 +72,7 @@ def check_engine_device(engine: str, device: str) -> None:
         raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use --device cpu or cuda, not {device}")
 
 
-PER_RUN = ("workflow", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
+PER_RUN = ("workflow", "hold_out", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
            "post_gate_episodes", "alignment_lambda", "n_workers", "checkpoint_every", "tensorboard")
 """The settings a run may hold on its own inside a batch of runs (its workflow, budget, stop rule, reward and
 bookkeeping); every other setting shapes the batch or its update, so all runs of one batch share it."""
@@ -83,7 +83,15 @@ class TrainConfig:
     """Everything a training run depends on (saved as config.json)."""
 
     workflow: str | None = "critical_first"
-    """named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO"""
+    """named order, type names or codes D,E,OS,OH,U (e.g. 'D,OS,E,OH,U'), or 'none' for plain PPO; or several, to
+    train one network across workflows: 'all' (the 120), 'named' (the six) or a ';'-separated list (e.g.
+    'D,OS,E,OH,U;E,OH,D,U,OS'): each env draws its workflow per episode, uniformly, from its own seeded stream, and
+    the log adds the worst workflow's compliance (compliance_worst: over each workflow's last 20 episodes); the gate
+    then also needs every trained workflow's 20 episodes and the worst workflow's compliance >= the threshold"""
+    hold_out: str | None = None
+    """with a list of workflows: leave these out of training (';'-separated, e.g. to test generalisation), or N: a
+    fixed seeded choice of N of them, half from the orders ranking user before enterprise hosts (the run's
+    config.json and summary.json list them)"""
     red_agent: str = "B_lineAgent"
     """B_lineAgent, RedMeanderAgent, SleepAgent or an alias; or a mixture, one red agent drawn per env episode: 'mix'
     (B_lineAgent:0.5,RedMeanderAgent:0.5) or weights such as B_lineAgent:0.3,RedMeanderAgent:0.7"""
@@ -153,8 +161,7 @@ class TrainConfig:
         check_types(self)
         check_types(self.ppo)
         parse_red_agent(self.red_agent)
-        if self.workflow is not None:
-            Workflow.parse(self.workflow)
+        self.mixture()
         check_choices(self)
         for name in ("n_envs", "episode_length", "update_every_steps", "max_episodes", "checkpoint_every"):
             check_int(flag(name), getattr(self, name), 1)
@@ -190,6 +197,21 @@ class TrainConfig:
         if p.num_minibatches > batch:
             raise ValueError(f"--num-minibatches {p.num_minibatches} exceeds the {batch} transitions of one update "
                              "(n-envs x update-every-steps): use at most that many")
+
+    def mixture(self) -> WorkflowMix | None:
+        """The workflows of a run across workflows (``--workflow`` a list), None for one workflow or plain PPO;
+        checks ``--workflow`` and ``--hold-out``."""
+        if not is_workflow_list(self.workflow):
+            if self.workflow is not None:
+                Workflow.parse(self.workflow)
+            if self.hold_out is not None:
+                raise ValueError("--hold-out leaves workflows out of a list: give --workflow a list (e.g. all), or "
+                                 "drop --hold-out")
+            return None
+        if self.vectorization == EPISODE_WORKERS:
+            raise ValueError("training across workflows steps one vector env: use --vectorization sync (or pipes, "
+                             "shared_memory), not episodes")
+        return WorkflowMix.parse(self.workflow, self.hold_out)
 
     def check_memory(self, slots: int) -> None:
         """Refuse a batch of ``slots`` runs whose engine state and rollout would not fit in this machine's memory

@@ -86,8 +86,8 @@ def evaluate_cells(act: ActFn, red_agents: list[str], lengths: list[int], episod
                     envs[red] = make_vector_env(n, red, engine=engine, episode_length=horizon, device=device,
                                                 seed=seed, **engine_options)
                 take = min(n, episodes - done[red])
-                for L, (ret, comp, viol) in _play_round(envs[red], act, seed + 7919 * round_, lengths, workflow,
-                                                        rank, device).items():
+                for L, (ret, comp, viol) in _play_round(envs[red], act, seed + 7919 * round_, lengths,
+                                                        workflow is not None, rank, device).items():
                     running[red][L].append(ret[:take])
                     counts[red][L][0] += float(comp[:take].sum())
                     counts[red][L][1] += float(viol[:take].sum())
@@ -109,10 +109,11 @@ def evaluate_cells(act: ActFn, red_agents: list[str], lengths: list[int], episod
     return out
 
 
-def _play_round(env, act: ActFn, seed: int, lengths: list[int], workflow: Workflow | None, rank: torch.Tensor,
+def _play_round(env, act: ActFn, seed: int, lengths: list[int], count: bool, rank: torch.Tensor,
                 device: str) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """One episode of ``max(lengths)`` steps in every env of ``env`` from ``reset(seed)``: per length, each env's
-    running return and its compliant and violating fix counts after that many steps."""
+    running return and (``count``) its compliant and violating fix counts after that many steps under the type
+    ranks ``rank`` ((5,), or (N, 5): each env's own workflow)."""
     stepper = TorchStepper(env, device)
     obs, access = stepper.reset(seed=seed)
     tracker = ComplianceTracker(env.num_envs, device)
@@ -121,7 +122,7 @@ def _play_round(env, act: ActFn, seed: int, lengths: list[int], workflow: Workfl
     for t in range(max(lengths)):
         a = act(obs, t).to(torch.int64)
         step = stepper.step(a)
-        if workflow is not None:
+        if count:
             tracker.step(a, access, rank, 0.0)
         ret += step.reward.to(torch.float64)
         obs, access = step.obs.clone(), step.access.clone()
@@ -131,12 +132,62 @@ def _play_round(env, act: ActFn, seed: int, lengths: list[int], workflow: Workfl
     return out
 
 
+def evaluate_workflows(make_act: Callable[[torch.Tensor], ActFn], workflows: list[Workflow], red_agents: list[str],
+                       lengths: list[int], episodes: int = 100, engine: str = "native", seed: int = EVAL_SEED,
+                       device: str = "cpu", batch: int = 4096, **engine_options) -> list[tuple[str, EvalResult]]:
+    """The cells of :func:`evaluate_cells` for many workflows at once: ``episodes`` fresh episodes per workflow and
+    red agent, every workflow's episodes in the same vector env, each env under its own workflow (its encoding in
+    the policy input, its type ranks for compliance), instead of one evaluation per workflow.
+
+    ``make_act(encodings)``: the acting function for a round whose envs carry ``encodings`` (N, 25). Per red agent
+    the (workflow, episode) pairs are dealt round-robin over the workflows into rounds of up to ``batch`` envs,
+    round r seeded ``seed + 7919 r`` as in :func:`evaluate_cells` (so each workflow's episodes are independent of
+    the others' count, not paired with them). Returns (workflow codes, result) per red agent, workflow and length,
+    in that order."""
+    reds = [parse_red_agent(r) for r in red_agents]
+    w_count = len(workflows)
+    total = w_count * episodes
+    n = min(batch, total)
+    enc = torch.as_tensor(np.stack([w.encode() for w in workflows]), device=device)
+    ranks = torch.as_tensor(np.stack([w.rank for w in workflows]), device=device)
+    sums = {(r, L): np.zeros((3, w_count, episodes)) for r in reds for L in lengths}   # return, compliant, violating
+    for red in reds:
+        env = make_vector_env(n, red, engine=engine, episode_length=max(lengths), device=device, seed=seed,
+                              **engine_options)
+        try:
+            for round_, start in enumerate(range(0, total, n)):
+                flat = np.arange(start, start + n) % total   # a last partial round plays extra envs, not counted
+                wf, ep = flat % w_count, flat // w_count
+                take = min(n, total - start)
+                idx = torch.as_tensor(wf, device=device)
+                out = _play_round(env, make_act(enc[idx]), seed + 7919 * round_, lengths, True, ranks[idx], device)
+                for L, cols in out.items():
+                    for i, col in enumerate(cols):
+                        sums[(red, L)][i, wf[:take], ep[:take]] = col[:take]
+        finally:
+            env.close()
+    results = []
+    for red in reds:
+        for j, w in enumerate(workflows):
+            for L in lengths:
+                ret, comp, viol = sums[(red, L)][:, j]
+                std = float(ret.std(ddof=1)) if episodes > 1 else 0.0
+                fixes = float(comp.sum() + viol.sum())
+                results.append((w.codes, EvalResult(red, L, episodes, float(ret.mean()), std,
+                                                    1.96 * std / math.sqrt(episodes),
+                                                    float(comp.sum()) / fixes if fixes else None, int(fixes))))
+    return results
+
+
 # ----------------------------------------------------------------------------------------------------- baselines
-def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.Generator | None = None) -> ActFn:
-    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent); an agent with an
-    episode memory (``--decoy-memory``, ``--red-memory``) keeps it from step ``t`` 0 of each episode on, as in
-    training (``rl.memory``)."""
-    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
+def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.Generator | None = None,
+              encodings: torch.Tensor | None = None) -> ActFn:
+    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent), or with
+    ``encodings`` (N, 25) each env under its own (``evaluate_workflows``); an agent with an episode memory
+    (``--decoy-memory``, ``--red-memory``) keeps it from step ``t`` 0 of each episode on, as in training
+    (``rl.memory``)."""
+    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32)) \
+        if encodings is None else encodings
     memory, mem = agent.memory, None
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:

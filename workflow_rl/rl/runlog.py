@@ -16,7 +16,10 @@ from workflow_rl.workflow import Workflow
 
 LOG_COLUMNS = ["workflow_id", "workflow", "update", "episodes", "total_episodes", "env_reward", "alignment_bonus",
                "total_reward", "compliance", "compliance_env_mean", "avg_fixes", "collection_time", "update_time",
-               "sps", "global_step", "mean100", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"]
+               "sps", "global_step", "mean100", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
+               "compliance_worst", "worst_workflow"]
+"""``compliance_worst``, ``worst_workflow``: a run across workflows' least compliant workflow over its last 20
+episodes (``compliance.WorkflowWindow``); empty (NaN) for one workflow."""
 
 
 def episode_stats(fin: dict) -> dict:
@@ -60,8 +63,12 @@ class RunLog:
             path = self.out / "training_log.csv"
             fresh = row["update"] == 1 or not path.exists()
             self.out.mkdir(parents=True, exist_ok=True)
+            columns = list(self.prefix) + LOG_COLUMNS
+            if not fresh:   # continue the file's own columns (a log begun by an older version has fewer)
+                with open(path, newline="") as f:
+                    columns = next(csv.reader(f), None) or columns
             self._file = open(path, "w" if fresh else "a", newline="")
-            self._writer = csv.DictWriter(self._file, fieldnames=list(self.prefix) + LOG_COLUMNS)
+            self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
             if fresh:
                 self._writer.writeheader()
         self._writer.writerow({**self.prefix, **row})

@@ -45,11 +45,16 @@ def passed_gate(stop_reason: str | None) -> bool:
 
 
 def gate_fires(cfg: TrainConfig, conditioned: bool, min_episodes_done: int, counted: float,
-               compliance: float) -> bool:
+               compliance: float, worst: float = 1.0) -> bool:
     """Whether an update passes the compliance gate: it needs a workflow, every env past ``min_episodes``, at
-    least ``min_fixes`` counted fixes in the update's finished episodes and batch compliance >= the threshold."""
+    least ``min_fixes`` counted fixes in the update's finished episodes and batch compliance >= the threshold.
+
+    A run across workflows pools the update's episodes whatever their workflows (the same batch compliance) and
+    also needs ``worst``, the least compliant workflow's compliance over its last episodes
+    (``compliance.WorkflowWindow``; NaN until every trained workflow has its window), >= the threshold: a
+    mixture passes when every workflow complies, not on average. One workflow: ``worst`` 1.0."""
     return (conditioned and min_episodes_done >= cfg.min_episodes and counted >= max(1, cfg.min_fixes)
-            and compliance >= cfg.compliance_threshold)
+            and compliance >= cfg.compliance_threshold and worst >= cfg.compliance_threshold)
 
 
 def stop_rule(cfg: TrainConfig, min_episodes_done: int, total_episodes: int, gate_at: int | None) -> str | None:

@@ -10,7 +10,7 @@ from workflow_rl.rl.checkpoint import RunState
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.runlog import RunLog, run_summary
 from workflow_rl.rl.schedule import most_episodes
-from workflow_rl.workflow import Workflow
+from workflow_rl.workflow import Workflow, WorkflowMix, all_workflows
 
 
 @dataclass(kw_only=True)
@@ -33,6 +33,21 @@ class Slot(RunState):
     (``BatchedTrainer.extend``) or be made final (``BatchedTrainer.cut``). An elastic search's slots."""
     waiting: bool = False
     """the run is at its claim, not stopped, and trains no further until ``extend`` or ``cut``."""
+    mix: WorkflowMix | None = None
+    """a run across workflows (``--workflow`` a list; ``workflow`` is then None): each env draws its own."""
+
+    @property
+    def conditioned(self) -> bool:
+        """Whether the run has workflows to comply with (one, or a mixture), as opposed to plain PPO."""
+        return self.workflow is not None or self.mix is not None
+
+    def worst(self) -> tuple[str, float]:
+        """A run across workflows: the least compliant workflow over its recent episodes and that compliance
+        (``WorkflowWindow``); ("", NaN) for a single workflow."""
+        if self.mix is None:
+            return "", float("nan")
+        w, c = self.window.worst()
+        return ("" if w is None else all_workflows()[w].codes), c
 
     @property
     def allowance(self) -> int:
@@ -60,5 +75,10 @@ class Slot(RunState):
         self.claim, self.waiting = claim, self.waiting and claim <= self.total_episodes
 
     def summary(self) -> dict:
-        return run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
-                           self.stop_reason, self.recent, self.gate_episodes)
+        out = run_summary(self.cfg, self.workflow, self.total_episodes, self.update, self.last_compliance,
+                          self.stop_reason, self.recent, self.gate_episodes)
+        if self.mix is not None:
+            worst, c = self.worst()
+            out.update(workflows=[w.codes for w in self.mix.train], held_out=[w.codes for w in self.mix.held_out],
+                       compliance_worst=None if c != c else c, worst_workflow=worst or None)
+        return out

@@ -17,6 +17,14 @@ fixes were counted; the *gate*), every env finished ``max_episodes`` episodes, o
 is spent; after the gate it trains ``post_gate_episodes`` more episodes per env (``rl.schedule.stop_rule``).
 Ctrl-C finishes the current update, saves and exits.
 
+A run across workflows (``--workflow all``, 'named' or a ';' list, ``--hold-out``; ``workflow.WorkflowMix``) is a
+slot whose envs each play their own workflow: at every episode end each env draws its next one from its own
+counter-based stream (seed, env, episode), its encoding goes into its policy input and its type ranks into its
+compliance counts and alignment reward. Batch compliance pools every finished episode; the log adds the least
+compliant workflow over its last 20 episodes (``compliance.WorkflowWindow``), and the gate also needs that to reach
+the threshold once every workflow has 20 episodes (``schedule.gate_fires``). The draws need no state of their own:
+a resumed run recomputes them from its step counter.
+
 With several slots, slots change only between episodes: envs start together and episodes have one fixed length,
 and every stop rule is decided on finished episodes, so a slot always stops at an episode boundary, where its envs
 have just started fresh episodes for the next workflow. Slot checkpoints are taken there and need no engine state:
@@ -36,7 +44,7 @@ import torch
 
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save, check_same_run
-from workflow_rl.rl.compliance import ComplianceTracker
+from workflow_rl.rl.compliance import ComplianceTracker, WorkflowWindow
 from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
@@ -53,12 +61,13 @@ _SHARED = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
 
 
-ENDED = ("compliant", "violations", "neutral", "env_return", "align_return", "ended")
+ENDED = ("compliant", "violations", "neutral", "env_return", "align_return", "ended", "workflow_id")
 """What a rollout records per env at each episode end, read on the host after the rollout (``_hand_over``)."""
 
 
 def _empty_finished() -> dict:
-    return {"env_return": [], "align_return": [], "compliant": [], "violations": [], "neutral": []}
+    return {"env_return": [], "align_return": [], "compliant": [], "violations": [], "neutral": [],
+            "workflow_id": []}
 
 
 class BatchedTrainer:
@@ -97,6 +106,9 @@ class BatchedTrainer:
         """whether the engine's state can be checkpointed mid-episode (the native engines, not real CybORG)."""
         self.wf_enc = torch.zeros((self.q, self.n, WORKFLOW_DIM), device=self.device)
         self.rank = torch.arange(5, device=self.device).repeat(total, 1)
+        self.wf_id = torch.full((total,), -1, dtype=torch.int64, device=self.device)
+        """per env, the index (``Workflow.index``) of the workflow its episode plays, -1 for plain PPO: with
+        ``wf_enc`` and ``rank``, switched at episode ends to each env's next draw in a run across workflows."""
         self.tracker = ComplianceTracker(total, self.device)
         self.lam = torch.zeros(total, dtype=torch.float64, device=self.device)   # alignment lambda per env
         self.ep_env_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
@@ -130,7 +142,8 @@ class BatchedTrainer:
             if getattr(cfg, name) != getattr(self.cfg, name):
                 raise ValueError(f"a batch shares {name}: {getattr(cfg, name)!r} differs from "
                                  f"{getattr(self.cfg, name)!r}")
-        wf = Workflow.parse(cfg.workflow) if cfg.workflow is not None else None
+        mix = cfg.mixture()
+        wf = Workflow.parse(cfg.workflow) if cfg.workflow is not None and mix is None else None
         if checkpoint is not None:
             state = checkpoint["agent"]
         elif init_agent_state is not None:
@@ -146,17 +159,31 @@ class BatchedTrainer:
         slot = Slot(**{f.name: getattr(run, f.name) for f in dataclasses.fields(RunState)}, cfg=cfg, workflow=wf,
                     out=out, ckpt_dir=Path(checkpoint_dir) if checkpoint_dir else out / "checkpoints",
                     log=RunLog(out, log_prefix, cfg.tensorboard), saved_update=run.update, claim=claim,
-                    pauses=pauses)
+                    pauses=pauses, mix=mix)
         rows = slice(k * self.n, (k + 1) * self.n)
-        self.wf_enc[k] = torch.as_tensor(wf.encode() if wf else np.zeros(WORKFLOW_DIM, np.float32),
-                                         device=self.device)
-        self.rank[rows] = torch.as_tensor(wf.rank if wf else np.arange(5), device=self.device)
-        self.lam[rows] = cfg.alignment_lambda if wf else 0.0
+        if mix is not None:
+            slot.window = WorkflowWindow(mix.ids(), run.window)
+            enc, rank, ids = self._draw_workflows(k, slot, slot.global_step // self.cfg.episode_length)
+        else:
+            enc = torch.as_tensor(wf.encode() if wf else np.zeros(WORKFLOW_DIM, np.float32))
+            rank, ids = torch.as_tensor(wf.rank if wf else np.arange(5)), wf.index if wf else -1
+        self.wf_enc[k] = enc.to(self.device)
+        self.rank[rows] = rank.to(self.device)
+        self.wf_id[rows] = ids if isinstance(ids, int) else ids.to(self.device)
+        self.lam[rows] = cfg.alignment_lambda if slot.conditioned else 0.0
         if checkpoint is not None:
             trim_log(out / "training_log.csv", slot.update)
         write_config(out, cfg)
         self.slots[k] = slot
         return slot
+
+    def _draw_workflows(self, k: int, slot: Slot, episode: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encodings (n, 25), type ranks (n, 5) and workflow indices (n,) that slot ``k``'s envs (a run across
+        workflows) play in the run's episode ``episode``: each env's own draw (``WorkflowMix.draw``; env numbers
+        are the batch's, so the seeds of ``train --seeds`` draw apart)."""
+        i = slot.mix.draw(slot.cfg.seed, range(k * self.n, (k + 1) * self.n), episode)
+        return (torch.as_tensor(slot.mix.encodings()[i]), torch.as_tensor(slot.mix.ranks()[i]),
+                torch.as_tensor(slot.mix.ids()[i]))
 
     def release(self, k: int) -> Slot:
         """Empty slot ``k`` (its envs keep stepping, masked out of every update, until a run takes it)."""
@@ -236,13 +263,19 @@ class BatchedTrainer:
         ep = episode_stats(fin)
         counted = ep.pop("counted")
         s.finish_update(steps, fin["env_return"], ep["compliance"], counted)
-        row = {"workflow_id": s.workflow.index if s.workflow else -1,
-               "workflow": str(s.workflow) if s.workflow else "none", "update": s.update,
+        if s.mix is not None:
+            s.window.add(fin["workflow_id"], fin["compliant"], fin["violations"])
+        worst, c_worst = s.worst()
+        label = str(s.workflow) if s.workflow else (f"mix of {len(s.mix.train)}" if s.mix else "none")
+        row = {"workflow_id": s.workflow.index if s.workflow else -1, "workflow": label, "update": s.update,
                "total_episodes": s.total_episodes, **ep, "collection_time": t_collect, "update_time": t_update,
-               "sps": sps, "global_step": s.global_step, "mean100": mean_or_nan(list(s.recent)), **stats}
+               "sps": sps, "global_step": s.global_step, "mean100": mean_or_nan(list(s.recent)), **stats,
+               "compliance_worst": c_worst, "worst_workflow": worst}
         s.log.write(row)
         done = int(s.episodes_per_env.min())
-        if s.gate_at is None and gate_fires(s.cfg, s.workflow is not None, done, counted, s.last_compliance):
+        # a run across workflows: the worst workflow's compliance over full windows must pass the gate too
+        worst_ok = 1.0 if s.mix is None else (c_worst if s.window.full() else float("nan"))
+        if s.gate_at is None and gate_fires(s.cfg, s.conditioned, done, counted, s.last_compliance, worst_ok):
             s.gate_at, s.gate_episodes = done, s.total_episodes
         s.stop_reason = stop_rule(s.cfg, done, s.total_episodes, s.gate_at)
         if s.stop_reason is None and s.total_episodes >= s.allowance:
@@ -272,6 +305,7 @@ class BatchedTrainer:
         # host without reading the device
         ends = tuple(t for t in range(steps) if (self.global_step + t + 1) % c.episode_length == 0)
         b = self._buffers(steps, len(ends))
+        self._next_workflows(b, ends)
         self.segments.run((steps, ends), self._segment, b, ends)
         finished = [_empty_finished() for _ in range(q)]
         for e in range(len(ends)):      # the one host read of the rollout: the episodes that ended in it
@@ -288,6 +322,22 @@ class BatchedTrainer:
                         per_member(ret), per_member(b["value"]))
         return batch, mask, finished
 
+    def _next_workflows(self, b: dict, ends: tuple[int, ...]) -> None:
+        """Fill ``b``'s next-workflow buffers: what every env plays after each episode end of the coming segment
+        (a run across workflows: each env's next draw; otherwise its workflow as now). Written on the host before
+        the segment, so the segment itself only copies them in (capturable)."""
+        for e, t in enumerate(ends):
+            b["next_enc"][e].copy_(self.wf_enc)
+            b["next_rank"][e].copy_(self.rank)
+            b["next_id"][e].copy_(self.wf_id)
+            for k, s in enumerate(self.slots):
+                if s is not None and s.mix is not None:
+                    enc, rank, ids = self._draw_workflows(k, s, (s.global_step + t + 1) // self.cfg.episode_length)
+                    rows = slice(k * self.n, (k + 1) * self.n)
+                    b["next_enc"][e, k] = enc.to(self.device)
+                    b["next_rank"][e, rows] = rank.to(self.device)
+                    b["next_id"][e, rows] = ids.to(self.device)
+
     def _buffers(self, steps: int, n_ends: int) -> dict:
         """The fixed buffers a rollout of ``steps`` steps with ``n_ends`` episode ends is written into, allocated once
         per shape (a segment replayed as a CUDA graph writes into the same memory every time)."""
@@ -300,8 +350,12 @@ class BatchedTrainer:
                 "actions": torch.zeros(shape, dtype=torch.int64, device=dev),
                 **{k: torch.zeros(shape, device=dev) for k in ("logprob", "value", "reward", "final_value", "ends")},
                 "last_value": torch.zeros((q, n), device=dev),
-                # per episode end: compliant, violations, neutral, env return, alignment return, ended (per env)
-                "ended": torch.zeros((n_ends, len(ENDED), q * n), dtype=torch.float64, device=dev)}
+                # per episode end: compliant, violations, neutral, env return, alignment return, ended, workflow
+                "ended": torch.zeros((n_ends, len(ENDED), q * n), dtype=torch.float64, device=dev),
+                # per episode end: each env's workflow from then on (``_next_workflows``)
+                "next_enc": torch.zeros((n_ends, q, n, WORKFLOW_DIM), device=dev),
+                "next_rank": torch.zeros((n_ends, q * n, 5), dtype=torch.int64, device=dev),
+                "next_id": torch.zeros((n_ends, q * n), dtype=torch.int64, device=dev)}
         return self._rollout_buffers[key]
 
     def _segment(self, b: dict, ends: tuple[int, ...]) -> None:
@@ -334,14 +388,19 @@ class BatchedTrainer:
                     # bootstrap the time-limit end with the value of the episode's last observation
                     b["final_value"][t] = self.agents.value(self._x(final_obs), params)
                     b["ends"][t] = trunc.view(q, n)
-                    rec = b["ended"][ends.index(t)]
+                    e = ends.index(t)
+                    rec = b["ended"][e]
                     for i, src in enumerate((tr.compliant, tr.violations, tr.neutral, self.ep_env_ret,
-                                             self.ep_align_ret, trunc)):
+                                             self.ep_align_ret, trunc, self.wf_id)):
                         rec[i].copy_(src)
                     tr.clear(trunc)
                     self.ep_env_ret.masked_fill_(trunc, 0)
                     self.ep_align_ret.masked_fill_(trunc, 0)
                     forget(self.mem, trunc)
+                    # the new episodes' workflows (every env's episode ends here: fixed length, common start)
+                    self.wf_enc.copy_(b["next_enc"][e])
+                    self.rank.copy_(b["next_rank"][e])
+                    self.wf_id.copy_(b["next_id"][e])
                 self.memory.saw(self.mem, obs)
                 x = self._x(obs)   # the next step's input: after a new episode's memory reset
                 self.obs.copy_(out.obs)
@@ -358,9 +417,10 @@ class BatchedTrainer:
             fin = finished[k]
             fin["env_return"] += rec["env_return"][k, sel].tolist()
             fin["align_return"] += rec["align_return"][k, sel].tolist()
-            counted = self.slots[k].workflow is not None   # unconditioned runs have no workflow to comply with
+            counted = self.slots[k].conditioned   # unconditioned runs have no workflow to comply with
             for key in ("compliant", "violations", "neutral"):
                 fin[key] += (rec[key][k, sel] * counted).tolist()
+            fin["workflow_id"] += rec["workflow_id"][k, sel].astype(np.int64).tolist()
             self.slots[k].episodes_per_env[sel] += 1
 
     def _collect_from_workers(self, active: np.ndarray):
@@ -520,6 +580,9 @@ class Trainer:
 
     def _line(self, row: dict) -> str:
         comp = "  n/a " if math.isnan(row["compliance"]) else f"{row['compliance']:.3f}"
+        if self.slot.mix is not None:   # across workflows: pooled, then the worst workflow's (last 20 episodes)
+            worst = "n/a" if math.isnan(row["compliance_worst"]) else f"{row['compliance_worst']:.3f}"
+            comp += f" (worst {worst} {row['worst_workflow']})"
         return (f"Reward: {row['env_reward']:8.2f} | Length: {self.cfg.episode_length} | "
                 f"Mean(100): {row['mean100']:8.2f} | Compliance: {comp} | n_completed_episodes: "
                 f"{row['episodes']} | n_envs: {self.cfg.n_envs} | SPS: {row['sps']:,.0f}")

@@ -107,6 +107,19 @@ def best_set_statement(rows: list[dict], effect: dict | None = None) -> str:
 def load_ground_truth(path: str | Path, cfg) -> dict[str, dict]:
     """{workflow codes: row} of a ground_truth.csv written under ``cfg``'s protocol; a ValueError naming the
     problem (missing, malformed, another protocol) otherwise."""
+    table, rows = read_ground_truth(path)
+    want = {k: str(v) for k, v in protocol(cfg).items()}
+    for k, v in want.items():
+        got = {r[k] for r in rows}
+        if got != {v} and not _same_number(got, v):
+            raise ValueError(f"--ground-truth {path} was measured with {k} {', '.join(sorted(got))}, this search "
+                             f"uses {v}: use a ground truth of the same protocol")
+    return table
+
+
+def read_ground_truth(path: str | Path) -> tuple[dict[str, dict], list[dict]]:
+    """({workflow codes: row}, the rows as read) of a ground_truth.csv, whatever its protocol (``mean`` a float,
+    ``eligible`` a bool in the table); a ValueError naming the problem (missing, malformed) otherwise."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"--ground-truth {path}: no such file (write one with `workflow-rl search --exhaustive "
@@ -121,13 +134,7 @@ def load_ground_truth(path: str | Path, cfg) -> dict[str, dict]:
                                                         "eligible": r["eligible"] == "True"} for r in rows}
     except (ValueError, csv.Error, UnicodeDecodeError) as e:
         raise ValueError(f"--ground-truth {path} is not a ground_truth.csv ({e})") from None
-    want = {k: str(v) for k, v in protocol(cfg).items()}
-    for k, v in want.items():
-        got = {r[k] for r in rows}
-        if got != {v} and not _same_number(got, v):
-            raise ValueError(f"--ground-truth {path} was measured with {k} {', '.join(sorted(got))}, this search "
-                             f"uses {v}: use a ground truth of the same protocol")
-    return table
+    return table, rows
 
 
 def _same_number(got: set[str], want: str) -> bool:
