@@ -3,6 +3,9 @@
 phase, the calls and the confidence set, bad input."""
 import csv
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,6 +129,18 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     resumed.run()
     assert _log(tmp_path / "part") == _log(tmp_path / "full")
 
+    # the measurement script scores it against a ground truth and the universal agent's own calls
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "universal_search.py"), str(tmp_path / "full"),
+                        "--ground-truth", str(root / "benchmarks/results/ground_truth/ground_truth.csv"),
+                        "--out", str(tmp_path / "score")], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = next(csv.DictReader(open(tmp_path / "score" / "universal_search.csv")))
+    screen = list(csv.DictReader(open(tmp_path / "full" / "screen.csv")))
+    assert int(row["agree_universal"]) == sum(x["eligible"] == x["universal_eligible"] for x in screen)
+    assert int(row["confidence_set_size"]) == summary["confidence_set_size"]
+    assert row["answer"] == summary["best_workflow_codes"] and row["universal_episodes_counted"] == "0"
+
 
 @pytest.mark.parametrize("kw,match", [
     (dict(universal_fraction=0.0), r"in \(0, 1\)"),
@@ -148,3 +163,18 @@ def test_cli_bad_universal_fraction_one_line(tmp_path, capsys):
     rc, out, err = run_main(["search", "--universal-fraction", "1.5", "--out", str(tmp_path / "x")], capsys)
     assert rc == 2 and err.startswith("error:") and "--universal-fraction" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("edit,match", [
+    ({"phase": "warmup"}, "phase 'warmup'"),
+    ({"universal_episodes": -1}, "universal_episodes"),
+    ({"universal_episodes": 8}, "episodes_used 0 is not the sum"),
+    ({"screen": [{"workflow": "D,E,OS,OH,U", "observed_reward": "high", "observed_ci95": 0.1}]}, "observed_reward"),
+])
+def test_an_edited_universal_state_is_refused(tmp_path, edit, match):
+    from workflow_rl.search.records import SearchState
+
+    path = tmp_path / "search_state.json"
+    path.write_text(json.dumps({**SearchState(config={}).to_dict(), **edit}))
+    with pytest.raises(ValueError, match=match):
+        SearchState.load(path)
