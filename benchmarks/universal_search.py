@@ -70,9 +70,9 @@ def score(run: Path, table: dict, evaluation: dict[str, bool] | None) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| run | universal agent | counted | answer | value | vs GT best | answer in GT | calls eligible | "
-             "agree (universal) | agree (GT) | CS size | CS keeps ineligible | wall s |",
-             "|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    header = ("| run | universal agent | counted | answer | value | vs GT best | answer in GT | calls eligible | "
+              "agree (universal) | agree (GT) | CS size | CS keeps ineligible | wall s |")
+    lines = [header, "|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         gt = ("not in GT" if r["answer_gt_mean"] is None else
               f"{r['answer_gt_mean']:.2f}, {'eligible' if r['answer_gt_eligible'] else 'INELIGIBLE'}")

@@ -74,8 +74,8 @@ def test_own_universal_agent_counts_in_the_budget_and_resumes_in_every_phase(tmp
     assert (tmp_path / "full" / "universal" / "checkpoints" / "latest.pt").is_file()
     u = summary["universal"]
     assert u["training_episodes_counted"] == 48 and "part of the budget" in u["budget_note"]
-    assert u["calls_eligible"] + u["calls_ineligible"] == 120 == len(list(csv.DictReader(
-        open(tmp_path / "full" / "screen.csv"))))
+    with open(tmp_path / "full" / "screen.csv") as f:
+        assert u["calls_eligible"] + u["calls_ineligible"] == 120 == len(list(csv.DictReader(f)))
     assert u["confidence_set_keeps_ineligible"] == 0
     assert "two-fidelity" in summary["confidence_set_method"]
 
@@ -133,10 +133,12 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, str(root / "benchmarks" / "universal_search.py"), str(tmp_path / "full"),
                         "--ground-truth", str(root / "benchmarks/results/ground_truth/ground_truth.csv"),
-                        "--out", str(tmp_path / "score")], capture_output=True, text=True, cwd=root)
+                        "--out", str(tmp_path / "score")], capture_output=True, text=True, cwd=root, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    row = next(csv.DictReader(open(tmp_path / "score" / "universal_search.csv")))
-    screen = list(csv.DictReader(open(tmp_path / "full" / "screen.csv")))
+    with open(tmp_path / "score" / "universal_search.csv") as f:
+        row = next(csv.DictReader(f))
+    with open(tmp_path / "full" / "screen.csv") as f:
+        screen = list(csv.DictReader(f))
     assert int(row["agree_universal"]) == sum(x["eligible"] == x["universal_eligible"] for x in screen)
     assert int(row["confidence_set_size"]) == summary["confidence_set_size"]
     assert row["answer"] == summary["best_workflow_codes"] and row["universal_episodes_counted"] == "0"
@@ -160,7 +162,7 @@ def test_bad_universal_settings(tmp_path, kw, match):
 def test_cli_bad_universal_fraction_one_line(tmp_path, capsys):
     from tests.helpers import run_main
 
-    rc, out, err = run_main(["search", "--universal-fraction", "1.5", "--out", str(tmp_path / "x")], capsys)
+    rc, _, err = run_main(["search", "--universal-fraction", "1.5", "--out", str(tmp_path / "x")], capsys)
     assert rc == 2 and err.startswith("error:") and "--universal-fraction" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
 
