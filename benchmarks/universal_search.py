@@ -10,7 +10,9 @@ Per search (one row of ``OUT/universal_search.csv``, and ``OUT/universal_search.
   evaluation otherwise) agree with the universal agent's own evaluation (``--evaluation``: an ``evaluate AGENT
   --workflow all`` workflows.csv at the search's protocol; without it, the evaluation the search made itself) and
   with the ground truth's eligibility, listing the workflows where they differ from the ground truth;
-* its 95% confidence set's size and whether it keeps any workflow it calls ineligible;
+* its 95% confidence set's size, whether it keeps any workflow it calls ineligible and whether it keeps the ground
+  truth's best; and the same for the set this code computes from the search's saved observations (``_now``: a
+  search run by an earlier version is re-scored with today's model);
 * its answer's held-out value against the ground truth's best eligible value, and the answer's own ground-truth
   mean and eligibility (the simple regret is the difference of ground-truth means);
 * episodes counted, fine-tuned workflows and wall time.
@@ -28,7 +30,8 @@ COLUMNS = ["run", "strategy", "search_seed", "universal", "universal_episodes_co
            "fine_tuned", "answer", "answer_value", "answer_ci95", "answer_eligible", "gt_best", "gt_best_value",
            "answer_minus_gt_best", "answer_gt_mean", "answer_gt_eligible", "regret", "calls_eligible",
            "agree_universal", "agree_ground_truth", "differ_from_ground_truth", "confidence_set_size",
-           "confidence_set_keeps_ineligible", "wall_time_s"]
+           "confidence_set_keeps_ineligible", "confidence_set_keeps_gt_best", "confidence_set_size_now",
+           "confidence_set_keeps_gt_best_now", "wall_time_s"]
 
 
 def _true(x) -> bool:
@@ -49,6 +52,7 @@ def score(run: Path, table: dict, evaluation: dict[str, bool] | None) -> dict:
     gt_answer = table.get(answer)
     differ = sorted(w for w in calls if w in gt_ok and calls[w] != gt_ok[w])
     u = summary["universal"]
+    now = _set_now(run)
     return {
         "run": run.name, "strategy": summary["strategy"], "search_seed": state["config"]["seed"],
         "universal": u["agent"], "universal_episodes_counted": u["training_episodes_counted"],
@@ -65,14 +69,26 @@ def score(run: Path, table: dict, evaluation: dict[str, bool] | None) -> dict:
         "differ_from_ground_truth": ";".join(differ),
         "confidence_set_size": summary["confidence_set_size"],
         "confidence_set_keeps_ineligible": u["confidence_set_keeps_ineligible"],
+        "confidence_set_keeps_gt_best": best["workflow"] in summary["confidence_set"],
+        "confidence_set_size_now": len(now), "confidence_set_keeps_gt_best_now": best["workflow"] in now,
         "wall_time_s": summary["wall_time_s"],
     }
 
 
+def _set_now(run: Path) -> list[str]:
+    """The 95% confidence set this code computes from the search's saved observations."""
+    from workflow_rl.search.answer import confidence_set
+    from workflow_rl.search.records import SearchState
+
+    state = SearchState.load(run / "search_state.json")
+    cfg = state.config
+    return confidence_set(state.iterations, cfg["compliance_threshold"], cfg["seed"], state.screen)["workflows"]
+
+
 def markdown(rows: list[dict]) -> str:
     header = ("| run | universal agent | counted | answer | value | vs GT best | answer in GT | calls eligible | "
-              "agree (universal) | agree (GT) | CS size | CS keeps ineligible | wall s |")
-    lines = [header, "|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+              "agree (universal) | agree (GT) | CS size | CS keeps ineligible | CS keeps GT best | CS now | wall s |")
+    lines = [header, "|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|"]
     for r in rows:
         gt = ("not in GT" if r["answer_gt_mean"] is None else
               f"{r['answer_gt_mean']:.2f}, {'eligible' if r['answer_gt_eligible'] else 'INELIGIBLE'}")
@@ -80,7 +96,8 @@ def markdown(rows: list[dict]) -> str:
                      f"{r['answer_value']:.2f} ± {r['answer_ci95']:.2f} | {r['answer_minus_gt_best']:+.2f} | {gt} | "
                      f"{r['calls_eligible']} | {r['agree_universal']}/120 | {r['agree_ground_truth']}/120 | "
                      f"{r['confidence_set_size']} | {r['confidence_set_keeps_ineligible']} | "
-                     f"{r['wall_time_s']:.0f} |")
+                     f"{'yes' if r['confidence_set_keeps_gt_best'] else 'no'} | {r['confidence_set_size_now']}, GT best "
+                     f"{'in' if r['confidence_set_keeps_gt_best_now'] else 'out'} | {r['wall_time_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -41,6 +41,19 @@ def test_two_fidelity_gp_learns_the_fine_tuning_noise():
     assert F.fit(noisy).offset == pytest.approx(1.0, abs=0.8)
 
 
+def test_a_workflows_own_fine_tuning_deviation_is_part_of_its_value():
+    """An untried workflow keeps the fine-tuning spread tau in its posterior (it could land anywhere within it); a
+    fine-tuned one is worth what its fine-tuning gave, not that value shrunk back towards its universal one."""
+    high = list(range(0, 120, 6))
+    f, obs = _synthetic(1.0, high, noise=1.5)
+    model = F.fit(obs)
+    mu, cov = F.posterior_high(model, list(all_workflows()))
+    sd = np.sqrt(np.diag(cov))
+    untried = [i for i in range(120) if i not in high]
+    assert sd[untried].min() >= 0.9 * model.tau
+    assert np.allclose(mu[high], obs.y[120:], atol=0.05) and sd[high].max() < 0.2 * model.tau
+
+
 def test_without_high_observations_the_offset_is_zero():
     f, obs = _synthetic(0.0, [])
     model = F.fit(obs)

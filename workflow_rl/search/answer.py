@@ -73,7 +73,7 @@ def _universal_set(records: list[Record], screened: list, threshold: float, best
     (mu, cov), model = universal.posterior(records, screened)
     keep = posterior_confidence_set(mu, cov, ref, candidates, ALPHA)
     method = (f"two-fidelity GP posterior (all {len(screened)} workflows under the universal agent, {len(records)} "
-              f"fine-tuned; fine-tuning offset {model.offset:+.2f}, its noise sd {model.tau:.2f}), Holm-corrected "
+              f"fine-tuned; fine-tuning offset {model.offset:+.2f}, its spread across workflows sd {model.tau:.2f}), Holm-corrected "
               f"one-sided z-tests of the answer against each of {len(candidates) - 1} candidates (not called "
               "ineligible), family-wise 95%")
     return {"workflows": [all_workflows()[i].codes for i in keep], "method": method}

@@ -4,22 +4,27 @@ value after the search fine-tunes that agent under the workflow, the search's us
 
 Model (standardised targets):
 
-    y_low(w)  = m     + f(w) + e,   e ~ N(0, se_w^2)            se_w: the evaluation's own standard error
-    y_high(w) = m + d + f(w) + e',  e' ~ N(0, v_w + tau^2)      v_w: its seeds' squared standard error (0 for one)
-    f ~ GP(0, s^2 exp(-||phi(w) - phi(w')||^2 / (2 l^2)))       the Mallows kernel of ``gp``
+    y_low(w)  = m     + f(w)        + e,   e ~ N(0, se_w^2)      se_w: the evaluation's own standard error
+    y_high(w) = m + d + f(w) + g(w) + e',  e' ~ N(0, v_w)        v_w: its seeds' squared standard error (0 for one)
+    f ~ GP(0, s^2 exp(-||phi(w) - phi(w')||^2 / (2 l^2)))        the Mallows kernel of ``gp``
+    g(w) ~ N(0, tau^2), independent per workflow                 what fine-tuning adds beyond the shift d
 
 Why this form, and not a fidelity input with its own correlation length: every high observation starts from the
 same weights and gets the same further training, so what fine-tuning adds is, to first order, one shift ``d`` (the
 gain of the extra episodes) shared by all workflows, and what it adds beyond that differs from workflow to workflow
-the way training outcomes do (seed noise): ``tau^2``. Both are learned from the data (``d`` by generalised least
+the way training outcomes do: ``g``, of variance ``tau^2``. Both are learned from the data (``d`` by generalised least
 squares together with the mean ``m``; ``s``, ``l`` and ``tau`` by maximising the profile likelihood), which needs
 only two numbers beyond the single-fidelity GP - a search has a handful of high observations, too few to fit a
 second kernel. The low observations' noise is known (500 episodes' standard error), so it is not fitted. With no
 high observation yet ``d`` is not identified and is 0 (it shifts every workflow alike, so no pick or comparison
 depends on it).
 
-A workflow's value is ``m + d + f(w)``: the posterior over it (``posterior_high``) is what UCB and the confidence
-set read; ``tau^2`` is observation noise, taken off as the single-fidelity GP takes off its white-noise level.
+A workflow's value is its fine-tuned value ``m + d + f(w) + g(w)``: the posterior over it (``posterior_high``) is
+what UCB and the confidence set read. ``g`` is part of it, not noise to take off: with one seed per workflow a
+fine-tuned workflow's own deviation cannot be told from seed noise, and a workflow not yet fine-tuned could land
+anywhere within ``tau`` of its universal value plus ``d``, so its posterior keeps that spread (treating ``g`` as
+noise instead made the confidence set hold 4 workflows, the ground truth's best not among them, in a measured
+search: RESULTS.md). The likelihood is the same either way; only what is predicted differs.
 """
 from __future__ import annotations
 
@@ -125,13 +130,15 @@ def _safe_nll(theta, x, z, noise, high) -> float:
 
 
 def posterior_high(model: TwoFidelityGP, workflows: list[Workflow]) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mean and covariance of the value ``m + d + f(w)`` of ``workflows`` (raw units; the uncertainty of
-    ``m`` and ``d`` is left out: they shift every workflow alike)."""
+    """Posterior mean and covariance of the fine-tuned value ``m + d + f(w) + g(w)`` of ``workflows`` (raw units;
+    the uncertainty of ``m`` and ``d`` is left out: they shift every workflow alike)."""
     obs = model.obs
     x, z, noise, scale = _standard(obs)
     c, beta, r, _ = _solve(model.theta, x, z, noise, obs.high)
     xs = features(workflows)
-    ks = _kernel(xs, x, model.theta[0], model.theta[1])
+    tau2 = np.exp(model.theta[2])
+    same = np.array([[float(w == o and h) for o, h in zip(obs.workflows, obs.high)] for w in workflows])
+    ks = _kernel(xs, x, model.theta[0], model.theta[1]) + tau2 * same   # g(w) is shared with w's high observations
     mu = beta.sum() + ks @ cho_solve(c, r)
-    cov = _kernel(xs, xs, model.theta[0], model.theta[1]) - ks @ cho_solve(c, ks.T)
+    cov = _kernel(xs, xs, model.theta[0], model.theta[1]) + tau2 * np.eye(len(workflows)) - ks @ cho_solve(c, ks.T)
     return mu * scale + obs.y.mean(), cov * scale ** 2

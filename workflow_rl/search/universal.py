@@ -151,7 +151,7 @@ def _z(ci95: float) -> float:
 def observations(records: list[Record], screened: list[Screened],
                  hallucinated: list[tuple[Workflow, float]] = ()) -> Observations:
     """Both fidelities' observations with their known noise: a screen's evaluation standard error; a record's
-    seeds' standard error where every record has >= 2 seeds (else 0: the fitted tau^2 is all of it); hallucinated
+    seeds' standard error where every record has >= 2 seeds (else 0: the fitted tau^2 holds it); hallucinated
     pending workflows (value, no noise) as high observations."""
     seeds = seed_noise([r.seed_rewards for r in records])
     high = [(Workflow.parse(r.workflow), r.observed_reward, 0.0 if seeds is None else float(seeds[i]))
