@@ -34,11 +34,15 @@ def best_record(records: list[Record], threshold: float) -> Record | None:
     return max(ok or records, key=lambda r: r.observed_reward)
 
 
-def confidence_set(records: list[Record], threshold: float, seed: int) -> dict:
-    """{"workflows": the 95% confidence set (codes, the answer first), "method": how it was decided}."""
+def confidence_set(records: list[Record], threshold: float, seed: int, screened: list | None = None) -> dict:
+    """{"workflows": the 95% confidence set (codes, the answer first), "method": how it was decided}; with
+    ``screened`` (a search from a universal agent) from the two-fidelity GP over the workflows it does not call
+    ineligible (``search.universal``)."""
     best = best_record(records, threshold)
     if best is None:
         return {"workflows": [], "method": "no workflow trained"}
+    if screened:
+        return _universal_set(records, screened, threshold, best)
     excluded = {Workflow.parse(r.workflow).index for r in records if not r.eligible(threshold)}
     candidates = [w.index for w in all_workflows() if w.index not in excluded]
     ref = Workflow.parse(best.workflow).index
@@ -54,4 +58,22 @@ def confidence_set(records: list[Record], threshold: float, seed: int) -> dict:
             "one fitted white-noise level"
         method = (f"GP posterior ({noise}), Holm-corrected one-sided z-tests of the answer against each of "
                   f"{len(candidates) - 1} candidates (untried or eligible), family-wise 95%")
+    return {"workflows": [all_workflows()[i].codes for i in keep], "method": method}
+
+
+def _universal_set(records: list[Record], screened: list, threshold: float, best: Record) -> dict:
+    """The confidence set of a search from a universal agent: every workflow has an observation, so the
+    two-fidelity posterior is tested from the first fine-tuned one on."""
+    from workflow_rl.search import universal
+
+    candidates = universal.candidates(records, screened, threshold)
+    ref = Workflow.parse(best.workflow).index
+    if ref not in candidates:
+        candidates.append(ref)
+    (mu, cov), model = universal.posterior(records, screened)
+    keep = posterior_confidence_set(mu, cov, ref, candidates, ALPHA)
+    method = (f"two-fidelity GP posterior (all {len(screened)} workflows under the universal agent, {len(records)} "
+              f"fine-tuned; fine-tuning offset {model.offset:+.2f}, its spread across workflows sd {model.tau:.2f}), Holm-corrected "
+              f"one-sided z-tests of the answer against each of {len(candidates) - 1} candidates (not called "
+              "ineligible), family-wise 95%")
     return {"workflows": [all_workflows()[i].codes for i in keep], "method": method}

@@ -103,6 +103,10 @@ class SearchConfig:
     ground_truth: str | None = None
     """a ground_truth.csv (from --exhaustive under the same protocol): adds the answer's simple regret and rank to
     the summary and report"""
+    universal_fraction: float | None = field(default=None, metadata={"metavar": "F"})
+    """first train one universal agent across all 120 workflows on F of --total-episodes (0 < F < 1), evaluate it
+    under every workflow (low-fidelity observations), then fine-tune from it the workflows the GP picks (as with
+    --init-checkpoint of an agent trained across workflows, whose own training is not counted)"""
     seeds_per_workflow: int = field(default=1, metadata={"metavar": "K"})
     """train K independent seeds of each workflow (in the same batch) and observe their mean held-out return:
     averages out seed noise; each seed gets --max-episodes x --n-envs"""
@@ -143,6 +147,21 @@ class SearchConfig:
         """Training episodes one workflow may use (all its seeds together, post-gate phase included)."""
         return self.train.budget * self.seeds_per_workflow
 
+    @property
+    def uses_universal(self) -> bool:
+        """Whether the search starts from a universal agent (``search.universal``): its own
+        (``universal_fraction``), or an ``init_checkpoint`` trained across workflows, in a search that picks its
+        workflows (not a fixed list)."""
+        if self.workflows is not None:
+            return False
+        if self.universal_fraction is not None:
+            return True
+        if self.init_checkpoint is None:
+            return False
+        from workflow_rl.search.universal import trained_across_workflows
+
+        return trained_across_workflows(self.init_checkpoint)
+
     def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
         """How one workflow is trained: the search's training settings, its workflow and its budget claim."""
         return dataclasses.replace(self.train, workflow=wf.codes, num_episodes=budget)
@@ -162,6 +181,10 @@ class SearchConfig:
             check_int(flag("max_iterations"), self.max_iterations, 1)
         if self.init_checkpoint is not None:
             starting_weights(self.init_checkpoint, self.train.ppo)
+        if self.universal_fraction is not None or self.uses_universal:
+            from workflow_rl.search.universal import check_universal
+
+            check_universal(self)
         if self.design_start != "random":
             try:
                 Workflow.parse(self.design_start)

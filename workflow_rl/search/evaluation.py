@@ -28,6 +28,10 @@ def initial_weights(cfg: SearchConfig, out: Path, p: Proposal) -> dict | None:
     """The weights a proposed workflow starts from: its parent's, else the search's init checkpoint, else None."""
     if p.parent_checkpoint:
         return load_checkpoint(out / p.parent_checkpoint, cfg.train.device)["agent"]
+    if cfg.universal_fraction is not None:   # the search's own universal agent (``search.universal``)
+        from workflow_rl.search.universal import initial_state
+
+        return initial_state(cfg, out)
     if cfg.init_checkpoint:
         return starting_weights(cfg.init_checkpoint, cfg.train.ppo, cfg.train.device)
     return None

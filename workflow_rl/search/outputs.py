@@ -79,7 +79,7 @@ def answer_summary(search) -> dict:
     regret and rank there."""
     cfg, best = search.cfg, search.best()
     threshold = cfg.train.compliance_threshold
-    cs = confidence_set(search.state.iterations, threshold, cfg.train.seed)
+    cs = confidence_set(search.state.iterations, threshold, cfg.train.seed, search.state.screen)
     out = {
         "best_workflow": Workflow.parse(best.workflow).names if best else None,
         "best_workflow_codes": best.workflow if best else None,
@@ -145,6 +145,8 @@ def finalize(search, wall: float) -> dict:
         "batch_workflows": cfg.batch_workflows,
         "wall_time_s": wall,
     }
+    if state.phase is not None:
+        summary["universal"] = universal_summary(search, summary["confidence_set"])
     if cfg.workflows is not None and state.iterations:
         rows = write_ground_truth(state.iterations, cfg, search.out / "ground_truth.csv")
         summary["eligible_workflow_effect"] = effect = eligible_effect(rows)
@@ -163,3 +165,33 @@ def finalize(search, wall: float) -> dict:
     except Exception as e:  # noqa: BLE001 - a plotting failure must not lose the search results
         print(f"warning: report not written ({type(e).__name__}: {e})")
     return summary
+
+
+def universal_summary(search, kept: list[str]) -> dict:
+    """(a search from a universal agent) Where the universal agent came from and whether its training was counted,
+    the eligibility calls (how many from its evaluation, how many ineligible and whether the confidence set keeps
+    any of those); ``screen.csv`` holds them per workflow."""
+    from workflow_rl.search import universal
+
+    cfg, state = search.cfg, search.state
+    threshold = cfg.train.compliance_threshold
+    rows = universal.screen_rows(state.iterations, state.screen, threshold, kept)
+    with open(search.out / "screen.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["workflow"])
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: "" if v is None else v for k, v in row.items()})
+    own = cfg.universal_fraction is not None
+    ineligible = [r["workflow"] for r in rows if not r["eligible"]]
+    return {
+        "agent": f"trained by this search ({universal.UNIVERSAL_CHECKPOINT})" if own else cfg.init_checkpoint,
+        "training_episodes_counted": state.universal_episodes,
+        "budget_note": (f"the universal agent's {state.universal_episodes:,} training episodes are part of the "
+                        "budget" if own else "the starting agent's own training is not counted in the budget "
+                        "(only the fine-tuning is)"),
+        "universal_eligible": sum(r["universal_eligible"] for r in rows),
+        "fine_tuned": len(state.iterations),
+        "calls_eligible": len(rows) - len(ineligible), "calls_ineligible": len(ineligible),
+        "calls_from_universal": sum(r["call_from"] == "universal" for r in rows),
+        "confidence_set_keeps_ineligible": sum(r["in_confidence_set"] for r in rows if not r["eligible"]),
+    }

@@ -118,6 +118,27 @@ class Record(_Saved):
         return self.status == "compliant" and (self.eval_compliance is None or self.eval_compliance >= threshold)
 
 
+@dataclass(kw_only=True)
+class Screened(_Saved):
+    """A workflow's low-fidelity observation: the universal agent's held-out evaluation under it (no training)."""
+
+    workflow: str
+    observed_reward: float
+    observed_ci95: float
+    eval_compliance: float | None = None
+    """evaluated compliance (None: no fix counted, so no violation either)"""
+    fixes: int = 0
+
+    def eligible(self, threshold: float) -> bool:
+        """The universal agent's eligibility call: its evaluated compliance under the workflow >= ``threshold``."""
+        return self.eval_compliance is None or self.eval_compliance >= threshold
+
+
+PHASES = ("universal", "screen", "fine-tune")
+"""A search that uses a universal agent (``search.universal``): training its own one (``--universal-fraction``),
+evaluating it under every workflow, then fine-tuning the workflows the GP picks. None: an ordinary search."""
+
+
 @dataclass
 class SearchState:
     """Everything ``resume`` needs; saved atomically after every change."""
@@ -131,17 +152,26 @@ class SearchState:
     """dispatched, not yet finished proposals (each holds its budget claim)."""
     dispatched: int = 0
     finished: bool = False
+    phase: str | None = None
+    """one of PHASES for a search that uses a universal agent; None for an ordinary one"""
+    screen: list[Screened] = field(default_factory=list)
+    """the low-fidelity observations of all 120 workflows (phase 'fine-tune')"""
+    universal_episodes: int = 0
+    """training episodes of the search's own universal agent (part of ``episodes_used``)"""
 
     def to_dict(self) -> dict:
         return {"config": self.config, "iterations": [r.to_dict() for r in self.iterations],
                 "episodes_used": self.episodes_used, "pending": [p.to_dict() for p in self.pending],
-                "dispatched": self.dispatched, "finished": self.finished}
+                "dispatched": self.dispatched, "finished": self.finished, "phase": self.phase,
+                "screen": [x.to_dict() for x in self.screen], "universal_episodes": self.universal_episodes}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SearchState":
         return cls(config=d["config"], iterations=[Record.from_dict(r) for r in d["iterations"]],
                    episodes_used=d["episodes_used"], pending=[Proposal.from_dict(p) for p in d["pending"]],
-                   dispatched=d["dispatched"], finished=d.get("finished", False))
+                   dispatched=d["dispatched"], finished=d.get("finished", False), phase=d.get("phase"),
+                   screen=[Screened.from_dict(x) for x in d.get("screen", [])],
+                   universal_episodes=d.get("universal_episodes", 0))
 
     def save(self, path: Path) -> None:
         atomic_json(self.to_dict(), path)
@@ -169,8 +199,11 @@ class SearchState:
             raise ValueError("config is not an object")
         spell = "{}".format
         check_types(self, spell)
-        for item in (*self.iterations, *self.pending):
+        for item in (*self.iterations, *self.pending, *self.screen):
             check_types(item, spell)
+        if self.phase is not None and self.phase not in PHASES:
+            raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
+        check_int("universal_episodes", self.universal_episodes, 0)
         check_int("episodes_used", self.episodes_used, 0)
         check_int("dispatched", self.dispatched, 0)
         for r in self.iterations:
@@ -179,9 +212,9 @@ class SearchState:
                 raise ValueError(f"status {r.status!r} is not one of {', '.join(STATUSES)}")
         for p in self.pending:
             check_int("budget", p.budget, 0)
-        if self.episodes_used != sum(r.episodes_trained for r in self.iterations):
+        if self.episodes_used != self.universal_episodes + sum(r.episodes_trained for r in self.iterations):
             raise ValueError(f"episodes_used {self.episodes_used} is not the sum of the recorded workflows' "
-                             "episodes_trained")
+                             "episodes_trained (and universal_episodes)")
         numbers = [x.iteration for x in (*self.iterations, *self.pending)]
         if len(set(numbers)) != len(numbers) or any(not 1 <= n <= self.dispatched for n in numbers):
             raise ValueError(f"iteration numbers {sorted(numbers)} do not fit dispatched = {self.dispatched}")

@@ -127,6 +127,15 @@ def write_report(search, summary: dict) -> Path:
                   f"**95% confidence set** ({summary['confidence_set_size']} of {N_CANDIDATES} workflows cannot be "
                   f"excluded from being best): {', '.join(summary['confidence_set'])}.", "",
                   f"How: {summary['confidence_set_method']}.", ""]
+    if "universal" in summary:
+        u = summary["universal"]
+        lines += [f"**From a universal agent** ({u['agent']}): evaluated under all 120 workflows (low-fidelity "
+                  f"observations; {u['universal_eligible']} called eligible), then {u['fine_tuned']} fine-tuned from "
+                  f"it; {u['budget_note']}. Eligibility calls: {u['calls_eligible']} eligible, "
+                  f"{u['calls_ineligible']} ineligible ({u['calls_from_universal']} from the universal agent's "
+                  f"evaluation, the rest from fine-tuning); the confidence set keeps "
+                  f"{u['confidence_set_keeps_ineligible']} workflows called ineligible. Per workflow: `screen.csv`.",
+                  ""]
     if "regret" in summary:
         regret = f"{summary['regret']:.2f}" if summary["regret"] is not None else (
             "n/a (the ground truth holds the answer ineligible)" if summary.get("answer_eligible_in_ground_truth")

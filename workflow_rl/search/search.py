@@ -28,6 +28,10 @@ Rules (also in docs/search.md):
   the Adam state starts fresh, because its moment estimates belong to the parent's objective. When several
   workflows train at once (Ray, batches), only the ``n_init`` initial-design workflows run until two results are
   back: any other pick then would be a far-off design point, spending a full cap that inheriting would save.
+* From a universal agent (``--init-checkpoint`` of an agent trained across workflows, or ``--universal-fraction``
+  to train one first inside the budget): every workflow is first observed at low fidelity (the universal agent's
+  evaluation under it), then the budget fine-tunes the GP's picks from the universal weights; see
+  ``search.universal`` (phases, calls, the answer) and ``search.fidelity`` (the GP).
 * Every policy is kept on disk under ``RUN_DIR/workflows/``; the search state is saved atomically after every
   iteration, and ``resume`` continues exactly (an interrupted training resumes from its own checkpoint).
 """
@@ -163,7 +167,33 @@ class WorkflowSearch:
             return Proposal(workflow=Workflow.parse(self.cfg.workflows[it]).codes, reason="listed (exhaustive)")
         if len(tried) >= N_CANDIDATES:
             return None
+        if self.state.phase is not None:
+            return self._universal_pick(it, tried, busy)
         return self._strategies()[self.cfg.strategy](it, tried, busy)
+
+    def _universal_pick(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
+        """(from a universal agent) The UCB argmax of the two-fidelity GP, or a uniform draw with 'random', among
+        the untried workflows the universal agent's evaluation calls eligible (among all untried if none is)."""
+        from workflow_rl.search import universal
+
+        threshold = self.cfg.train.compliance_threshold
+        ok = {s.workflow for s in self.state.screen if s.eligible(threshold)}
+        among = [w.index for w in all_workflows() if w.index not in tried and w.codes in ok]
+        label = "untried the universal agent's evaluation calls eligible"
+        if not among:
+            among, label = [k for k in range(N_CANDIDATES) if k not in tried], "untried (none called eligible left)"
+        if self.cfg.strategy == "random":
+            p = self._draw(it, among, f"random among {len(among)} {label}")
+            return dataclasses.replace(p, reason=p.reason + "; fine-tuned from the universal agent")
+        (mu, cov), _ = universal.posterior(self.state.iterations, self.state.screen,
+                                           [all_workflows()[k] for k in sorted(busy)])
+        sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        beta = self.cfg.gp_beta if self.cfg.gp_beta is not None else srinivas_beta(len(self.state.iterations) + 1)
+        k = ucb_select(mu, sd, beta, set(range(N_CANDIDATES)) - set(among))
+        why = f"two-fidelity UCB argmax over {len(among)} {label} (beta {beta:.2f}"
+        why += (f", {len(busy)} pending hallucinated)" if busy else ")") + "; fine-tuned from the universal agent"
+        return Proposal(workflow=all_workflows()[k].codes, ucb=float(mu[k] + math.sqrt(beta) * sd[k]),
+                        mean=float(mu[k]), std=float(sd[k]), beta=beta, reason=why)
 
     def _strategies(self) -> dict:
         """Strategy name -> its pick(iteration, tried, busy): the one place a new strategy is added (its name goes
@@ -269,7 +299,8 @@ class WorkflowSearch:
         return posterior(model)
 
     def _parent(self, wf: Workflow) -> Record | None:
-        if self.cfg.workflows is not None or self.cfg.inherit == "none" or not self.state.iterations:
+        if (self.cfg.workflows is not None or self.cfg.inherit == "none" or not self.state.iterations
+                or self.state.phase is not None):   # from a universal agent, every workflow starts from it
             return None
         if self.cfg.inherit == "previous":
             return self.state.iterations[-1]
@@ -292,6 +323,7 @@ class WorkflowSearch:
         self._grows = executor.needs() is not None   # elastic claims, and an executor that can grow them
         self._save()
         catch_up_logs(self.out, self.state.iterations)   # resumed: rows a kill kept from the logs
+        self._universal_phases()
         for p in self.state.pending:          # resumed: restart what was running (from its own checkpoint)
             executor.submit(p)
         if getattr(executor, "review_owed", False):   # saved as a wait returned, before the search's review of it
@@ -314,6 +346,33 @@ class WorkflowSearch:
         self.state.finished = True
         self._save()
 
+    def _universal_phases(self) -> None:
+        """(from a universal agent) Train the search's own universal agent and evaluate it under every workflow,
+        whichever of those is not done yet (``search.universal``); the phase is saved after each."""
+        from workflow_rl.search import universal
+
+        st = self.state
+        if st.phase is None and not st.dispatched and self.cfg.uses_universal:
+            st.phase = "universal" if self.cfg.universal_fraction is not None else "screen"
+            self._save()
+        if st.phase == "universal":
+            t0 = time.perf_counter()
+            st.universal_episodes = universal.train_universal(self.cfg, self.out, self.progress)
+            st.episodes_used += st.universal_episodes
+            st.phase = "screen"
+            self._save()
+            print(f"universal agent: {st.universal_episodes:,} training episodes across all 120 workflows "
+                  f"({time.perf_counter() - t0:.0f} s), budget {st.episodes_used}/{self.cfg.total_episodes}",
+                  flush=True)
+        if st.phase == "screen":
+            t0 = time.perf_counter()
+            st.screen = universal.screen(self.cfg, self.out)
+            st.phase = "fine-tune"
+            self._save()
+            ok = sum(s.eligible(self.cfg.train.compliance_threshold) for s in st.screen)
+            print(f"universal agent evaluated under all {len(st.screen)} workflows ({self.cfg.eval_episodes} "
+                  f"episodes each, {time.perf_counter() - t0:.0f} s): {ok} called eligible", flush=True)
+
     def _default_executor(self) -> Executor:
         if self.cfg.batch_workflows > 1 or self.cfg.seeds_per_workflow > 1:
             from workflow_rl.search.batched_executor import BatchedExecutor
@@ -335,7 +394,7 @@ class WorkflowSearch:
         # several at once (Ray, batches): until two results are back the GP cannot be fitted and a new pick could
         # only be a far-off design point, trained from scratch or from a distant parent, spending a full cap that
         # inheriting from a near, finished workflow saves; so only the initial design runs until then
-        inherits = self.cfg.inherit != "none" and self.cfg.workflows is None
+        inherits = self.cfg.inherit != "none" and self.cfg.workflows is None and self.state.phase is None
         return not (inherits and len(its) < 2 and pending and len(pending) + len(its) >= max(2, self.cfg.n_init))
 
     def _reserve(self) -> int:
