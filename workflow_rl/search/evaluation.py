@@ -16,12 +16,8 @@ from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate
 from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.rl.trainer import Trainer
 from workflow_rl.search.config import SearchConfig
-from workflow_rl.search.records import Proposal, Record
+from workflow_rl.search.records import Proposal, Record, SearchInterrupted  # noqa: F401 - re-exported
 from workflow_rl.workflow import Workflow
-
-
-class SearchInterrupted(Exception):
-    """Ctrl-C during a workflow's training: its checkpoint is saved and ``--resume`` continues it."""
 
 
 def initial_weights(cfg: SearchConfig, out: Path, p: Proposal) -> dict | None:

@@ -17,6 +17,11 @@ from workflow_rl.checks import check_float, check_inside, check_int, check_types
 from workflow_rl.rundir import atomic_write
 from workflow_rl.workflow import Workflow
 
+
+class SearchInterrupted(Exception):
+    """Ctrl-C during a workflow's training: its checkpoint is saved and ``--resume`` continues it. Defined with the
+    search's records (the lowest search module) so every phase of a search can raise it without an import cycle."""
+
 STATUSES = ("compliant", "not_compliant", "budget_cut")
 """A trained workflow reached the compliance threshold, hit its episode cap, or was cut by the search budget."""
 

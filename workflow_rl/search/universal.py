@@ -30,7 +30,7 @@ from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_workflows
 from workflow_rl.search.fidelity import Observations, fit, posterior_high
 from workflow_rl.search.gp import seed_noise
-from workflow_rl.search.records import Record, Screened
+from workflow_rl.search.records import Record, Screened, SearchInterrupted
 from workflow_rl.workflow import Workflow, all_workflows, is_workflow_list
 
 UNIVERSAL_DIR = "universal"
@@ -102,7 +102,6 @@ def universal_config(cfg):
 def train_universal(cfg, out: Path, progress: bool) -> int:
     """Train (or resume) the search's own universal agent; returns the training episodes it used."""
     from workflow_rl.rl.trainer import Trainer
-    from workflow_rl.search.evaluation import SearchInterrupted
 
     run_dir = out / UNIVERSAL_DIR
     trainer = Trainer(universal_config(cfg), run_dir, progress=progress, log_prefix={"iteration": 0})
