@@ -120,6 +120,27 @@ def test_shipped_agent_rows():
     assert floor >= 0.997 and "compliance ≥ 99.7% in every cell" in row
 
 
+def test_universal_row_and_section():
+    """The across-workflow agent's row and the price quoted in "One network, any workflow", from its card."""
+    card = _json(ROOT / "workflow_rl" / "pretrained" / "universal.json")
+    cage2 = {r["red_agent"]: r["mean"] for r in _json(ROOT / "workflow_rl" / "pretrained" / "cage2.json")["eval_native"]
+             if r["mode"] == "greedy" and r["length"] == 100}
+    rows, row = card["eval_workflows"]["rows"], _row("`pretrained:universal`")
+    assert {r["episodes"] for r in rows} == {500} and "500 episodes per workflow and red agent" in row
+    for red, name in (("B_lineAgent", "B_line"), ("RedMeanderAgent", "Meander")):
+        mine = [r for r in rows if r["red_agent"] == red]
+        assert len(mine) == 120
+        follows = sum(r["compliance"] >= 0.95 for r in mine)
+        assert f"{follows} of 120" in row and all(r["compliance"] >= 0.95 for r in mine if r["gt_eligible"])
+        mean = sum(r["mean"] for r in mine) / 120
+        assert f"−{-mean:.2f} {name}" in row and f"−{-cage2[red]:.2f}" in row
+        eligible = [r["mean"] for r in mine if r["gt_eligible"]]
+        price = cage2[red] - sum(eligible) / len(eligible)
+        assert f"{price:.1f} {'points against B_line' if name == 'B_line' else 'against Meander'}" in README
+    worst = min(r["compliance"] for r in rows if r["red_agent"] == "B_lineAgent")
+    assert f"(worst {worst:.3f})" in row
+
+
 def test_relative_links_resolve():
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     broken = []

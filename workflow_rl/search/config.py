@@ -19,7 +19,7 @@ from workflow_rl.workflow import Workflow, all_workflows
 SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25, "post_gate_episodes": 40}
 """Where a search trains differently from ``workflow-rl train`` by default, and the only place that says so:
 4 PPO updates per episode of every env reach compliance in ~4x fewer episodes than 100 (RESULTS.md); and the
-value protocol (README, "Search, exactly"): 40 more episodes per env after the compliance gate, so a workflow is
+value protocol (docs/search.md, "Search, exactly"): 40 more episodes per env after the compliance gate, so a workflow is
 judged after the same further training whatever it inherited, not at the moment its gate fired. Chosen by
 measurement (``benchmarks/protocol.py``, RESULTS.md): 5 seeds spread with std 9-22 at the gate, 1.8-8 after 10,
 2-3 after 20 (and the worst seed's evaluated compliance 0.89-0.93, below the 0.95 gate), 1.1 after 40 with every
@@ -39,7 +39,7 @@ design, then EI on the value GP times a GP classifier's probability that the wor
 among the untried workflows that classifier deems likely eligible; see ``WorkflowSearch.propose``."""
 
 CLAIMS = ("elastic", "lowered", "whole")
-"""How workflows training at once share the search budget (``WorkflowSearch``, README "Search, exactly"): each
+"""How workflows training at once share the search budget (``WorkflowSearch``, docs/search.md "Search, exactly"): each
 holds a *claim* on it. 'whole': a full cap from dispatch until it finishes; 'lowered': a full cap, lowered to what
 it can still use once its gate fires; 'elastic': lowered too, and a new workflow needs only a typical workflow's
 cost unclaimed to start, with a claim that grows while it trains (it waits at its claim when none is left; the newest
@@ -95,7 +95,7 @@ class SearchConfig:
     claims: str = one_of("elastic", CLAIMS)
     """how workflows training at once share the budget in a batched search: elastic (start with what is unclaimed,
     grow while training; the fewest episode rounds), lowered (a full cap each, lowered at the gate) or whole (a full
-    cap until finished: the most results seen before each pick); see README ("Search, exactly")"""
+    cap until finished: the most results seen before each pick); see docs/search.md ("Search, exactly")"""
     strategy: str = one_of("gp-ucb", STRATEGIES)
     """how the next workflow is chosen: gp-ucb, random (uniform over untried workflows; the baseline), gp-cei
     (expected improvement times the modelled probability of being eligible), or random-eligible (uniform over the
