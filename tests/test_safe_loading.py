@@ -10,15 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_bad_input import ENV, TINY
+from test_bad_input import _assert_one_error_line as _one_error_line
 
 from workflow_rl.cli import main
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.checkpoint import CheckpointError, load_checkpoint, safe_load
-
-ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
-        "--no-progress"]
 
 
 class _Payload:
@@ -37,12 +34,6 @@ def _malicious(path: Path, marker: Path, inside: dict | None = None) -> Path:
     ck["agent"] = {"actor.0.weight": _Payload(marker)}
     torch.save(ck, path)
     return path
-
-
-def _one_error_line(rc: int, err: str, match: str) -> None:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert rc == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error: ") and match in lines[0], err
 
 
 def test_the_payload_really_runs_under_a_plain_unpickler(tmp_path):
