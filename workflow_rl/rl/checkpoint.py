@@ -130,8 +130,9 @@ def safe_load(path: Path, device: str = "cpu", what: str = "checkpoint",
             raise CheckpointError(f"{what} {path} needs {called.group(1) or called.group(2)} to load, which no "
                                   f"workflow-rl file does (a pickle can run code): it was refused unread; {fix}") \
                 from None
-        raise CheckpointError(f"{what} {path} is damaged: corrupt or not a workflow-rl {what} ({type(e).__name__}); {fix}") \
-            from None
+        raise CheckpointError(f"{what} {path} is damaged: corrupt or not a workflow-rl {what} "
+                              f"({type(e).__name__}); {fix}") from None
+    # defence in depth: a hand-made pickle can build an object dtype without the BUILD step the unpickler refuses
     if any(a.dtype.kind not in "biuf" for a in _leaves(obj, np.ndarray)):
         raise CheckpointError(f"{what} {path} holds a non-numeric array, which no workflow-rl file does: {fix}")
     return obj
