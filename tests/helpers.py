@@ -73,3 +73,27 @@ def run_main(args, capsys) -> tuple[int, str, str]:
     except SystemExit as e:
         rc = e.code
     return rc, *capsys.readouterr()
+
+
+def interrupting_executor(slots: int, rounds: int, seeds: int = 1):
+    """A batched search executor that records a Ctrl-C (as the interrupt handler does) after ``rounds`` episode
+    rounds of its trainer: the search then finishes that round, saves and raises SearchInterrupted."""
+    from workflow_rl.search.batched_executor import BatchedExecutor
+
+    class InterruptAfter(BatchedExecutor):
+        def submit(self, prop):
+            fresh = self.trainer is None
+            super().submit(prop)
+            if fresh:
+                run_round = self.trainer.run_round
+
+                def counted():
+                    nonlocal rounds
+                    rounds -= 1
+                    if rounds <= 0:
+                        self.interrupt.requested = True
+                    return run_round()
+
+                self.trainer.run_round = counted
+
+    return InterruptAfter(slots, seeds)

@@ -507,7 +507,7 @@ def test_an_os_error_mid_run_is_one_line(code, match, capsys, monkeypatch):
 def test_a_failure_while_stopping_reports_the_stop(capsys, monkeypatch):
     """SIGTERM, then a worker's pipe breaks in the clean-up: "terminated" (143), not the pipe's error."""
     from workflow_rl.cli import tools
-    from workflow_rl.rl.interrupt import Terminated
+    from workflow_rl.interrupt import Terminated
 
     def cmd(args):
         try:

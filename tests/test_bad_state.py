@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import interrupting_executor
 from test_bad_input import ENV, TINY, _assert_one_error_line, _run_main
 
-from workflow_rl.search.batched_executor import STATE_FILE, BatchedExecutor
+from workflow_rl.search.batched_executor import STATE_FILE
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 
 SEARCH = dict(n_envs=4, max_episodes=4, min_episodes=1, total_episodes=64, eval_episodes=4, seed=1, n_init=2,
@@ -23,32 +24,10 @@ SEARCH = dict(n_envs=4, max_episodes=4, min_episodes=1, total_episodes=64, eval_
 """A batched search small enough for a test: caps of 16 episodes, two workflows at a time."""
 
 
-class _StopAfter(BatchedExecutor):
-    """Ctrl-C (as the interrupt handler records it) after ``rounds`` episode rounds."""
-
-    def __init__(self, q: int, rounds: int):
-        super().__init__(q)
-        self.rounds = rounds
-
-    def submit(self, prop):
-        fresh = self.trainer is None
-        super().submit(prop)
-        if fresh:
-            run_round = self.trainer.run_round
-
-            def counted():
-                self.rounds -= 1
-                if self.rounds <= 0:
-                    self.interrupt.requested = True
-                return run_round()
-
-            self.trainer.run_round = counted
-
-
 def _interrupted_search(out: Path, rounds: int, **kw) -> WorkflowSearch:
     s = WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), out, progress=False)
     with pytest.raises(SearchInterrupted):
-        s.run(_StopAfter(s.cfg.batch_slots, rounds))
+        s.run(interrupting_executor(s.cfg.batch_slots, rounds))
     return s
 
 

@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "workflow_rl"
-LAYER = {"checks": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
+LAYER = {"checks": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
          "bench": 2, "search": 3, "pretrained": 0, "cli": 4}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""
 

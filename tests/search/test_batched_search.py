@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import read_log
+from helpers import interrupting_executor, read_log
 
 from workflow_rl.search.batched_executor import BatchedExecutor
 from workflow_rl.search.records import split_budget
@@ -43,31 +43,11 @@ def test_batched_search_spends_the_budget_exactly(tmp_path, total):
         assert its[1].started_at < its[0].finished_at
 
 
-class _InterruptAfter(BatchedExecutor):
-    """Simulates Ctrl-C after ``rounds`` episode rounds."""
-
-    def __init__(self, slots, rounds, seeds=1):
-        super().__init__(slots, seeds)
-        self.rounds = rounds
-
-    def wait_one(self):
-        orig = self.trainer.run_round
-
-        def counted():
-            self.rounds -= 1
-            if self.rounds <= 0:
-                self.interrupt.requested = True
-            return orig()
-
-        self.trainer.run_round = counted
-        return super().wait_one()
-
-
 def test_batched_search_interrupt_and_resume(tmp_path):
     cfg = _tiny(total_episodes=120, max_episodes=6)
     s = WorkflowSearch(cfg, tmp_path, progress=False)
     with pytest.raises(SearchInterrupted):
-        s.run(_InterruptAfter(2, rounds=2))
+        s.run(interrupting_executor(2, rounds=2))
     assert len(s.state.pending) == 2
     for p in s.state.pending:   # both running workflows saved their progress
         ck = load_checkpoint(tmp_path / p.run_dir / "checkpoints" / "latest.pt")
@@ -224,7 +204,7 @@ def test_resumed_workflows_train_within_their_lowered_claims(tmp_path, claims):
                 compliance_threshold=0.01, batch_workflows=4, inherit="none", seeds_per_workflow=2, claims=claims)
     s = WorkflowSearch(cfg, tmp_path, progress=False)
     with pytest.raises(SearchInterrupted):
-        s.run(_InterruptAfter(cfg.batch_slots, rounds=2, seeds=2))   # the slots a resumed search has
+        s.run(interrupting_executor(cfg.batch_slots, rounds=2, seeds=2))   # the slots a resumed search has
     lowered = {p.iteration: p.seed_budgets for p in s.state.pending if p.seed_budgets}
     assert lowered                                   # saved with the state
     resumed = WorkflowSearch.resume(tmp_path, progress=False)

@@ -19,7 +19,7 @@ from workflow_rl.cli.replay import add_replay
 from workflow_rl.cli.search import add_search
 from workflow_rl.cli.tools import add_tools
 from workflow_rl.cli.train import add_train
-from workflow_rl.rl.interrupt import Terminated, terminate_as_interrupt
+from workflow_rl.interrupt import Terminated, terminate_as_interrupt
 
 
 class _Parser(argparse.ArgumentParser):

@@ -8,7 +8,7 @@ from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.rl.config import flag
-from workflow_rl.rl.interrupt import Terminated
+from workflow_rl.interrupt import Terminated
 from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows

@@ -26,7 +26,7 @@ import torch
 
 from workflow_rl.checks import check_bool, check_inside, check_int
 from workflow_rl.rl.checkpoint import CheckpointError, atomic_save, load_batch_state, load_checkpoint
-from workflow_rl.rl.interrupt import GracefulInterrupt
+from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 from workflow_rl.rl.resumable import check_like, check_snapshot
