@@ -65,7 +65,9 @@ def price_summary(rows: list[dict], held_out: set[str], reference: dict[str, flo
 def paired(new: list[dict], base: list[dict]) -> list[dict]:
     """Per red agent, over the workflows both tables hold and the ground truth holds eligible: the new table's
     return minus the base's, workflow by workflow, as a mean with its Student-t 95% interval across workflows (the
-    workflows are the samples), and the largest and smallest per-workflow change; likewise for compliance."""
+    workflows are the samples), the largest and smallest per-workflow change and how many lose at most ``WITHIN``
+    (with the unconstrained ``cage2`` as base: the price of compliance measured on the same episodes); likewise for
+    compliance."""
     out = []
     for red in dict.fromkeys(r["red_agent"] for r in new if r["length"] == LENGTH):
         b = {r["workflow"]: r for r in _eligible(base, red)}
@@ -76,7 +78,8 @@ def paired(new: list[dict], base: list[dict]) -> list[dict]:
         comp = across_seeds([n["compliance"] - o["compliance"] for n, o in pairs])
         out.append({"red_agent": red, "workflows": len(pairs), "return_diff": ret["mean"],
                     "return_diff_ci95": ret["ci95"], "return_diff_min": min(ret["values"]),
-                    "return_diff_max": max(ret["values"]), "compliance_diff": comp["mean"],
+                    "return_diff_max": max(ret["values"]),
+                    "within": sum(d >= -WITHIN for d in ret["values"]), "compliance_diff": comp["mean"],
                     "compliance_diff_ci95": comp["ci95"]})
     return out
 
@@ -101,9 +104,9 @@ def markdown(summaries: dict[str, list[dict]], pairs: list[dict]) -> str:
     lines += [f"| {name} | " + " | ".join(f(s) for _, s in cols) + " |" for name, f in spec]
     if pairs:
         lines += ["", "| paired by workflow (eligible ones), new minus base | workflows | return | per-workflow range "
-                  "| compliance |", "|---|---:|---:|---:|---:|"]
+                  f"| within {WITHIN} | compliance |", "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {p['red_agent']} | {p['workflows']} | {p['return_diff']:+.2f} ± {p['return_diff_ci95']:.2f} | "
-                  f"{p['return_diff_min']:+.2f} .. {p['return_diff_max']:+.2f} | "
+                  f"{p['return_diff_min']:+.2f} .. {p['return_diff_max']:+.2f} | {p['within']}/{p['workflows']} | "
                   f"{p['compliance_diff']:+.4f} ± {p['compliance_diff_ci95']:.4f} |" for p in pairs]
     return "\n".join(lines) + "\n"
 

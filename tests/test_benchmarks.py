@@ -272,9 +272,14 @@ def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_
     assert (new_s["eligible_ok"], new_s["held_out_eligible_ok"], new_s["within"]) == (1, 0, 2)
     p = res["paired"][0]
     half = stats.t.ppf(0.975, 1) * 0.25       # differences +0.5 and +1.0: sample std 0.25 * 2 ** 0.5, n = 2
-    assert p["workflows"] == 2 and p["return_diff"] == pytest.approx(0.75)
+    assert p["workflows"] == 2 and p["return_diff"] == pytest.approx(0.75) and p["within"] == 2
     assert p["return_diff_ci95"] == pytest.approx(half)
     assert "| B_lineAgent | 2 | +0.75 ±" in out.read_text()
+    back = price.paired(feasible.read_csv(tmp_path / "base" / "workflows.csv"),
+                        feasible.read_csv(tmp_path / "new" / "workflows.csv"))[0]
+    assert back["return_diff"] == pytest.approx(-0.75) and back["within"] == 2   # -0.5 and -1.0: both within 1.0
+    typed = feasible.read_csv(tmp_path / "base" / "workflows.csv")
+    assert price.paired([{**r, "mean": r["mean"] - 1.2} for r in typed], typed)[0]["within"] == 0
     capsys.readouterr()
 
     with pytest.raises(SystemExit) as e:
