@@ -221,3 +221,69 @@ def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path
         assert all(sum(w[f"{eng}_kinds"].values()) == pytest.approx(1.0) for w in res["windows"])
         assert len(res["access_late"][eng]) == 13 and res["access_late"][eng]["User0"] == 1.0
     assert "| 91-100 |" in (tmp_path / "engine_gap.md").read_text()
+
+
+def _price_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("price", ROOT / "benchmarks" / "price.py")
+    price = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(price)
+    return price
+
+
+def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_path, capsys):
+    """benchmarks/price.py: per red agent, the ground-truth-eligible workflows' gap to the reference (mean, largest,
+    how many within 1.0), their gate count with the held-out ones apart, the ineligible ones that reach the gate;
+    with --base the per-workflow change as a mean with its Student-t interval across workflows; a folder without
+    workflows.csv is one error line, exit 2, nothing written."""
+    from scipy import stats
+
+    from workflow_rl.search import feasible
+
+    price = _price_module()
+
+    def row(wf, mean, comp, gt_eligible):
+        return {"workflow": wf, "red_agent": "B_lineAgent", "engine": "native", "mode": "greedy", "length": 100,
+                "episodes": 300, "compliance": comp, "fixes": 100, "mean": mean, "ci95": 0.4, "std": 3.0,
+                "eligible": comp >= 0.95, "gt_mean": -18.0, "gt_ci95": 1.0, "gt_eligible": gt_eligible,
+                "diff": mean + 18.0, "diff_ci95": 1.1, "agree": (comp >= 0.95) == gt_eligible}
+
+    base = [row("D,E,OS,OH,U", -14.35, 0.99, True), row("E,D,OS,OH,U", -15.35, 0.97, True),
+            row("U,E,D,OS,OH", -19.0, 0.96, False)]
+    new = [row("D,E,OS,OH,U", -13.85, 0.98, True), row("E,D,OS,OH,U", -14.35, 0.94, True),
+           row("U,E,D,OS,OH", -19.0, 0.90, False)]
+    for name, rows in (("base", base), ("new", new)):
+        (tmp_path / name).mkdir()
+        feasible.write_csv(rows, tmp_path / name / "workflows.csv")
+    (tmp_path / "config.json").write_text(json.dumps({"hold_out": "E,D,OS,OH,U;U,E,D,OS,OH"}))
+
+    s = price.price_summary(feasible.read_csv(tmp_path / "base" / "workflows.csv"), {"E,D,OS,OH,U"})[0]
+    assert (s["eligible"], s["eligible_ok"], s["held_out_eligible"], s["held_out_eligible_ok"]) == (2, 2, 1, 1)
+    assert (s["ineligible"], s["ineligible_ok"], s["agree"]) == (1, 1, 2)
+    assert s["gap_mean"] == pytest.approx(1.5) and s["gap_max"] == pytest.approx(2.0) and s["within"] == 1
+    assert s["pooled_compliance"] == pytest.approx((0.99 + 0.97 + 0.96) / 3) and s["worst_workflow"] == "U,E,D,OS,OH"
+
+    out = tmp_path / "res" / "price.md"
+    assert price.main([str(tmp_path / "new"), "--base", str(tmp_path / "base"), "--held-out",
+                       str(tmp_path / "config.json"), "--out", str(out)]) == 0
+    res = json.loads(out.with_suffix(".json").read_text())
+    new_s = res["summaries"]["new"][0]
+    assert (new_s["eligible_ok"], new_s["held_out_eligible_ok"], new_s["within"]) == (1, 0, 2)
+    p = res["paired"][0]
+    half = stats.t.ppf(0.975, 1) * 0.25       # differences +0.5 and +1.0: sample std 0.25 * 2 ** 0.5, n = 2
+    assert p["workflows"] == 2 and p["return_diff"] == pytest.approx(0.75) and p["within"] == 2
+    assert p["return_diff_ci95"] == pytest.approx(half)
+    assert "| B_lineAgent | 2 | +0.75 ±" in out.read_text()
+    back = price.paired(feasible.read_csv(tmp_path / "base" / "workflows.csv"),
+                        feasible.read_csv(tmp_path / "new" / "workflows.csv"))[0]
+    assert back["return_diff"] == pytest.approx(-0.75) and back["within"] == 2   # -0.5 and -1.0: both within 1.0
+    typed = feasible.read_csv(tmp_path / "base" / "workflows.csv")
+    assert price.paired([{**r, "mean": r["mean"] - 1.2} for r in typed], typed)[0]["within"] == 0
+    capsys.readouterr()
+
+    with pytest.raises(SystemExit) as e:
+        price.main([str(tmp_path / "missing"), "--out", str(tmp_path / "bad" / "p.md")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "workflows.csv" in lines[0]
+    assert not (tmp_path / "bad").exists()
