@@ -141,6 +141,24 @@ def test_episode_workers_remember_like_the_trainer():
     assert traj.x[:, BASE:BASE + DECOY_DIM].sum() > 0 and traj.x[:, BASE + DECOY_DIM:].sum() > 0
 
 
+def test_episode_workers_pay_the_configured_alignment_reward():
+    """The episode-worker path counts fixes as the trainer does and pays the chosen form: -lambda/100 per
+    violation and nothing else under ``violations``; the same episode's counts under ``ratio``."""
+    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.rl.compliance import VIOLATION_SCALE
+    from workflow_rl.rl.episode_workers import _play
+    from workflow_rl.workflow import Workflow
+
+    wf = Workflow.parse("reverse")
+    torch.manual_seed(0)
+    agent = Agent()
+    play = [_play(NativeEnv("B_lineAgent", 100), agent, torch.as_tensor(wf.encode()), torch.as_tensor(wf.rank),
+                  10.0, 5, 6, 0, form=f) for f in ("ratio", "violations")]
+    assert np.array_equal(play[0].actions, play[1].actions) and play[0].violations == play[1].violations > 0
+    assert set(np.round(play[1].align_r * VIOLATION_SCALE / 10.0, 5)) <= {0.0, -1.0}
+    assert play[1].align_r.sum() == pytest.approx(-10.0 * play[1].violations / VIOLATION_SCALE, abs=1e-4)
+
+
 @pytest.mark.slow
 def test_a_run_with_memory_resumes_mid_episode_exactly_and_loads_for_evaluation(tmp_path):
     """Checkpointed 25 steps into its first episode (the memory in the engine snapshot) and resumed, it equals the

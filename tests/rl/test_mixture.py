@@ -137,9 +137,28 @@ def test_each_env_plays_its_draws_and_the_log_reports_the_worst_workflow(tmp_pat
     assert last["worst_workflow"] == worst == s["worst_workflow"] and float(last["compliance_worst"]) == c
 
 
+def test_violations_form_trains_across_workflows_paying_only_for_violations(tmp_path):
+    """``--alignment-reward violations`` through the trainer, across workflows: every logged episode's alignment
+    return is -lambda/100 per violation (so the update's mean times its episodes is a whole number of violations'
+    worth, never positive); the compliance counts and the log's other columns are made as under the ratio form."""
+    kw = dict(MIX, update_every_steps=20, red_agent="mix", alignment_lambda=10.0)   # an update per whole episode
+    t = Trainer(_cfg(**kw, alignment_reward="violations"), tmp_path / "v", progress=False)
+    t.run()
+    rows = [r for r in read_log(tmp_path / "v") if int(r["episodes"])]
+    violations = [-float(r["alignment_bonus"]) * int(r["episodes"]) * 10 for r in rows]   # lambda / 100 = 0.1
+    assert all(v >= 0 and abs(v - round(v)) < 1e-3 for v in violations) and sum(violations) > 0
+    assert all(float(r["compliance"]) < 1 for r, v in zip(rows, violations) if round(v) > 0)
+    ratio = Trainer(_cfg(**kw), tmp_path / "r", progress=False)
+    ratio.run()
+    first = read_log(tmp_path / "r")[0], read_log(tmp_path / "v")[0]   # same weights so far: same episodes
+    assert first[0]["compliance"] == first[1]["compliance"] and first[0]["avg_fixes"] == first[1]["avg_fixes"]
+    assert first[0]["alignment_bonus"] != first[1]["alignment_bonus"]
+
+
 @pytest.mark.slow
-def test_resume_mid_episode_is_identical(tmp_path):
-    cfg = _cfg(**MIX, red_agent="mix", decoy_memory=True, mask_decoys=True)
+@pytest.mark.parametrize("form", ["ratio", "violations"])
+def test_resume_mid_episode_is_identical(tmp_path, form):
+    cfg = _cfg(**MIX, red_agent="mix", decoy_memory=True, mask_decoys=True, alignment_reward=form)
     full = Trainer(cfg, tmp_path / "full", progress=False)
     full.run()
     part = Trainer(cfg, tmp_path / "part", progress=False)

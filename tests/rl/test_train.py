@@ -106,7 +106,8 @@ def test_resume_under_other_learning_settings_is_refused_budget_may_change(tmp_p
             "--no-progress"]
     assert _cli(*base).returncode == 0
     for extra, name in ((["--learning-rate", "1e-4"], "--learning-rate"), (["--hidden", "32", "32"], "--hidden"),
-                        (["--alignment-lambda", "10"], "--alignment-lambda"), (["--decoy-memory"], "--decoy-memory")):
+                        (["--alignment-lambda", "10"], "--alignment-lambda"), (["--decoy-memory"], "--decoy-memory"),
+                        (["--alignment-reward", "violations"], "--alignment-reward")):
         r = _cli(*base, "--resume", *extra)
         assert r.returncode != 0 and "Traceback" not in r.stderr
         msg = r.stdout + r.stderr

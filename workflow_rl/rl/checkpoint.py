@@ -198,7 +198,7 @@ def check_fields(ck: dict) -> None:
 
 
 SAME_RUN = ("workflow", "hold_out", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
-            "alignment_lambda", "anneal_lr", "official_bugs")
+            "alignment_lambda", "alignment_reward", "anneal_lr", "official_bugs")
 """The run settings a resumed run must share with its checkpoint (with every PPO setting): what it trains against,
 on what, how its reward is made. Budget, stop rule, device and bookkeeping may differ."""
 

@@ -11,8 +11,19 @@ Definition (also in docs/training.md, "Compliance, exactly"):
   numerator nor the denominator.
 * Episode compliance C = compliant / (compliant + violations); the running value C_t uses the counts so far and is 0
   before the first counted fix. Batch compliance pools the counts over an update's finished episodes.
-* Alignment reward: on each counted (compliant or violating) fix, lambda * (C_t - C_{t-1}); over an episode it sums to
-  lambda * C_final, so it rewards ending compliant, not fixing often.
+* Alignment reward (``--alignment-reward``, lambda = ``--alignment-lambda``), one of two forms:
+
+  - ``ratio`` (the default, every shipped agent's): on each counted (compliant or violating) fix,
+    lambda * (C_t - C_{t-1}); over an episode it sums to lambda * C_final. C is a ratio, so this also pays for
+    *diluting*: after a violation, every extra compliant fix raises C and earns reward, and the first compliant fix
+    of an episode earns lambda (from C_0 = 0). It pulls towards fixing often (the shipped universal agent makes ~90
+    counted fixes per B_line episode, the unconstrained ``cage2`` 32: benchmarks/results/universal_price).
+  - ``violations``: -lambda / VIOLATION_SCALE on each violating fix, 0 on compliant and neutral ones; over an
+    episode -lambda * violations / VIOLATION_SCALE. No fix ever earns reward, so dilution pays nothing and a fix
+    is worth only what it does to the env reward. Since lambda * C_final = lambda - lambda * violations / n for n
+    counted fixes, this is the ratio form's total less its constant, with the fix count n frozen at the scale.
+
+  The compliance counts, the gate and the logs are the same under both forms (the gate reads the ratio C).
 """
 from __future__ import annotations
 
@@ -69,6 +80,17 @@ def classify_fixes(actions: torch.Tensor, access_before: torch.Tensor, type_rank
     return compliant, violation, neutral
 
 
+ALIGNMENT_REWARDS = ("ratio", "violations")
+"""The alignment reward's forms (``TrainConfig.alignment_reward``; the module docstring defines them)."""
+
+VIOLATION_SCALE = 100.0
+"""The ``violations`` form charges lambda / VIOLATION_SCALE per violating fix: what a violation costs the ``ratio``
+form at 100 counted fixes per episode (its marginal cost lambda * C / n at C ~ 1), i.e. at one fix per step of
+CAGE2's 100-step episode and near the fix count of the agents trained under it (~90 per B_line episode), so one
+lambda weighs about the same in both forms for those agents. Fixed, not the episode's own count: a count that
+moves with the policy is what makes the ratio form pay for fixing more."""
+
+
 def ratio(compliant: torch.Tensor, violations: torch.Tensor) -> torch.Tensor:
     """compliant / (compliant + violations), 0 where nothing was counted."""
     total = compliant + violations
@@ -78,9 +100,13 @@ def ratio(compliant: torch.Tensor, violations: torch.Tensor) -> torch.Tensor:
 class ComplianceTracker:
     """Per-env running fix counts of the current episode, and the alignment reward they produce."""
 
-    def __init__(self, num_envs: int, device: torch.device | str = "cpu"):
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu", form: str = ALIGNMENT_REWARDS[0]):
+        if form not in ALIGNMENT_REWARDS:
+            raise ValueError(f"unknown alignment reward {form!r}: use one of {', '.join(ALIGNMENT_REWARDS)}")
         z = torch.zeros(num_envs, dtype=torch.float64, device=device)
         self.compliant, self.violations, self.neutral = z.clone(), z.clone(), z.clone()
+        self.form = form
+        """the alignment reward's form (``ALIGNMENT_REWARDS``); the counts do not depend on it."""
 
     def step(self, actions, access_before, type_rank, lam: "float | torch.Tensor") -> tuple[torch.Tensor, torch.Tensor]:
         """Count this step's fixes; returns (alignment reward (N,) float32, counted-fix mask (N,)). ``lam`` is one
@@ -90,8 +116,10 @@ class ComplianceTracker:
         self.compliant += c
         self.violations += v
         self.neutral += nt
-        after = ratio(self.compliant, self.violations)
         counted = c | v
+        if self.form == "violations":
+            return (-(lam / VIOLATION_SCALE) * v).to(torch.float32), counted
+        after = ratio(self.compliant, self.violations)
         return (lam * (after - before) * counted).to(torch.float32), counted
 
     def clear(self, done: torch.Tensor) -> None:

@@ -12,6 +12,7 @@ from workflow_rl.checks import (check_episode_length, check_float, check_int, ch
                                 check_types, flag, gib)
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
+from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import PPOConfig, input_dim, network_bytes
 from workflow_rl.workflow import Workflow, WorkflowMix, is_workflow_list
@@ -129,6 +130,11 @@ class TrainConfig:
     by --max-episodes; compliance stays measured); 0 = stop at the gate"""
     alignment_lambda: float = 30.0
     """weight of the workflow-alignment reward bonus (>= 0)"""
+    alignment_reward: str = one_of(ALIGNMENT_REWARDS[0], ALIGNMENT_REWARDS)
+    """the alignment reward's form: ratio (lambda x the change in the episode's compliance ratio at each counted
+    fix, summing to lambda x final compliance; it also pays for extra compliant fixes after a violation) or
+    violations (-lambda/100 per violating fix, nothing for compliant or neutral ones: no reward for fixing more);
+    the compliance counts and the gate are the same under both (docs/training.md, "Compliance, exactly")"""
     device: str = "cpu"
     """cpu, cuda, cuda:N or mps"""
     seed: int = 0

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
-from workflow_rl.rl.compliance import ComplianceTracker, fix_hosts
+from workflow_rl.rl.compliance import ALIGNMENT_REWARDS, ComplianceTracker, fix_hosts
 from workflow_rl.rl.memory import Memory, policy_input
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
@@ -51,12 +51,12 @@ def _make_single_env(engine: str, red: str, length: int, scenario):
     return NativeEnv(red, length)
 
 
-def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index) -> Trajectory:
+def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = ALIGNMENT_REWARDS[0]) -> Trajectory:
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(int(sample_seed))
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
-    tracker = ComplianceTracker(1)
+    tracker = ComplianceTracker(1, form=form)
     memory = agent.memory
     mem = memory.blank(1)
 
@@ -99,7 +99,7 @@ def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, me
             msg = conn.recv()
             if msg[0] == "close":
                 break
-            _, weights, enc, rank, lam = msg
+            _, weights, enc, rank, lam, form = msg
             agent.load_state_dict(weights)
             enc_t = torch.as_tensor(enc)
             rank_t = None if rank is None else torch.as_tensor(rank)
@@ -107,7 +107,7 @@ def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, me
                 job = tasks.get()
                 if job is None:
                     break
-                results.put(("ok", _play(env, agent, enc_t, rank_t, lam, *job)))
+                results.put(("ok", _play(env, agent, enc_t, rank_t, lam, *job, form=form)))
     except (KeyboardInterrupt, EOFError):
         pass
     except Exception:  # noqa: BLE001 - report everything to the parent with the traceback
@@ -157,11 +157,12 @@ class EpisodeWorkerPool:
         return item[2] if item[0] == "error" else None
 
     def collect(self, weights: dict, enc: np.ndarray, rank: np.ndarray | None, lam: float,
-                jobs: list[tuple[int, int, int]]) -> list[Trajectory]:
-        """Play ``jobs`` = [(env_seed, sample_seed, index), ...]; returns their trajectories sorted by index."""
+                jobs: list[tuple[int, int, int]], form: str = ALIGNMENT_REWARDS[0]) -> list[Trajectory]:
+        """Play ``jobs`` = [(env_seed, sample_seed, index), ...]; returns their trajectories sorted by index.
+        ``lam`` and ``form``: the alignment reward's weight and form (``rl.compliance``)."""
         w = {k: v.detach().cpu() for k, v in weights.items()}
         for c in self.conns:
-            c.send(("round", w, enc, rank, lam))
+            c.send(("round", w, enc, rank, lam, form))
         for j in jobs:
             self.tasks.put(j)
         for _ in self.procs:
@@ -201,15 +202,15 @@ class EpisodeWorkerPool:
 
 
 def collect_episodes(pool: EpisodeWorkerPool, agent: Agent, enc: np.ndarray, rank: np.ndarray | None, lam: float,
-                     seed: int, first_episode: int, n_episodes: int, ppo: PPOConfig, device: torch.device
-                     ) -> tuple[Rollout, dict]:
+                     seed: int, first_episode: int, n_episodes: int, ppo: PPOConfig, device: torch.device,
+                     form: str = ALIGNMENT_REWARDS[0]) -> tuple[Rollout, dict]:
     """``n_episodes`` whole episodes played by the pool with ``agent``: the rollout (T x n_episodes rows, GAE with
     each episode's time-limit end bootstrapped by the value of its last observation) and the finished-episode
     lists the trainer logs. Episode k's env and sampling seeds come from (seed, first_episode + k), so the result
     does not depend on the number of workers."""
     jobs = [(episode_seed(seed, first_episode + k, 0), episode_seed(seed, first_episode + k, 1), k)
             for k in range(n_episodes)]
-    trajs = pool.collect(agent.state_dict(), enc, rank, lam, jobs)
+    trajs = pool.collect(agent.state_dict(), enc, rank, lam, jobs, form)
 
     def stack(name):
         return torch.as_tensor(np.stack([getattr(t, name) for t in trajs], 1), device=device)

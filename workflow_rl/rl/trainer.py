@@ -110,7 +110,7 @@ class BatchedTrainer:
         self.wf_id = torch.full((total,), -1, dtype=torch.int64, device=self.device)
         """per env, the index (``Workflow.index``) of the workflow its episode plays, -1 for plain PPO: with
         ``wf_enc`` and ``rank``, switched at episode ends to each env's next draw in a run across workflows."""
-        self.tracker = ComplianceTracker(total, self.device)
+        self.tracker = ComplianceTracker(total, self.device, cfg.alignment_reward)
         self.lam = torch.zeros(total, dtype=torch.float64, device=self.device)   # alignment lambda per env
         self.ep_env_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
         self.ep_align_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
@@ -432,7 +432,8 @@ class BatchedTrainer:
         rank = self.rank[0].cpu().numpy() if s.workflow is not None else None
         lam = s.cfg.alignment_lambda if s.workflow is not None else 0.0
         flat, fin = collect_episodes(self.pool, self.member(0), self.wf_enc[0, 0].cpu().numpy(), rank, lam,
-                                     s.cfg.seed, s.total_episodes, k, self.cfg.ppo, self.device)
+                                     s.cfg.seed, s.total_episodes, k, self.cfg.ppo, self.device,
+                                     s.cfg.alignment_reward)
         s.episodes_per_env[:k] += 1
         batch = Rollout(*(getattr(flat, f.name).unsqueeze(0) for f in dataclasses.fields(Rollout)))
         return batch, torch.ones(batch.actions.shape, dtype=torch.bool, device=self.device), [fin]
