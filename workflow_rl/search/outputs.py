@@ -132,6 +132,29 @@ def answer_line(summary: dict) -> str:
     return line
 
 
+def wall_note(own: bool, source: str | None) -> str:
+    """What a universal search's ``wall_time_s`` leaves out: the starting agent's training (unless the search
+    trained it: ``own``) and, when the screen was reused (``source`` 'cache' or 'shipped'), its computation."""
+    trained = ("includes training the search's own universal agent" if own
+               else "does not include the starting agent's training")
+    if source in ("cache", "shipped"):
+        where = "the cache" if source == "cache" else "the file shipped with the agent"
+        return f"wall_time_s {trained}, nor its screen (read from {where}, not recomputed)"
+    return f"wall_time_s {trained}; it includes computing its screen"
+
+
+def mode_line(summary: dict) -> str | None:
+    """The line a search from a universal agent prints before its answer: which mode, where the screen came from
+    and what the wall time leaves out (None for an ordinary search)."""
+    u = summary.get("universal")
+    if u is None:
+        return None
+    screen = {"computed": "computed", "cache": "read from the cache",
+              "shipped": "as shipped with the agent"}.get(u.get("screen_source"), "computed")
+    return (f"mode: fine-tuned from the universal agent {u['agent']} ({u['budget_note']}); its screen of all 120 "
+            f"workflows {screen}; {u['wall_note']}")
+
+
 def finalize(search, wall: float) -> dict:
     """Write the end-of-search artefacts of a ``WorkflowSearch`` and return its summary."""
     cfg, state, best = search.cfg, search.state, search.best()
@@ -189,6 +212,8 @@ def universal_summary(search, kept: list[str]) -> dict:
         "budget_note": (f"the universal agent's {state.universal_episodes:,} training episodes are part of the "
                         "budget" if own else "the starting agent's own training is not counted in the budget "
                         "(only the fine-tuning is)"),
+        "screen_source": state.screen_source, "screen_seconds": state.screen_seconds,
+        "wall_note": wall_note(own, state.screen_source),
         "universal_eligible": sum(r["universal_eligible"] for r in rows),
         "fine_tuned": len(state.iterations),
         "calls_eligible": len(rows) - len(ineligible), "calls_ineligible": len(ineligible),
