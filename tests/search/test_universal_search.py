@@ -125,6 +125,8 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     assert full.state.universal_episodes == 0 and full.state.episodes_used == 48
     assert summary["universal"]["agent"] == universal_checkpoint
     assert "not counted" in summary["universal"]["budget_note"]
+    assert full.state.screen_source == "computed" and "includes computing its screen" in summary["universal"][
+        "wall_note"]
     threshold = cfg.train.compliance_threshold
     calls = U.calls(full.state.iterations, full.state.screen, threshold)
     kept = set(summary["confidence_set"])
@@ -137,6 +139,7 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     part = WorkflowSearch(_tiny(init_checkpoint=universal_checkpoint, total_episodes=48, max_iterations=1),
                           tmp_path / "part", progress=False)
     part.run()
+    assert part.state.screen_source == "cache" and part.state.screen == full.state.screen   # same agent, same key
     resumed = WorkflowSearch.resume(tmp_path / "part", progress=False, max_iterations=None)
     resumed.state.finished = False
     resumed.run()
