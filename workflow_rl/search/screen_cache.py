@@ -5,8 +5,8 @@ The screen is a deterministic function of the checkpoint's bytes and the evaluat
 search need not recompute it when it has been computed before. Three sources, tried in this order:
 
 * ``shipped``: a shipped agent (``pretrained:NAME``) may ship its screen at the default search settings beside its
-  weights (``workflow_rl/pretrained/NAME.screen.json``, written by :func:`main`); it is used only when its key is
-  the key of this search's checkpoint and settings;
+  weights (``workflow_rl/pretrained/NAME.screen.json``, written by ``python -m workflow_rl.search.ship_screen
+  NAME``); it is used only when its key is the key of this search's checkpoint and settings;
 * ``cache``: a content-addressed file under the user's cache folder (:func:`cache_dir`), written atomically after
   every computed screen;
 * ``computed``: the evaluation itself.
@@ -188,33 +188,3 @@ def screen_of(checkpoint: Path, settings: ScreenSettings, compute: Callable[[], 
         print(f"warning: screen not cached ({e})", file=sys.stderr, flush=True)
     return screened, "computed"
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m workflow_rl.search.screen_cache NAME``: compute a shipped agent's screen at the default search
-    settings and write it beside its weights (``workflow_rl/pretrained/NAME.screen.json``), reading no stored
-    screen. How ``universal.screen.json`` was made; ``tests/search/test_screen_cache.py`` recomputes it."""
-    import argparse
-    import time
-
-    from workflow_rl.rl import pretrained
-    from workflow_rl.search import universal
-    from workflow_rl.search.config import SearchConfig
-
-    p = argparse.ArgumentParser(prog="python -m workflow_rl.search.screen_cache", description=main.__doc__)
-    p.add_argument("name", help="a shipped agent (pretrained:NAME or NAME)")
-    args = p.parse_args(argv)
-    try:
-        weights = pretrained.path(args.name)
-    except ValueError as e:
-        p.exit(2, f"error: {e}\n")
-    settings = universal.screen_settings(SearchConfig())
-    t0 = time.perf_counter()
-    screened = universal.compute_screen(weights, settings)
-    key = screen_key(weights, settings)
-    write(shipped_file(weights), screened, key, settings, file_sha256(weights))
-    print(f"{shipped_file(weights)}: {len(screened)} workflows, {time.perf_counter() - t0:.0f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
