@@ -9,7 +9,8 @@ Per search (one row of ``OUT/universal_search.csv``, and ``OUT/universal_search.
 * how its eligibility calls (``screen.csv``: the fine-tuned record's where there is one, the universal agent's
   evaluation otherwise) agree with the universal agent's own evaluation (``--evaluation``: an ``evaluate AGENT
   --workflow all`` workflows.csv at the search's protocol; without it, the evaluation the search made itself) and
-  with the ground truth's eligibility, listing the workflows where they differ from the ground truth;
+  with the ground truth's eligibility, listing the workflows where they differ from the ground truth (a search
+  that trained its own universal agent, ``--universal-fraction``, always against its own evaluation);
 * its 95% confidence set's size, whether it keeps any workflow it calls ineligible and whether it keeps the ground
   truth's best; and the same for the set this code computes from the search's saved observations (``_now``: a
   search run by an earlier version is re-scored with today's model);
@@ -48,8 +49,9 @@ def score(run: Path, table: dict, evaluation: dict[tuple[str, str], bool] | None
     with open(run / "screen.csv") as f:
         rows = list(csv.DictReader(f))
     calls = {r["workflow"]: _true(r["eligible"]) for r in rows}
-    own = ({w: ok for (red, w), ok in evaluation.items() if red == summary["red_agent"]} if evaluation else
-           {r["workflow"]: _true(r["universal_eligible"]) for r in rows})
+    given = summary["universal"]["training_episodes_counted"] == 0   # from a given agent, not its own
+    own = ({w: ok for (red, w), ok in evaluation.items() if red == summary["red_agent"]} if evaluation and given
+           else {r["workflow"]: _true(r["universal_eligible"]) for r in rows})
     gt_ok = {w: _true(r["eligible"]) for w, r in table.items()}
     best = max((r for r in table.values() if _true(r["eligible"])), key=lambda r: float(r["mean"]))
     answer = summary["best_workflow_codes"]
@@ -116,7 +118,9 @@ def main(argv=None) -> int:
     p.add_argument("runs", nargs="+", type=Path, help="finished search folders (RUN_DIR)")
     p.add_argument("--ground-truth", required=True, help="ground_truth.csv of `search --exhaustive`")
     p.add_argument("--evaluation", default=None,
-                   help="workflows.csv of `evaluate AGENT --workflow all` (the universal agent's own calls)")
+                   help="workflows.csv of `evaluate AGENT --workflow all` (the given universal agent's own calls: "
+                        "for searches with --init-checkpoint AGENT; one that trains its own is scored against its "
+                        "own screen)")
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args(argv)
     table, _ = read_ground_truth(a.ground_truth)
