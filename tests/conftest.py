@@ -39,3 +39,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cyborg") is not None:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_screen_cache(tmp_path_factory):
+    """Searches from a universal agent cache its screen under the user's cache folder (``search.screen_cache``):
+    the suite's go to a folder of its own, never the user's (child processes inherit it)."""
+    old = os.environ.get("WORKFLOW_RL_CACHE")
+    os.environ["WORKFLOW_RL_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("WORKFLOW_RL_CACHE", None)
+    else:
+        os.environ["WORKFLOW_RL_CACHE"] = old

@@ -118,13 +118,16 @@ def universal_checkpoint(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_whole(tmp_path, universal_checkpoint):
+def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_whole(tmp_path, universal_checkpoint,
+                                                                                    capsys):
     cfg = _tiny(init_checkpoint=universal_checkpoint, total_episodes=48)
     full = WorkflowSearch(cfg, tmp_path / "full", progress=False)
     summary = full.run()
     assert full.state.universal_episodes == 0 and full.state.episodes_used == 48
     assert summary["universal"]["agent"] == universal_checkpoint
     assert "not counted" in summary["universal"]["budget_note"]
+    assert full.state.screen_source == "computed" and "includes computing its screen" in summary["universal"][
+        "wall_note"]
     threshold = cfg.train.compliance_threshold
     calls = U.calls(full.state.iterations, full.state.screen, threshold)
     kept = set(summary["confidence_set"])
@@ -137,10 +140,24 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     part = WorkflowSearch(_tiny(init_checkpoint=universal_checkpoint, total_episodes=48, max_iterations=1),
                           tmp_path / "part", progress=False)
     part.run()
+    assert part.state.screen_source == "cache" and part.state.screen == full.state.screen   # same agent, same key
     resumed = WorkflowSearch.resume(tmp_path / "part", progress=False, max_iterations=None)
     resumed.state.finished = False
     resumed.run()
     assert _log(tmp_path / "part") == _log(tmp_path / "full")
+
+    # the command line says the mode, that the screen was reused, and what the budget and wall time leave out
+    from tests.helpers import run_main
+
+    rc, out, _ = run_main(["search", "--init-checkpoint", universal_checkpoint, "--total-episodes", "48",
+                           "--n-envs", "8", "--max-episodes", "2", "--eval-episodes", "4", "--seed", "1",
+                           "--min-episodes", "1", "--min-fixes", "1", "--post-gate-episodes", "1",
+                           "--compliance-threshold", "0.3", "--no-progress", "--out", str(tmp_path / "cli")], capsys)
+    lines = out.strip().splitlines()
+    assert rc == 0 and lines[-1].startswith("answer: ") and lines[-2].startswith(
+        f"mode: fine-tuned the GP's picks from the universal agent {universal_checkpoint}")
+    assert "not counted in budget or wall time: its training and its screen of all 120 workflows (cached)" in lines[-2]
+    assert "read from the cache" in (tmp_path / "cli" / "report.md").read_text()
 
     # the measurement script scores it against a ground truth and the universal agent's own calls
     root = Path(__file__).resolve().parents[2]

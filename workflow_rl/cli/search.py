@@ -122,7 +122,9 @@ def _run(search, executor, fresh: bool) -> int:
           f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")
     if "ground_truth_statement" in summary:
         print(f"ground truth: {search.out / 'ground_truth.csv'}. {summary['ground_truth_statement']}")
-    from workflow_rl.search.outputs import answer_line   # here: its GP and scipy cost other commands ~0.7 s
+    from workflow_rl.search.outputs import answer_line, mode_line   # here: scipy costs other commands ~0.7 s
 
+    if mode_line(summary):
+        print(mode_line(summary))
     print(answer_line(summary))
     return 0

@@ -132,6 +132,53 @@ def answer_line(summary: dict) -> str:
     return line
 
 
+def card_note(spec: str) -> str:
+    """For a shipped agent, its training as its card states it ('' for any other checkpoint)."""
+    from workflow_rl.rl import pretrained
+
+    if not spec.startswith(pretrained.PREFIX):
+        return ""
+    name = spec[len(pretrained.PREFIX):]
+    c = pretrained.card(name)
+    return (f"{c['episodes_trained']:,} episodes, {c['training_seconds']:,.0f} s, on top of what it started from: "
+            f"its card, workflow_rl/pretrained/{name}.json")
+
+
+def wall_note(own: bool, source: str | None) -> str:
+    """What a universal search's ``wall_time_s`` leaves out: the starting agent's training (unless the search
+    trained it: ``own``) and, when the screen was reused (``source`` 'cache' or 'shipped'), its computation."""
+    trained = ("includes training the search's own universal agent" if own
+               else "does not include the starting agent's training")
+    if source in ("cache", "shipped"):
+        where = "the cache" if source == "cache" else "the file shipped with the agent"
+        return f"wall_time_s {trained}, nor its screen (read from {where}, not recomputed)"
+    return f"wall_time_s {trained}; it includes computing its screen"
+
+
+def mode_line(summary: dict) -> str | None:
+    """The line a search from a universal agent prints before its answer: which mode, and what neither its budget
+    nor its wall time counts (None for an ordinary search)."""
+    u = summary.get("universal")
+    if u is None:
+        return None
+    source = u.get("screen_source") or "computed"
+    if u["training_episodes_counted"]:
+        head = (f"mode: trained its own universal agent ({u['training_episodes_counted']:,} episodes of the budget), "
+                "then fine-tuned the GP's picks from it")
+        left = []
+    else:
+        head = f"mode: fine-tuned the GP's picks from the universal agent {u['agent']}"
+        card = card_note(u["agent"])
+        left = [f"its training ({card})" if card else "its training"]
+    if source in ("cache", "shipped"):
+        left.append(f"its screen of all 120 workflows ({'shipped with it' if source == 'shipped' else 'cached'})")
+        screen = ""
+    else:
+        secs = u.get("screen_seconds")
+        screen = "; its screen of all 120 workflows computed here" + (f" ({secs:.0f} s)" if secs else "")
+    return head + screen + (f"; not counted in budget or wall time: {' and '.join(left)}" if left else "")
+
+
 def finalize(search, wall: float) -> dict:
     """Write the end-of-search artefacts of a ``WorkflowSearch`` and return its summary."""
     cfg, state, best = search.cfg, search.state, search.best()
@@ -187,8 +234,10 @@ def universal_summary(search, kept: list[str]) -> dict:
         "agent": f"trained by this search ({universal.UNIVERSAL_CHECKPOINT})" if own else cfg.init_checkpoint,
         "training_episodes_counted": state.universal_episodes,
         "budget_note": (f"the universal agent's {state.universal_episodes:,} training episodes are part of the "
-                        "budget" if own else "the starting agent's own training is not counted in the budget "
-                        "(only the fine-tuning is)"),
+                        "budget" if own else "the starting agent's own training is not counted in the budget (only the "
+                        "fine-tuning is)"),
+        "screen_source": state.screen_source, "screen_seconds": state.screen_seconds,
+        "wall_note": wall_note(own, state.screen_source),
         "universal_eligible": sum(r["universal_eligible"] for r in rows),
         "fine_tuned": len(state.iterations),
         "calls_eligible": len(rows) - len(ineligible), "calls_ineligible": len(ineligible),

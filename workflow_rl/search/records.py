@@ -139,6 +139,8 @@ class Screened(_Saved):
         return self.eval_compliance is None or self.eval_compliance >= threshold
 
 
+SCREEN_SOURCES = ("computed", "cache", "shipped")
+"""Where a search's screen came from (``search.screen_cache``)."""
 PHASES = ("universal", "screen", "fine-tune")
 """A search that uses a universal agent (``search.universal``): training its own one (``--universal-fraction``),
 evaluating it under every workflow, then fine-tuning the workflows the GP picks. None: an ordinary search."""
@@ -163,12 +165,17 @@ class SearchState:
     """the low-fidelity observations of all 120 workflows (phase 'fine-tune')"""
     universal_episodes: int = 0
     """training episodes of the search's own universal agent (part of ``episodes_used``)"""
+    screen_source: str | None = None
+    """where ``screen`` came from: 'computed', 'cache' or 'shipped' (``search.screen_cache``)"""
+    screen_seconds: float | None = None
+    """the wall time of getting ``screen`` (its evaluation, or reading it)"""
 
     def to_dict(self) -> dict:
         return {"config": self.config, "iterations": [r.to_dict() for r in self.iterations],
                 "episodes_used": self.episodes_used, "pending": [p.to_dict() for p in self.pending],
                 "dispatched": self.dispatched, "finished": self.finished, "phase": self.phase,
-                "screen": [x.to_dict() for x in self.screen], "universal_episodes": self.universal_episodes}
+                "screen": [x.to_dict() for x in self.screen], "universal_episodes": self.universal_episodes,
+                "screen_source": self.screen_source, "screen_seconds": self.screen_seconds}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SearchState":
@@ -176,7 +183,8 @@ class SearchState:
                    episodes_used=d["episodes_used"], pending=[Proposal.from_dict(p) for p in d["pending"]],
                    dispatched=d["dispatched"], finished=d.get("finished", False), phase=d.get("phase"),
                    screen=[Screened.from_dict(x) for x in d.get("screen", [])],
-                   universal_episodes=d.get("universal_episodes", 0))
+                   universal_episodes=d.get("universal_episodes", 0), screen_source=d.get("screen_source"),
+                   screen_seconds=d.get("screen_seconds"))
 
     def save(self, path: Path) -> None:
         atomic_json(self.to_dict(), path)
@@ -209,6 +217,10 @@ class SearchState:
         if self.phase is not None and self.phase not in PHASES:
             raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
         check_int("universal_episodes", self.universal_episodes, 0)
+        if self.screen_source is not None and self.screen_source not in SCREEN_SOURCES:
+            raise ValueError(f"screen_source {self.screen_source!r} is not one of {', '.join(SCREEN_SOURCES)}")
+        if self.screen_seconds is not None:
+            check_float("screen_seconds", self.screen_seconds, 0.0)
         check_int("episodes_used", self.episodes_used, 0)
         check_int("dispatched", self.dispatched, 0)
         for r in self.iterations:

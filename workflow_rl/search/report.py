@@ -134,7 +134,9 @@ def write_report(search, summary: dict) -> Path:
                   f"it; {u['budget_note']}. Eligibility calls: {u['calls_eligible']} eligible, "
                   f"{u['calls_ineligible']} ineligible ({u['calls_from_universal']} from the universal agent's "
                   f"evaluation, the rest from fine-tuning); the confidence set keeps "
-                  f"{u['confidence_set_keeps_ineligible']} workflows called ineligible. Per workflow: `screen.csv`.",
+                  f"{u['confidence_set_keeps_ineligible']} workflows called ineligible. Per workflow: `screen.csv`. "
+                  f"Its screen (the evaluation under all 120): {u.get('screen_source') or 'computed'}; "
+                  f"{u.get('wall_note', '')}.",
                   ""]
     if "regret" in summary:
         regret = f"{summary['regret']:.2f}" if summary["regret"] is not None else (

@@ -173,15 +173,12 @@ class WorkflowSearch:
 
     def _universal_pick(self, it: int, tried: set[int], busy: set[int]) -> Proposal:
         """(from a universal agent) The UCB argmax of the two-fidelity GP, or a uniform draw with 'random', among
-        the untried workflows the universal agent's evaluation calls eligible (among all untried if none is)."""
+        the untried workflows of ``universal.pick_pool`` (those the universal agent's evaluation calls eligible
+        with ``--pick-margin`` to spare, else without, else all)."""
         from workflow_rl.search import universal
 
-        threshold = self.cfg.train.compliance_threshold
-        ok = {s.workflow for s in self.state.screen if s.eligible(threshold)}
-        among = [w.index for w in all_workflows() if w.index not in tried and w.codes in ok]
-        label = "untried the universal agent's evaluation calls eligible"
-        if not among:
-            among, label = [k for k in range(N_CANDIDATES) if k not in tried], "untried (none called eligible left)"
+        among, label = universal.pick_pool(self.state.screen, tried, self.cfg.train.compliance_threshold,
+                                           self.cfg.pick_margin)
         if self.cfg.strategy == "random":
             p = self._draw(it, among, f"random among {len(among)} {label}")
             return dataclasses.replace(p, reason=p.reason + "; fine-tuned from the universal agent")
@@ -366,12 +363,15 @@ class WorkflowSearch:
                   flush=True)
         if st.phase == "screen":
             t0 = time.perf_counter()
-            st.screen = universal.screen(self.cfg, self.out)
+            st.screen, st.screen_source = universal.screen(self.cfg, self.out)
+            st.screen_seconds = time.perf_counter() - t0
             st.phase = "fine-tune"
             self._save()
             ok = sum(s.eligible(self.cfg.train.compliance_threshold) for s in st.screen)
-            print(f"universal agent evaluated under all {len(st.screen)} workflows ({self.cfg.eval_episodes} "
-                  f"episodes each, {time.perf_counter() - t0:.0f} s): {ok} called eligible", flush=True)
+            how = {"computed": "evaluated", "cache": "evaluation read from the cache",
+                   "shipped": "evaluation as shipped with it"}[st.screen_source]
+            print(f"universal agent {how} under all {len(st.screen)} workflows ({self.cfg.eval_episodes} episodes "
+                  f"each, {st.screen_seconds:.0f} s): {ok} called eligible", flush=True)
 
     def _default_executor(self) -> Executor:
         if self.cfg.batch_workflows > 1 or self.cfg.seeds_per_workflow > 1:

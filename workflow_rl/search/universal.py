@@ -114,15 +114,40 @@ def train_universal(cfg, out: Path, progress: bool) -> int:
     return int(summary["episodes"])
 
 
-def screen(cfg, out: Path) -> list[Screened]:
-    """The universal agent's held-out evaluation under every workflow (the low-fidelity observations)."""
-    spec = cfg.init_checkpoint if cfg.universal_fraction is None else str(out / UNIVERSAL_CHECKPOINT)
-    agent = agent_from_checkpoint(load_checkpoint(_file(spec), cfg.train.device))
-    results = evaluate_workflows(lambda enc: agent_act(agent, None, greedy=True, encodings=enc),
-                                 list(all_workflows()), [cfg.train.red_agent], [cfg.eval_length], cfg.eval_episodes,
-                                 seed=EVAL_SEED, device=cfg.train.device)
+def screen_settings(cfg):
+    """What besides the weights determines a search's screen (``screen_cache``'s key): ``--eval-episodes`` greedy
+    episodes of ``--eval-length`` steps per workflow against the search's red agent, native engine, the fixed
+    evaluation seed."""
+    from workflow_rl.envs.names import parse_red_agent
+    from workflow_rl.search.screen_cache import ScreenSettings
+
+    return ScreenSettings(episodes=cfg.eval_episodes, length=cfg.eval_length,
+                          red_agent=parse_red_agent(cfg.train.red_agent), engine="native", seed=EVAL_SEED,
+                          mode="greedy", device="cuda" if str(cfg.train.device).startswith("cuda") else "cpu")
+
+
+def compute_screen(checkpoint: Path, settings, device: str = "cpu") -> list[Screened]:
+    """The universal agent's held-out evaluation under every workflow (the low-fidelity observations), on
+    ``device`` (of ``settings.device``'s kind)."""
+    agent = agent_from_checkpoint(load_checkpoint(checkpoint, device))
+    greedy = settings.mode == "greedy"
+    results = evaluate_workflows(lambda enc: agent_act(agent, None, greedy=greedy, encodings=enc),
+                                 list(all_workflows()), [settings.red_agent], [settings.length], settings.episodes,
+                                 engine=settings.engine, seed=settings.seed, device=device)
     return [Screened(workflow=w, observed_reward=r.mean, observed_ci95=r.ci95, eval_compliance=r.compliance,
                      fixes=r.fixes) for w, r in results]
+
+
+def screen(cfg, out: Path) -> tuple[list[Screened], str]:
+    """The screen of the search's universal agent and where it came from: shipped beside a ``pretrained:`` agent,
+    found in the cache, or computed (``search.screen_cache``; the numbers are the same either way)."""
+    from workflow_rl.rl.pretrained import PREFIX
+    from workflow_rl.search.screen_cache import screen_of
+
+    spec = cfg.init_checkpoint if cfg.universal_fraction is None else str(out / UNIVERSAL_CHECKPOINT)
+    file, settings = _file(spec), screen_settings(cfg)
+    return screen_of(file, settings, lambda: compute_screen(file, settings, cfg.train.device),
+                     shipped=spec.startswith(PREFIX))
 
 
 def initial_state(cfg, out: Path) -> dict | None:
@@ -168,6 +193,23 @@ def posterior(records: list[Record], screened: list[Screened], busy: list[Workfl
         mu, _ = posterior_high(model, list(busy))
         model = fit(observations(records, screened, list(zip(busy, mu))), theta=model.theta)
     return posterior_high(model, list(all_workflows())), model
+
+
+def pick_pool(screened: list[Screened], tried: set[int], threshold: float, margin: float) -> tuple[list[int], str]:
+    """The untried workflows (indices) a search from a universal agent fine-tunes next, and how they were chosen:
+    those whose screened compliance is >= ``threshold + margin``; if none is left, those >= ``threshold`` (the
+    universal agent's eligibility call); if none, every untried one. Why a margin: a pick that only just complies
+    greedily tends to fail the sampled training gate and spend a full cap for an ineligible record
+    (``SearchConfig.pick_margin``)."""
+    untried = [w.index for w in all_workflows() if w.index not in tried]
+    for level, label in ((threshold + margin, f"untried the universal agent's evaluation calls eligible with "
+                                              f"margin {margin:g} (compliance >= {threshold + margin:g})"),
+                         (threshold, "untried the universal agent's evaluation calls eligible")):
+        ok = {s.workflow for s in screened if s.eligible(level)}
+        among = [k for k in untried if all_workflows()[k].codes in ok]
+        if among:
+            return among, label
+    return untried, "untried (none called eligible left)"
 
 
 def candidates(records: list[Record], screened: list[Screened], threshold: float) -> list[int]:

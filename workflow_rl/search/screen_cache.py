@@ -1,0 +1,190 @@
+"""Reuse of a universal agent's *screen* (its greedy evaluation under all 120 workflows, ``search.universal``).
+
+The screen is a deterministic function of the checkpoint's bytes and the evaluation settings
+(:class:`ScreenSettings`: episodes, episode length, red agent, engine, evaluation seed, mode, device kind), so a
+search need not recompute it when it has been computed before. Three sources, tried in this order:
+
+* ``shipped``: a shipped agent (``pretrained:NAME``) may ship its screen at the default search settings beside its
+  weights (``workflow_rl/pretrained/NAME.screen.json``, written by ``python -m workflow_rl.search.ship_screen
+  NAME``); it is used only when its key is the key of this search's checkpoint and settings;
+* ``cache``: a content-addressed file under the user's cache folder (:func:`cache_dir`), written atomically after
+  every computed screen;
+* ``computed``: the evaluation itself.
+
+Why a key and not a name: the key is the sha256 of the checkpoint file and the settings, so new weights or any
+changed setting can never be served an old screen. Files are JSON (read with ``json``, never pickle), and a file
+is *validated*, not trusted: the right format and key, exactly the 120 workflows in their order, finite values,
+compliance in [0, 1]; anything else is ignored with a one-line warning and the screen recomputed (and rewritten).
+``WORKFLOW_RL_NO_CACHE=1`` computes every screen, reads no stored one (cache or shipped) and writes none.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from workflow_rl.search.records import SCREEN_SOURCES as SOURCES
+from workflow_rl.search.records import Screened, atomic_json
+from workflow_rl.workflow import all_workflows
+
+FORMAT = 1
+"""The screen file's format (part of the key: a new format never reads an old file)."""
+CACHE_ENV = "WORKFLOW_RL_CACHE"
+"""Overrides the cache folder (default ``$XDG_CACHE_HOME/workflow-rl`` or ``~/.cache/workflow-rl``)."""
+NO_CACHE_ENV = "WORKFLOW_RL_NO_CACHE"
+"""Set (to anything but '' or '0'): compute every screen, read and write no stored one."""
+SHIPPED_SUFFIX = ".screen.json"
+
+
+@dataclass(frozen=True)
+class ScreenSettings:
+    """Everything besides the weights that determines a screen's numbers."""
+
+    episodes: int
+    length: int
+    red_agent: str
+    """canonical spelling (``envs.names.parse_red_agent``), so aliases share one key"""
+    engine: str
+    seed: int
+    mode: str
+    """'greedy' (the search's screen) or 'sampled'"""
+    device: str
+    """'cpu' or 'cuda' (the network's float arithmetic differs, so greedy ties may too)"""
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def screen_key(checkpoint: Path, settings: ScreenSettings) -> str:
+    """The content address: sha256 over the format, the checkpoint file's sha256 and the settings."""
+    text = json.dumps({"format": FORMAT, "checkpoint_sha256": file_sha256(checkpoint),
+                       "settings": dataclasses.asdict(settings)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def disabled() -> bool:
+    return os.environ.get(NO_CACHE_ENV, "") not in ("", "0")
+
+
+def cache_dir() -> Path:
+    """``$WORKFLOW_RL_CACHE``, else ``$XDG_CACHE_HOME/workflow-rl`` (an absolute XDG path only, as the XDG spec
+    says), else ``~/.cache/workflow-rl``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "workflow-rl"
+
+
+def cache_file(key: str) -> Path:
+    return cache_dir() / "screens" / f"{key}.json"
+
+
+def shipped_file(weights: Path) -> Path:
+    """Where a shipped agent's screen lies: beside its weights, ``NAME.screen.json``."""
+    return weights.with_name(weights.stem + SHIPPED_SUFFIX)
+
+
+# ------------------------------------------------------------------------------------------------ file form
+def to_json(screened: list[Screened], key: str, settings: ScreenSettings, checkpoint_sha256: str) -> dict:
+    return {"format": FORMAT, "key": key, "checkpoint_sha256": checkpoint_sha256,
+            "settings": dataclasses.asdict(settings),
+            "rows": [{"workflow": s.workflow, "mean": s.observed_reward, "ci95": s.observed_ci95,
+                      "compliance": s.eval_compliance, "fixes": s.fixes} for s in screened]}
+
+
+class OtherKey(ValueError):
+    """A well-formed screen file of other weights or settings (a shipped screen at other settings: not damage)."""
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _number(row: dict, name: str, low: float = -math.inf, high: float = math.inf) -> float:
+    v = row.get(name)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:
+        raise ValueError(f"{row.get('workflow')}: {name} {v!r} is not a number in [{low}, {high}]")
+    return float(v)
+
+
+def from_json(text: str, key: str) -> list[Screened]:
+    """The screen a file holds, validated against ``key``; a ValueError saying what is wrong otherwise."""
+    d = json.loads(text, parse_constant=_no_constant)
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ValueError(f"not a format-{FORMAT} screen file")
+    if d.get("key") != key:
+        raise OtherKey("its key is not this checkpoint's and settings'")
+    rows = d.get("rows")
+    codes = [w.codes for w in all_workflows()]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows) \
+            or [r.get("workflow") for r in rows] != codes:
+        raise ValueError(f"it does not hold the {len(codes)} workflows in order")
+    out = []
+    for r in rows:
+        fixes = r.get("fixes")
+        if isinstance(fixes, bool) or not isinstance(fixes, int) or fixes < 0:
+            raise ValueError(f"{r['workflow']}: fixes {fixes!r} is not a count")
+        comp = None if r.get("compliance") is None else _number(r, "compliance", 0.0, 1.0)
+        out.append(Screened(workflow=r["workflow"], observed_reward=_number(r, "mean"),
+                            observed_ci95=_number(r, "ci95", 0.0), eval_compliance=comp, fixes=fixes))
+    return out
+
+
+def _read(path: Path, key: str, other_key_ok: bool = False) -> list[Screened] | None:
+    """The validated screen in ``path``; None (with a one-line warning) if it is there but unusable, silently if
+    it is another key's and ``other_key_ok``."""
+    if not path.is_file():
+        return None
+    try:
+        return from_json(path.read_text(), key)
+    except OtherKey:
+        if other_key_ok:
+            return None
+        print(f"warning: {path}: ignored (its key is not its name); the screen is recomputed", file=sys.stderr,
+              flush=True)
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as e:   # JSONDecodeError is a ValueError
+        print(f"warning: {path}: ignored ({str(e).splitlines()[0]}); the screen is recomputed", file=sys.stderr,
+              flush=True)
+        return None
+
+
+def write(path: Path, screened: list[Screened], key: str, settings: ScreenSettings, sha: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_json(to_json(screened, key, settings, sha), path)
+
+
+# --------------------------------------------------------------------------------------------------- lookup
+def screen_of(checkpoint: Path, settings: ScreenSettings, compute: Callable[[], list[Screened]],
+              shipped: bool = False) -> tuple[list[Screened], str]:
+    """The screen of ``checkpoint`` under ``settings`` and where it came from (one of :data:`SOURCES`): the
+    shipped file (``shipped``: the checkpoint is a shipped agent), the cache, or ``compute()`` (then cached)."""
+    if disabled():
+        return compute(), "computed"
+    key = screen_key(checkpoint, settings)
+    if shipped:
+        got = _read(shipped_file(checkpoint), key, other_key_ok=True)
+        if got is not None:
+            return got, "shipped"
+    got = _read(cache_file(key), key)
+    if got is not None:
+        return got, "cache"
+    screened = compute()
+    try:
+        write(cache_file(key), screened, key, settings, file_sha256(checkpoint))
+    except OSError as e:   # a read-only or full cache folder costs the reuse, not the search
+        print(f"warning: screen not cached ({e})", file=sys.stderr, flush=True)
+    return screened, "computed"
+
