@@ -26,25 +26,24 @@ import torch
 from workflow_rl.envs.belief import ParticleBelief
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl import pretrained
-from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED
+from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED, play_cells
 from workflow_rl.rl.planner import PlanConfig, agent_acting, play_true_state
+from workflow_rl.workflow import parse_workflow_arg
 
 LENGTHS = (30, 50, 100)
 
 
-def play(act, red: str, episodes: int, seed: int) -> tuple[np.ndarray, dict]:
-    """(episodes, 100) per-step rewards of ``act`` on the evaluation episodes, and seconds per decision: wall clock
-    and this process's CPU time (one thread: on a shared machine the CPU time is what one core spends)."""
-    env = make_vector_env(episodes, red, engine="native", episode_length=max(LENGTHS), seed=seed)
-    obs, _ = env.reset(seed=seed)
-    rewards = np.zeros((episodes, max(LENGTHS)))
+def play(act, red: str, episodes: int, seed: int, lengths=LENGTHS, workflow=None) -> tuple[dict, dict]:
+    """Per length, (returns, compliant fixes, violating fixes) of each evaluation episode, as ``workflow-rl evaluate``
+    plays them (``rl.evaluate.play_cells``: ``act`` one function for every length, or {length: function}), and
+    seconds per decision: wall clock and this process's CPU time (one thread: on a shared machine the CPU time is
+    what one core spends)."""
+    env = make_vector_env(episodes, red, engine="native", episode_length=max(lengths), seed=seed)
+    rank = torch.as_tensor(workflow.rank if workflow else np.arange(5))
+    decisions = episodes * (sum(lengths) if isinstance(act, dict) else max(lengths))
     t0, c0 = time.perf_counter(), time.process_time()
-    for t in range(max(LENGTHS)):
-        a = act(torch.as_tensor(obs), t)
-        obs, r, _, _, _ = env.step(a.numpy())
-        rewards[:, t] = r
-    n = episodes * max(LENGTHS)
-    return rewards, {"wall": (time.perf_counter() - t0) / n, "cpu": (time.process_time() - c0) / n}
+    cells = play_cells(env, act, seed, list(lengths), workflow is not None, rank, "cpu")
+    return cells, {"wall": (time.perf_counter() - t0) / decisions, "cpu": (time.process_time() - c0) / decisions}
 
 
 def ci(x: np.ndarray) -> tuple[float, float]:
@@ -53,20 +52,36 @@ def ci(x: np.ndarray) -> tuple[float, float]:
 
 def compare(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
+    workflow = parse_workflow_arg(args.workflow) if args.workflow else workflow
     plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
                       value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
-    greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
-    planned, t_p = play(agent_acting(agent, workflow, plan, args.seed), red, args.episodes, args.episode_seed)
+    lengths = sorted(set(args.lengths))
+    greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed, lengths, workflow)
+    planned_act = (agent_acting(agent, workflow, plan, args.seed) if args.length_unknown else
+                   {L: agent_acting(agent, workflow, plan, args.seed, episode_length=L) for L in lengths})
+    planned, t_p = play(planned_act, red, args.episodes, args.episode_seed, lengths, workflow)
     cells = []
-    for L in LENGTHS:
-        g, p = greedy[:, :L].sum(1), planned[:, :L].sum(1)
+    for L in lengths:
+        g, p = greedy[L][0], planned[L][0]
         cells.append({"length": L, "greedy": ci(g), "planned": ci(p), "difference": ci(p - g),
                       "winner": CAGE2_WINNER.get((red, L)), "planned_better_episodes": int((p > g).sum()),
-                      "planned_worse_episodes": int((p < g).sum())})
-    return {"red_agent": red, "episodes": args.episodes, "episode_seed": args.episode_seed, "plan": vars(plan),
-            "seed": args.seed, "seconds_per_decision": {"greedy": t_g, "planned": t_p}, "cells": cells,
-            "greedy_returns": greedy.sum(1).tolist(), "planned_returns": planned.sum(1).tolist()}
+                      "planned_worse_episodes": int((p < g).sum()),
+                      "compliance": {m: _compliance(*r[L][1:]) for m, r in (("greedy", greedy), ("planned", planned))}
+                      if workflow else None})
+    return {"red_agent": red, "agent": args.agent, "workflow": workflow.names if workflow else None,
+            "episodes": args.episodes, "episode_seed": args.episode_seed, "plan": vars(plan), "seed": args.seed,
+            "length_known": not args.length_unknown, "seconds_per_decision": {"greedy": t_g, "planned": t_p},
+            "cells": cells, "greedy_returns": greedy[max(lengths)][0].tolist(),
+            "planned_returns": planned[max(lengths)][0].tolist(),
+            "cell_returns": {m: {str(L): r[L][0].tolist() for L in lengths}
+                             for m, r in (("greedy", greedy), ("planned", planned))}}
+
+
+def _compliance(compliant: np.ndarray, violations: np.ndarray) -> float | None:
+    """The share of compliant fixes over all episodes (None: no fix counted), as ``evaluate`` reports it."""
+    total = float(compliant.sum() + violations.sum())
+    return float(compliant.sum()) / total if total else None
 
 
 def belief(args) -> dict:
@@ -113,7 +128,7 @@ def truth(args) -> dict:
     greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
     t0 = time.perf_counter()
     planned = play_true_state(agent, workflow, plan, kind, args.episodes, max(LENGTHS), args.episode_seed, args.seed)
-    g = greedy.sum(1)
+    g = greedy[max(LENGTHS)][0]
     return {"red_agent": red, "episodes": args.episodes, "plan": vars(plan), "greedy": ci(g),
             "planned_true_state": ci(planned), "difference": ci(planned - g),
             "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * max(LENGTHS))}
@@ -159,6 +174,12 @@ def main() -> None:
     p.add_argument("--rollouts", type=int, default=d.rollouts)
     p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--min-gain", type=float, default=d.min_gain)
+    p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS),
+                   help="compare: the episode lengths (cells) to play")
+    p.add_argument("--length-unknown", action="store_true",
+                   help="compare: do not tell the planner the episode's length (one 100-step run serves every cell)")
+    p.add_argument("--workflow", default=None, help="compare: act and count compliance under this workflow "
+                                                    "(default: the agent's own, if any)")
     p.add_argument("--out", default=None)
     p.add_argument("--tag", default="")
     args = p.parse_args()

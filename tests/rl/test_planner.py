@@ -79,6 +79,56 @@ def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
         obs, *_ = env.step(np.array([d.action]))
 
 
+def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
+    """Told the episode's length L, the decision at step t rolls out min(horizon, L - t) steps, never past L."""
+    from workflow_rl.rl import planner as planner_module
+
+    counts, real_step = [], planner_module.sim.step
+
+    def counting_step(state, actions, *a, **k):
+        counts[-1] += len(actions) == TINY.top_k * TINY.rollouts   # a rollout's batch, not the belief's
+        return real_step(state, actions, *a, **k)
+
+    monkeypatch.setattr(planner_module.sim, "step", counting_step)
+    act = agent_acting(*cage2, TINY, seed=1, episode_length=6)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
+    obs, _ = env.reset(seed=8)
+    for t in range(6):
+        counts.append(0)
+        a = act(obs[0], t)
+        obs, *_ = env.step(np.array([a]))
+    assert counts == [4, 4, 4, 3, 2, 1]   # horizon 4, then the steps left
+    with pytest.raises(ValueError, match="t counts 0..5"):
+        act(obs[0], 6)
+
+
+def test_a_length_beyond_the_horizon_changes_nothing(cage2):
+    """While the episode has at least ``horizon`` steps left, the planner told its length chooses bit for bit
+    what the planner that is not told chooses (same seed); only the last horizon - 1 steps may differ."""
+    unknown = _actions(agent_acting(*cage2, TINY, seed=5), steps=30)[0]
+    assert np.array_equal(_actions(agent_acting(*cage2, TINY, seed=5, episode_length=100), steps=30)[0], unknown)
+    short = _actions(agent_acting(*cage2, TINY, seed=5, episode_length=30), steps=30)[0]
+    assert np.array_equal(short[:, :27], unknown[:, :27])   # t <= 26: 30 - t >= horizon 4
+
+
+@pytest.mark.parametrize("length", [0, -3, 2.5, "100"])
+def test_a_bad_episode_length_is_one_value_error(cage2, length):
+    with pytest.raises(ValueError, match="episode_length must be"):
+        agent_acting(*cage2, TINY, episode_length=length)
+
+
+def test_evaluate_cells_plays_each_length_with_its_own_acting_function(cage2):
+    """{length: act} plays each length's own episodes from the same seeds: for a policy that ignores the length
+    (greedy), the cells of the one shared 100-step run."""
+    from workflow_rl.rl.evaluate import evaluate_cells
+
+    shared = evaluate_cells(agent_acting(*cage2), ["meander"], [5, 9], 6, batch=4)
+    per_length = evaluate_cells({L: agent_acting(*cage2) for L in (5, 9)}, ["meander"], [5, 9], 6, batch=4)
+    assert [(r.mean, r.std) for r in per_length] == [(r.mean, r.std) for r in shared]
+    with pytest.raises(ValueError, match=r"no acting function for the episode length\(s\) \[9\]"):
+        evaluate_cells({5: agent_acting(*cage2)}, ["meander"], [5, 9], 2)
+
+
 @pytest.mark.slow   # 2 x 16 planned episodes of 100 steps
 @pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
 def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):
@@ -94,7 +144,8 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
                                          (["--plan-top-k", "146"], "--plan-top-k must be"),
                                          (["--plan-horizon", "-1"], "--plan-horizon must be"),
                                          (["--plan-rollouts", "x"], "--plan-rollouts"),
-                                         (["--plan-red-agent", "nobody"], "unknown red agent")])
+                                         (["--plan-red-agent", "nobody"], "unknown red agent"),
+                                         (["--lengths", "0"], "--lengths")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
     rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")],
                              capsys)
@@ -112,13 +163,14 @@ def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
 
 def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
     rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
-                         "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4",
+                         "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4", "3",
                          "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)
     assert rc == 0, err
     import json
 
     rows = json.loads((tmp_path / "evaluation.json").read_text())["results"]
-    assert [r["mode"] for r in rows] == ["greedy", "planned"] and all(r["episodes"] == 2 for r in rows)
+    assert [(r["mode"], r["length"]) for r in rows] == [("greedy", 3), ("greedy", 4), ("planned", 3), ("planned", 4)]
+    assert all(r["episodes"] == 2 for r in rows)
 
 
 def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_float, check_int, check_seed, check_types
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types
 from workflow_rl.envs.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED, policy_input
@@ -106,16 +106,21 @@ class Planner:
         self.decisions = 0
 
     def choose(self, particles: sim.SimState, access: np.ndarray, weights: np.ndarray, x: torch.Tensor,
-               mem: torch.Tensor | None, stream: tuple[int, ...] | None = None) -> Decision:
+               mem: torch.Tensor | None, stream: tuple[int, ...] | None = None,
+               steps_left: int | None = None) -> Decision:
         """The action for policy input ``x`` (1, D) with episode memory ``mem`` (1, M) or None, given particles
         (a SimState), their true red access (n, 13) and weights (n,). ``stream`` (e.g. env, episode, step) names
-        the draws of this decision; by default, the planner's count of decisions."""
+        the draws of this decision; by default, the planner's count of decisions. ``steps_left``: the steps the
+        episode has left, this one included, when the harness says (None: unknown); rollouts then stop at the
+        episode's end (horizon ``min(horizon, steps_left)``), so candidates are compared on the reward that counts
+        and not on steps a 30-step episode never plays."""
         cfg = self.config
+        horizon = cfg.horizon if steps_left is None else min(cfg.horizon, check_int("steps_left", steps_left, 1))
         with torch.no_grad():
             logits = self.agent.logits(x)[0]
         k = min(cfg.top_k, int((logits > MASKED / 2).sum()))   # never a masked (impossible) decoy
         cands = torch.topk(logits, k).indices.numpy()
-        if k == 1 or cfg.horizon == 0:
+        if k == 1 or horizon == 0:
             return Decision(int(cands[0]), cands, np.zeros(k), np.zeros(k))
         rng = np.random.default_rng([self.seed, *(stream if stream is not None else (self.decisions,))])
         self.decisions += 1
@@ -124,7 +129,8 @@ class Planner:
         state = sim.take_state(particles, np.tile(idx, k))
         state.key[:] = np.tile(sim.env_keys(int(rng.integers(1 << 62)), r), k)   # common random numbers
         first = np.repeat(cands, r).astype(np.int64)
-        per = self.rollout(state, first, mem).reshape(k, r)
+        ends = steps_left is not None and steps_left <= cfg.horizon   # the rollout ends where the episode does
+        per = self.rollout(state, first, mem, horizon, bootstrap=not ends).reshape(k, r)
         returns = per.mean(1)
         gain = per - per[:1]
         se = gain.std(1, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(k)
@@ -141,9 +147,11 @@ class Planner:
         best = int(np.argmax(np.where(keep, returns, -np.inf)))   # first of equals: the policy's order
         return Decision(int(cands[best]), cands, returns, violation)
 
-    def rollout(self, state: sim.SimState, first: np.ndarray, mem: torch.Tensor | None) -> np.ndarray:
+    def rollout(self, state: sim.SimState, first: np.ndarray, mem: torch.Tensor | None, horizon: int,
+                bootstrap: bool = True) -> np.ndarray:
         """Return of each env of ``state`` (stepped in place): ``first`` actions, then the greedy policy for
-        ``horizon - 1`` steps, the episode memory starting from ``mem``."""
+        ``horizon - 1`` steps, the episode memory starting from ``mem``; plus the critic's value of the last state
+        (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
         n = len(first)
         b = self.buffers if len(self.buffers.reward) == n else sim.allocate_buffers(n)
         memory = self.agent.memory
@@ -153,7 +161,7 @@ class Planner:
         a = torch.from_numpy(first)
         cfg = self.config
         ret, discount = np.zeros(n), 1.0
-        for h in range(cfg.horizon):
+        for h in range(horizon):
             if h:
                 memory.saw(m, obs)
                 with torch.no_grad():
@@ -162,7 +170,7 @@ class Planner:
             sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
             ret += discount * b.reward
             discount *= cfg.gamma
-        if cfg.value_scale > 0:
+        if cfg.value_scale > 0 and bootstrap:
             memory.saw(m, obs)
             with torch.no_grad():
                 ret += discount * cfg.value_scale * self.agent.value(policy_input(obs, enc, m)).numpy()
@@ -173,17 +181,25 @@ ActFn = Callable[[object, int], object]
 
 
 def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = None, seed: int = 0,
-                 official_bugs: bool = True) -> ActFn:
+                 official_bugs: bool = True, episode_length: int | None = None) -> ActFn:
     """``act(obs, t)`` of a loaded agent, greedy (``plan`` None) or planned. ``obs`` is one observation (52,) --
     then ``act`` returns an int -- or a batch (N, 52) of independent envs -- then an (N,) int64 tensor; numpy, torch
     or a list. ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the episode's
-    memory and belief); the action it returns is the one the belief assumes blue took."""
+    memory and belief); the action it returns is the one the belief assumes blue took. ``episode_length``: the
+    steps every episode has, when the harness knows it (CAGE2's cells: 30, 50 or 100); the planner then plays
+    only the steps left (``t`` must stay below it). None: unknown, rollouts play their full horizon. The greedy
+    policy does not use it (it never sees the length)."""
+    if episode_length is not None:
+        check_episode_length("episode_length", episode_length)
     enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
     memory = agent.memory
     planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
     st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
 
     def act(obs, t: int):
+        if episode_length is not None and not 0 <= t < episode_length:
+            raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
+                             f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
         single = np.ndim(obs) == 1
         o = torch.as_tensor(np.asarray(obs, np.float32)).reshape(-1, 4 * T.N_HOSTS)
         n = o.shape[0]
@@ -208,7 +224,8 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
         else:
             a = torch.as_tensor([planner.choose(b.state, b.access, b.weights, x[i:i + 1],
                                                 None if mem is None else mem[i:i + 1],
-                                                (i, st["episode"], t)).action
+                                                (i, st["episode"], t),
+                                                None if episode_length is None else episode_length - t).action
                                  for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
         memory.took(mem, a)
         st["last"] = a.numpy().copy()
@@ -224,12 +241,13 @@ def _sub_seed(seed: int, i: int) -> int:
 
 
 def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, seed: int = 0,
-             workflow: Workflow | None = None) -> ActFn:
+             workflow: Workflow | None = None, episode_length: int | None = None) -> ActFn:
     """The acting function of a shipped agent (``pretrained:NAME``) or checkpoint file, greedy or, with ``plan``,
-    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own. E.g. driving real CybORG through
+    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own; ``episode_length``, when the
+    harness knows it, lets the planner stop its rollouts at the episode's end. E.g. driving real CybORG through
     its ``ChallengeWrapper`` (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
 
-        act = make_act("pretrained:cage2", PlanConfig())
+        act = make_act("pretrained:cage2", PlanConfig(), episode_length=100)
         obs = wrapper.reset()
         for t in range(100):
             obs, reward, done, info = wrapper.step(act(obs, t))
@@ -237,7 +255,7 @@ def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, see
     from workflow_rl.rl import pretrained
 
     agent, own = pretrained.load(name)
-    return agent_acting(agent, workflow or own, plan, seed)
+    return agent_acting(agent, workflow or own, plan, seed, episode_length=episode_length)
 
 
 def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
