@@ -53,8 +53,8 @@ def ci(x: np.ndarray) -> tuple[float, float]:
 def compare(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
     workflow = parse_workflow_arg(args.workflow) if args.workflow else workflow
-    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
-                      value_scale=args.value_scale).validate()
+    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, args.fix_candidates,
+                      min_gain=args.min_gain, value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     lengths = sorted(set(args.lengths))
     greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed, lengths, workflow)
@@ -172,6 +172,7 @@ def main() -> None:
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--horizon", type=int, default=d.horizon)
     p.add_argument("--rollouts", type=int, default=d.rollouts)
+    p.add_argument("--fix-candidates", type=int, default=d.fix_candidates)
     p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--min-gain", type=float, default=d.min_gain)
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS),

@@ -35,7 +35,8 @@ def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
 
 @pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"), ({"top_k": 146}, "--plan-top-k"),
                                       ({"top_k": 0}, "--plan-top-k"), ({"horizon": -1}, "--plan-horizon"),
-                                      ({"rollouts": 0}, "--plan-rollouts"), ({"max_violation": 1.5},
+                                      ({"rollouts": 0}, "--plan-rollouts"), ({"fix_candidates": -1},
+                                                                              "--plan-fix-candidates"), ({"max_violation": 1.5},
                                                                              "--plan-max-violation"),
                                       ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent")])
 def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
@@ -127,6 +128,36 @@ def test_evaluate_cells_plays_each_length_with_its_own_acting_function(cage2):
     assert [(r.mean, r.std) for r in per_length] == [(r.mean, r.std) for r in shared]
     with pytest.raises(ValueError, match=r"no acting function for the episode length\(s\) \[9\]"):
         evaluate_cells({5: agent_acting(*cage2)}, ["meander"], [5, 9], 2)
+
+
+def test_fix_candidates_are_the_fixes_the_belief_points_at():
+    from workflow_rl.rl.planner import fix_candidates
+
+    access = np.zeros((4, T.N_HOSTS), np.int8)
+    access[:, T.USER0] = 2                     # red's foothold: never a candidate
+    access[:3, T.ENT1] = 1                     # user session, probability 3/4
+    access[:2, T.OPS0] = 2                     # privileged, 1/2
+    access[:1, T.USER2] = 1                    # 1/4: below a half
+    got = fix_candidates(access, np.ones(4), 5)
+    assert got == [T.A_REMOVE + T.ENT1, T.A_RESTORE + T.OPS0]
+    assert fix_candidates(access, np.ones(4), 1) == [T.A_REMOVE + T.ENT1]
+
+
+def test_the_planner_scores_the_belief_s_fixes_beside_the_policy_s_choices(cage2):
+    agent, wf = cage2
+    planner = Planner(agent, wf, PlanConfig(particles=1, top_k=2, horizon=3, rollouts=2, fix_candidates=2), seed=0)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=4)
+    obs, info = env.reset(seed=4)
+    mem, widened = agent.memory.blank(1), 0
+    for t in range(25):
+        agent.memory.saw(mem, torch.as_tensor(obs))
+        x = policy_input(torch.as_tensor(obs), torch.zeros(1, WORKFLOW_DIM), mem)
+        d = planner.choose(env.sim_state(), info["red_access"].copy(), np.ones(1), x, mem)
+        assert len(d.candidates) == len(set(d.candidates.tolist())) <= 4
+        widened += len(d.candidates) > 2
+        agent.memory.took(mem, torch.tensor([d.action]))
+        obs, _, _, _, info = env.step(np.array([d.action]))
+    assert widened > 0   # red reached hosts the policy did not fix first: their fixes were scored too
 
 
 @pytest.mark.slow   # 2 x 16 planned episodes of 100 steps

@@ -47,6 +47,10 @@ class PlanConfig:
     """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
     Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
     decision instead of 18 (benchmarks/results/planning/README.md)."""
+    fix_candidates: int = 0
+    """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
+    most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
+    foothold); those already among the top-k cost nothing. 0: the policy's candidates only."""
     red_agent: str = "mix"
     """the belief's prior over the red agent (``envs.names.red_weights``)."""
     mismatch_penalty: float = 10.0
@@ -71,6 +75,7 @@ class PlanConfig:
         check_int("--plan-top-k", self.top_k, 1, T.N_ACTIONS)
         check_int("--plan-horizon", self.horizon, 0, 10_000)
         check_int("--plan-rollouts", self.rollouts, 1, 1 << 20)
+        check_int("--plan-fix-candidates", self.fix_candidates, 0, 2 * T.N_HOSTS)
         check_float("--plan-max-violation", self.max_violation, 0.0, 1.0)
         check_float("--plan-min-gain", self.min_gain, 0.0)
         check_float("--plan-gamma", self.gamma, 0.0, 1.0)
@@ -102,7 +107,7 @@ class Planner:
         self.official_bugs = official_bugs
         self.enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
         self.rank = torch.as_tensor(workflow.rank) if workflow else None
-        self.buffers = sim.allocate_buffers(config.top_k * config.rollouts)
+        self.buffers = {}   # rollout buffers by batch size (the candidates' count varies with fix_candidates)
         self.decisions = 0
 
     def choose(self, particles: sim.SimState, access: np.ndarray, weights: np.ndarray, x: torch.Tensor,
@@ -120,6 +125,10 @@ class Planner:
             logits = self.agent.logits(x)[0]
         k = min(cfg.top_k, int((logits > MASKED / 2).sum()))   # never a masked (impossible) decoy
         cands = torch.topk(logits, k).indices.numpy()
+        if cfg.fix_candidates:
+            extra = [a for a in fix_candidates(access, weights, cfg.fix_candidates + k) if a not in cands]
+            cands = np.concatenate([cands, np.asarray(extra[:cfg.fix_candidates], np.int64)])
+            k = len(cands)
         if k == 1 or horizon == 0:
             return Decision(int(cands[0]), cands, np.zeros(k), np.zeros(k))
         rng = np.random.default_rng([self.seed, *(stream if stream is not None else (self.decisions,))])
@@ -153,7 +162,7 @@ class Planner:
         ``horizon - 1`` steps, the episode memory starting from ``mem``; plus the critic's value of the last state
         (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
         n = len(first)
-        b = self.buffers if len(self.buffers.reward) == n else sim.allocate_buffers(n)
+        b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
         memory = self.agent.memory
         m = None if mem is None else mem.expand(n, -1).clone()
         enc = self.enc.expand(n, WORKFLOW_DIM)
@@ -175,6 +184,18 @@ class Planner:
             with torch.no_grad():
                 ret += discount * cfg.value_scale * self.agent.value(policy_input(obs, enc, m)).numpy()
         return ret
+
+
+def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]:
+    """Up to ``m`` fixes, most likely needed first, for particles' red access (n, 13) with ``weights`` (n,): Remove
+    host h for a user session (level 1), Restore h for a privileged one (2), each whose probability is at least 1/2;
+    never on User0, where red starts with privileges in every particle."""
+    w = weights / weights.sum()
+    p_user, p_priv = w @ (access == 1), w @ (access == 2)
+    hosts = [h for h in range(T.N_HOSTS) if h != T.USER0]
+    scored = [(p_user[h], T.A_REMOVE + h) for h in hosts] + [(p_priv[h], T.A_RESTORE + h) for h in hosts]
+    scored = [(p, a) for p, a in scored if p >= 0.5]
+    return [a for _, a in sorted(scored, key=lambda pa: (-pa[0], pa[1]))[:m]]
 
 
 ActFn = Callable[[object, int], object]
