@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -159,9 +160,126 @@ def figure(args) -> dict:
     return {"figure": str(out / "belief_accuracy.png"), "from": drawn}
 
 
+def gap(args) -> dict:
+    """A planned agent under a workflow (first of ``--files``) against the unconstrained planned agent (second):
+    two ``compare`` results on the same episodes, paired by episode, per common length; and the first's compliance.
+    The issue's target: compliance >= 0.95 and within 2 points of the unconstrained planner."""
+    if not args.files:
+        _fail("gap compares two compare results: give --files CONSTRAINED FREE")
+    constrained, free = (json.loads(Path(f).read_text()) for f in args.files)
+    for k in ("red_agent", "episode_seed"):
+        if constrained[k] != free[k]:
+            _fail(f"the two results are not the same episodes ({k}: {constrained[k]} vs {free[k]}): compare them "
+                  "on the same --red and --episode-seed")
+    n = min(constrained["episodes"], free["episodes"])
+    cells = []
+    for L in sorted(set(constrained["cell_returns"]["planned"]) & set(free["cell_returns"]["planned"]), key=int):
+        a = np.asarray(constrained["cell_returns"]["planned"][L][:n])
+        b = np.asarray(free["cell_returns"]["planned"][L][:n])
+        cell = next(c for c in constrained["cells"] if c["length"] == int(L))
+        cells.append({"length": int(L), "constrained_planned": ci(a), "free_planned": ci(b),
+                      "difference": ci(a - b), "compliance": cell["compliance"]})
+    return {"red_agent": constrained["red_agent"], "episodes": n, "constrained": constrained["agent"],
+            "workflow": constrained["workflow"], "free": free["agent"], "files": args.files, "cells": cells}
+
+
+def _fail(message: str) -> None:
+    """One ``error:`` line and exit status 2, as the CLI does."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _settings(plan: dict) -> str:
+    """What a compare run's planner settings change from the defaults (``default``: nothing)."""
+    d = vars(PlanConfig())
+    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in plan.items() if d.get(k) != v]
+    return ", ".join(changed) or "default"
+
+
+def budget(args) -> dict:
+    """The score against the planning budget from the length-known ``compare`` results of ``pretrained:cage2`` in
+    ``--out`` (no workflow; a settings' cells may come from several files, e.g. one per length): per settings, CPU
+    ms per decision, each cell's paired difference planned - greedy on the first ``--episodes`` episodes of each
+    red agent (or as many as ran), and the six-cell sum where all six were played; ``budget{tag}.md`` and
+    ``budget{tag}.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out, n = Path(args.out), args.episodes
+    runs: dict[str, dict] = {}
+    for f in sorted(out.glob("compare_*.json")):
+        r = json.loads(f.read_text())
+        if not r.get("length_known") or r.get("agent") != "pretrained:cage2" or r.get("workflow"):
+            continue
+        row = runs.setdefault(_settings(r["plan"]), {"ms": {}, "cells": {}, "files": []})
+        steps = r["episodes"] * sum(map(int, r["cell_returns"]["planned"]))   # its planned decisions
+        row["ms"].setdefault(r["red_agent"], []).append((1000 * r["seconds_per_decision"]["planned"]["cpu"], steps))
+        row["files"].append(f.name)
+        for L in map(int, r["cell_returns"]["planned"]):
+            g = np.asarray(r["cell_returns"]["greedy"][str(L)][:n])
+            p = np.asarray(r["cell_returns"]["planned"][str(L)][:n])
+            row["cells"][(r["red_agent"], L)] = {"episodes": len(g), "greedy": ci(g), "planned": ci(p),
+                                                 "difference": ci(p - g)}
+    for row in runs.values():   # a run split by length (one file per cell): its files' times, per decision
+        row["ms"] = {red: float(np.average([m for m, _ in t], weights=[w for _, w in t]))
+                     for red, t in row["ms"].items()}
+    reds = ("B_lineAgent", "RedMeanderAgent")
+    order = sorted(runs, key=lambda k: float(np.mean(list(runs[k]["ms"].values()))))
+    short = {"B_lineAgent": "B_line", "RedMeanderAgent": "Meander"}
+    head = "| settings | CPU ms / decision | " + " | ".join(f"{short[r]} {L}" for r in reds for L in LENGTHS) \
+        + " | six-cell sum |"
+    lines = [f"Planned - greedy, paired, the first {n} evaluation episodes per red agent or as many as ran (the "
+             "count beside each cell; 95% intervals); six-cell sum: planned (greedy) on those episodes, winner "
+             f"{sum(CAGE2_WINNER.values()):.2f}.", "", head,
+             "|---" + "|---:" * (2 + len(reds) * len(LENGTHS)) + "|"]
+    rows = []
+    for k in order:
+        row = runs[k]
+        cells = [row["cells"].get((r, L)) for r in reds for L in LENGTHS]
+        six = (sum(c["planned"][0] for c in cells), sum(c["greedy"][0] for c in cells)) if all(cells) else None
+        ms = float(np.mean(list(row["ms"].values())))
+        lines.append(f"| {k} | {ms:.1f} | " + " | ".join(f"{c['difference'][0]:+.2f} ± {c['difference'][1]:.2f} "
+                                                          f"(n={c['episodes']})" if c else "" for c in cells)
+                     + f" | {f'{six[0]:.2f} ({six[1]:.2f})' if six else ''} |")
+        rows.append({"settings": k, "cpu_ms": ms, "six_cell": six, "files": row["files"],
+                     "cells": {f"{r} {L}": c for (r, L), c in row["cells"].items()}})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for L, mark in zip(LENGTHS, "os^"):
+        pts = [(runs[k]["ms"]["RedMeanderAgent"], runs[k]["cells"][("RedMeanderAgent", L)]["difference"], k)
+               for k in order if ("RedMeanderAgent", L) in runs[k]["cells"]]
+        left.errorbar([p[0] for p in pts], [p[1][0] for p in pts], [p[1][1] for p in pts], fmt=mark, capsize=3,
+                      label=f"Meander {L}")
+        if L == max(LENGTHS):
+            for x, (y, _), k in pts:
+                left.annotate(k, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    left.axhline(0, color="grey", lw=0.8)
+    left.set_xlabel("CPU ms per decision (one core, belief included)")
+    left.set_ylabel("planned - greedy (paired)")
+    left.set_title(f"Meander cells, first {n} episodes", fontsize=9)
+    left.legend(fontsize=7)
+    six_pts = [(r["cpu_ms"], r["six_cell"][0], r["settings"]) for r in rows if r["six_cell"]]
+    six_pts = [(0.0, next(r["six_cell"][1] for r in rows if r["six_cell"]), "greedy")] + six_pts if six_pts else []
+    right.plot([p[0] for p in six_pts], [p[1] for p in six_pts], "o-")
+    for x, y, k in six_pts:
+        right.annotate(k, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    right.axhline(sum(CAGE2_WINNER.values()), color="red", ls="--", lw=0.8, label="CAGE2 winner")
+    right.set_xlabel("CPU ms per decision")
+    right.set_ylabel("six-cell sum")
+    right.set_title(f"Six cells (B_line and Meander, first {n} episodes each)", fontsize=9)
+    right.legend(fontsize=7)
+    fig.suptitle("pretrained:cage2 planned on the native engine, episode length known", fontsize=9)
+    fig.tight_layout()
+    (out / f"budget{args.tag}.md").write_text("\n".join(lines) + "\n")
+    fig.savefig(out / f"budget{args.tag}.png", dpi=110)
+    print("\n".join(lines))
+    return {"table": str(out / f"budget{args.tag}.md"), "figure": str(out / f"budget{args.tag}.png"), "rows": rows}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["compare", "belief", "truth", "figure"])
+    p.add_argument("what", choices=["compare", "belief", "truth", "figure", "gap", "budget"])
     p.add_argument("--agent", default="pretrained:cage2")
     p.add_argument("--red", default="B_lineAgent")
     p.add_argument("--episodes", type=int, default=100)
@@ -181,15 +299,18 @@ def main() -> None:
                    help="compare: do not tell the planner the episode's length (one 100-step run serves every cell)")
     p.add_argument("--workflow", default=None, help="compare: act and count compliance under this workflow "
                                                     "(default: the agent's own, if any)")
+    p.add_argument("--files", nargs=2, metavar=("CONSTRAINED", "FREE"),
+                   help="gap: two compare results, the agent under its workflow and the unconstrained one")
     p.add_argument("--out", default=None)
     p.add_argument("--tag", default="")
     args = p.parse_args()
     torch.set_num_threads(1)
-    if args.what == "figure":
-        print(figure(args))
+    if args.what in ("figure", "budget"):
+        res = {"figure": figure, "budget": budget}[args.what](args)
+        print({k: v for k, v in res.items() if k != "rows"})
         return
-    res = {"compare": compare, "belief": belief, "truth": truth}[args.what](args)
-    res["command"] = "python benchmarks/planning.py " + " ".join(__import__("sys").argv[1:])
+    res = {"compare": compare, "belief": belief, "truth": truth, "gap": gap}[args.what](args)
+    res["command"] = "python benchmarks/planning.py " + " ".join(sys.argv[1:])
     short = {k: v for k, v in res.items() if not k.endswith("_returns") and not k.endswith("_by_step")}
     print(json.dumps(short, indent=1))
     if args.out:

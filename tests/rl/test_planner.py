@@ -261,3 +261,17 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "compare_B_lineAgent_2.json").read_text())
     assert [c["length"] for c in res["cells"]] == [30, 50, 100] and len(res["planned_returns"]) == 2
+    assert res["length_known"] and sorted(res["cell_returns"]["planned"], key=int) == ["30", "50", "100"]
+
+    def bench(*args):
+        return subprocess.run([sys.executable, str(root / "benchmarks" / "planning.py"), *args, "--episodes", "2",
+                               "--out", str(tmp_path)], capture_output=True, text=True, cwd=root,
+                              env={**__import__("os").environ, "PYTHONPATH": str(root)})
+
+    same = str(tmp_path / "compare_B_lineAgent_2.json")
+    assert bench("gap", "--files", same, same).returncode == 0
+    gap = json.loads((tmp_path / "gap_B_lineAgent_2.json").read_text())
+    assert [c["difference"][0] for c in gap["cells"]] == [0.0, 0.0, 0.0]
+    assert bench("budget").returncode == 0
+    assert "particles 8, horizon 2, rollouts 2" in (tmp_path / "budget.md").read_text()
+    assert (tmp_path / "budget.png").stat().st_size > 0
