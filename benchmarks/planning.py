@@ -189,10 +189,15 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
+UNSET = {"fix_candidates": 0}
+"""The settings a result written before they existed ran with (its ``plan`` lacks them)."""
+
+
 def _settings(plan: dict) -> str:
-    """What a compare run's planner settings change from the defaults (``default``: nothing)."""
+    """What a compare run's planner settings change from today's defaults (``default``: nothing)."""
     d = vars(PlanConfig())
-    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in plan.items() if d.get(k) != v]
+    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in {**UNSET, **plan}.items()
+               if d.get(k) != v]
     return ", ".join(changed) or "default"
 
 
@@ -208,6 +213,7 @@ def budget(args) -> dict:
     import matplotlib.pyplot as plt
 
     out, n = Path(args.out), args.episodes
+    out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict] = {}
     for f in sorted(out.glob("compare_*.json")):
         r = json.loads(f.read_text())

@@ -1,4 +1,5 @@
 """The planner and the one acting API (rl/planner.py), on tiny settings."""
+import dataclasses
 import math
 
 import numpy as np
@@ -51,7 +52,7 @@ def test_planning_is_deterministic_with_a_seed(cage2):
 
 def test_no_search_is_the_greedy_policy(cage2):
     greedy = _actions(agent_acting(*cage2))[0]
-    for cfg in (PlanConfig(particles=4, top_k=1), PlanConfig(particles=4, horizon=0)):
+    for cfg in (PlanConfig(particles=4, top_k=1, fix_candidates=0), PlanConfig(particles=4, horizon=0)):
         assert np.array_equal(_actions(agent_acting(*cage2, cfg))[0], greedy)
 
 
@@ -87,11 +88,11 @@ def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
     counts, real_step = [], planner_module.sim.step
 
     def counting_step(state, actions, *a, **k):
-        counts[-1] += len(actions) == TINY.top_k * TINY.rollouts   # a rollout's batch, not the belief's
+        counts[-1] += len(actions) == TINY.top_k * TINY.rollouts   # a rollout's batch, not the belief's (16)
         return real_step(state, actions, *a, **k)
 
     monkeypatch.setattr(planner_module.sim, "step", counting_step)
-    act = agent_acting(*cage2, TINY, seed=1, episode_length=6)
+    act = agent_acting(*cage2, dataclasses.replace(TINY, fix_candidates=0), seed=1, episode_length=6)
     env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
     obs, _ = env.reset(seed=8)
     for t in range(6):

@@ -38,7 +38,9 @@ class PlanConfig:
     particles: int = 256
     """engine states in the belief."""
     top_k: int = 3
-    """candidate actions: the policy's k most likely (1: no search, the greedy policy)."""
+    """candidate actions: the policy's k most likely (1, without fix candidates: no search, the greedy policy).
+    Measured with the episode length known (Meander, first 100 evaluation episodes, 100 steps): 5 gains +0.79 ±
+    0.45 over greedy against 3's +0.65 ± 0.39 (paired 5 - 3: +0.13 ± 0.23) at 15.5 ms instead of 11 -- not kept."""
     horizon: int = 25
     """steps per rollout, the candidate's own step included (0: no search). Measured with the true state as the
     one particle (Meander, 24 paired 100-step episodes, benchmarks/results/planning/README.md): 1-3 steps lose to
@@ -46,11 +48,14 @@ class PlanConfig:
     rollouts: int = 8
     """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
     Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
-    decision instead of 18 (benchmarks/results/planning/README.md)."""
-    fix_candidates: int = 0
+    decision instead of 18 (benchmarks/results/planning/README.md); with the episode length known, 4 gains
+    +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18)."""
+    fix_candidates: int = 2
     """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
     most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
-    foothold); those already among the top-k cost nothing. 0: the policy's candidates only."""
+    foothold); those already among the top-k cost nothing. 0: the policy's candidates only. Measured on the six
+    cells (benchmarks/results/planning/README.md): 2 against 0, paired, no cell worse, Meander 30/50/100 +0.06 ±
+    0.05 / +0.19 ± 0.09 / +0.36 ± 0.20, at 11.7 ms of CPU per decision instead of 11.1."""
     red_agent: str = "mix"
     """the belief's prior over the red agent (``envs.names.red_weights``)."""
     mismatch_penalty: float = 10.0
