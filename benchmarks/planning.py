@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -26,25 +27,24 @@ import torch
 from workflow_rl.envs.belief import ParticleBelief
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl import pretrained
-from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED
+from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED, play_cells
 from workflow_rl.rl.planner import PlanConfig, agent_acting, play_true_state
+from workflow_rl.workflow import parse_workflow_arg
 
 LENGTHS = (30, 50, 100)
 
 
-def play(act, red: str, episodes: int, seed: int) -> tuple[np.ndarray, dict]:
-    """(episodes, 100) per-step rewards of ``act`` on the evaluation episodes, and seconds per decision: wall clock
-    and this process's CPU time (one thread: on a shared machine the CPU time is what one core spends)."""
-    env = make_vector_env(episodes, red, engine="native", episode_length=max(LENGTHS), seed=seed)
-    obs, _ = env.reset(seed=seed)
-    rewards = np.zeros((episodes, max(LENGTHS)))
+def play(act, red: str, episodes: int, seed: int, lengths=LENGTHS, workflow=None) -> tuple[dict, dict]:
+    """Per length, (returns, compliant fixes, violating fixes) of each evaluation episode, as ``workflow-rl evaluate``
+    plays them (``rl.evaluate.play_cells``: ``act`` one function for every length, or {length: function}), and
+    seconds per decision: wall clock and this process's CPU time (one thread: on a shared machine the CPU time is
+    what one core spends)."""
+    env = make_vector_env(episodes, red, engine="native", episode_length=max(lengths), seed=seed)
+    rank = torch.as_tensor(workflow.rank if workflow else np.arange(5))
+    decisions = episodes * (sum(lengths) if isinstance(act, dict) else max(lengths))
     t0, c0 = time.perf_counter(), time.process_time()
-    for t in range(max(LENGTHS)):
-        a = act(torch.as_tensor(obs), t)
-        obs, r, _, _, _ = env.step(a.numpy())
-        rewards[:, t] = r
-    n = episodes * max(LENGTHS)
-    return rewards, {"wall": (time.perf_counter() - t0) / n, "cpu": (time.process_time() - c0) / n}
+    cells = play_cells(env, act, seed, list(lengths), workflow is not None, rank, "cpu")
+    return cells, {"wall": (time.perf_counter() - t0) / decisions, "cpu": (time.process_time() - c0) / decisions}
 
 
 def ci(x: np.ndarray) -> tuple[float, float]:
@@ -53,20 +53,36 @@ def ci(x: np.ndarray) -> tuple[float, float]:
 
 def compare(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
-    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
-                      value_scale=args.value_scale).validate()
+    workflow = parse_workflow_arg(args.workflow) if args.workflow else workflow
+    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, args.fix_candidates,
+                      min_gain=args.min_gain, value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
-    greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
-    planned, t_p = play(agent_acting(agent, workflow, plan, args.seed), red, args.episodes, args.episode_seed)
+    lengths = sorted(set(args.lengths))
+    greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed, lengths, workflow)
+    planned_act = (agent_acting(agent, workflow, plan, args.seed) if args.length_unknown else
+                   {L: agent_acting(agent, workflow, plan, args.seed, episode_length=L) for L in lengths})
+    planned, t_p = play(planned_act, red, args.episodes, args.episode_seed, lengths, workflow)
     cells = []
-    for L in LENGTHS:
-        g, p = greedy[:, :L].sum(1), planned[:, :L].sum(1)
+    for L in lengths:
+        g, p = greedy[L][0], planned[L][0]
         cells.append({"length": L, "greedy": ci(g), "planned": ci(p), "difference": ci(p - g),
                       "winner": CAGE2_WINNER.get((red, L)), "planned_better_episodes": int((p > g).sum()),
-                      "planned_worse_episodes": int((p < g).sum())})
-    return {"red_agent": red, "episodes": args.episodes, "episode_seed": args.episode_seed, "plan": vars(plan),
-            "seed": args.seed, "seconds_per_decision": {"greedy": t_g, "planned": t_p}, "cells": cells,
-            "greedy_returns": greedy.sum(1).tolist(), "planned_returns": planned.sum(1).tolist()}
+                      "planned_worse_episodes": int((p < g).sum()),
+                      "compliance": {m: _compliance(*r[L][1:]) for m, r in (("greedy", greedy), ("planned", planned))}
+                      if workflow else None})
+    return {"red_agent": red, "agent": args.agent, "workflow": workflow.names if workflow else None,
+            "episodes": args.episodes, "episode_seed": args.episode_seed, "plan": vars(plan), "seed": args.seed,
+            "length_known": not args.length_unknown, "seconds_per_decision": {"greedy": t_g, "planned": t_p},
+            "cells": cells, "greedy_returns": greedy[max(lengths)][0].tolist(),
+            "planned_returns": planned[max(lengths)][0].tolist(),
+            "cell_returns": {m: {str(L): r[L][0].tolist() for L in lengths}
+                             for m, r in (("greedy", greedy), ("planned", planned))}}
+
+
+def _compliance(compliant: np.ndarray, violations: np.ndarray) -> float | None:
+    """The share of compliant fixes over all episodes (None: no fix counted), as ``evaluate`` reports it."""
+    total = float(compliant.sum() + violations.sum())
+    return float(compliant.sum()) / total if total else None
 
 
 def belief(args) -> dict:
@@ -113,7 +129,7 @@ def truth(args) -> dict:
     greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
     t0 = time.perf_counter()
     planned = play_true_state(agent, workflow, plan, kind, args.episodes, max(LENGTHS), args.episode_seed, args.seed)
-    g = greedy.sum(1)
+    g = greedy[max(LENGTHS)][0]
     return {"red_agent": red, "episodes": args.episodes, "plan": vars(plan), "greedy": ci(g),
             "planned_true_state": ci(planned), "difference": ci(planned - g),
             "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * max(LENGTHS))}
@@ -144,9 +160,132 @@ def figure(args) -> dict:
     return {"figure": str(out / "belief_accuracy.png"), "from": drawn}
 
 
+def gap(args) -> dict:
+    """A planned agent under a workflow (first of ``--files``) against the unconstrained planned agent (second):
+    two ``compare`` results on the same episodes, paired by episode, per common length; and the first's compliance.
+    The issue's target: compliance >= 0.95 and within 2 points of the unconstrained planner."""
+    if not args.files:
+        _fail("gap compares two compare results: give --files CONSTRAINED FREE")
+    constrained, free = (json.loads(Path(f).read_text()) for f in args.files)
+    for k in ("red_agent", "episode_seed"):
+        if constrained[k] != free[k]:
+            _fail(f"the two results are not the same episodes ({k}: {constrained[k]} vs {free[k]}): compare them "
+                  "on the same --red and --episode-seed")
+    n = min(constrained["episodes"], free["episodes"])
+    cells = []
+    for L in sorted(set(constrained["cell_returns"]["planned"]) & set(free["cell_returns"]["planned"]), key=int):
+        a = np.asarray(constrained["cell_returns"]["planned"][L][:n])
+        b = np.asarray(free["cell_returns"]["planned"][L][:n])
+        cell = next(c for c in constrained["cells"] if c["length"] == int(L))
+        cells.append({"length": int(L), "constrained_planned": ci(a), "free_planned": ci(b),
+                      "difference": ci(a - b), "compliance": cell["compliance"]})
+    return {"red_agent": constrained["red_agent"], "episodes": n, "constrained": constrained["agent"],
+            "workflow": constrained["workflow"], "free": free["agent"], "files": args.files, "cells": cells}
+
+
+def _fail(message: str) -> None:
+    """One ``error:`` line and exit status 2, as the CLI does."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+UNSET = {"fix_candidates": 0}
+"""The settings a result written before they existed ran with (its ``plan`` lacks them)."""
+
+
+def _settings(plan: dict) -> str:
+    """What a compare run's planner settings change from today's defaults (``default``: nothing)."""
+    d = vars(PlanConfig())
+    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in {**UNSET, **plan}.items()
+               if d.get(k) != v]
+    return ", ".join(changed) or "default"
+
+
+def budget(args) -> dict:
+    """The score against the planning budget from the length-known ``compare`` results of ``pretrained:cage2`` in
+    ``--out`` (no workflow; a settings' cells may come from several files, e.g. one per length): per settings, CPU
+    ms per decision, each cell's paired difference planned - greedy on the first ``--episodes`` episodes of each
+    red agent (or as many as ran), and the six-cell sum where all six were played; ``budget{tag}.md`` and
+    ``budget{tag}.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out, n = Path(args.out), args.episodes
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, dict] = {}
+    for f in sorted(out.glob("compare_*.json")):
+        r = json.loads(f.read_text())
+        if not r.get("length_known") or r.get("agent") != "pretrained:cage2" or r.get("workflow"):
+            continue
+        row = runs.setdefault(_settings(r["plan"]), {"ms": {}, "cells": {}, "files": []})
+        steps = r["episodes"] * sum(map(int, r["cell_returns"]["planned"]))   # its planned decisions
+        row["ms"].setdefault(r["red_agent"], []).append((1000 * r["seconds_per_decision"]["planned"]["cpu"], steps))
+        row["files"].append(f.name)
+        for L in map(int, r["cell_returns"]["planned"]):
+            g = np.asarray(r["cell_returns"]["greedy"][str(L)][:n])
+            p = np.asarray(r["cell_returns"]["planned"][str(L)][:n])
+            row["cells"][(r["red_agent"], L)] = {"episodes": len(g), "greedy": ci(g), "planned": ci(p),
+                                                 "difference": ci(p - g)}
+    for row in runs.values():   # a run split by length (one file per cell): its files' times, per decision
+        row["ms"] = {red: float(np.average([m for m, _ in t], weights=[w for _, w in t]))
+                     for red, t in row["ms"].items()}
+    reds = ("B_lineAgent", "RedMeanderAgent")
+    order = sorted(runs, key=lambda k: float(np.mean(list(runs[k]["ms"].values()))))
+    short = {"B_lineAgent": "B_line", "RedMeanderAgent": "Meander"}
+    head = "| settings | CPU ms / decision | " + " | ".join(f"{short[r]} {L}" for r in reds for L in LENGTHS) \
+        + " | six-cell sum |"
+    lines = [f"Planned - greedy, paired, the first {n} evaluation episodes per red agent or as many as ran (the "
+             "count beside each cell; 95% intervals); six-cell sum: planned (greedy) on those episodes, winner "
+             f"{sum(CAGE2_WINNER.values()):.2f}.", "", head,
+             "|---" + "|---:" * (2 + len(reds) * len(LENGTHS)) + "|"]
+    rows = []
+    for k in order:
+        row = runs[k]
+        cells = [row["cells"].get((r, L)) for r in reds for L in LENGTHS]
+        six = (sum(c["planned"][0] for c in cells), sum(c["greedy"][0] for c in cells)) if all(cells) else None
+        ms = float(np.mean(list(row["ms"].values())))
+        lines.append(f"| {k} | {ms:.1f} | " + " | ".join(f"{c['difference'][0]:+.2f} ± {c['difference'][1]:.2f} "
+                                                          f"(n={c['episodes']})" if c else "" for c in cells)
+                     + f" | {f'{six[0]:.2f} ({six[1]:.2f})' if six else ''} |")
+        rows.append({"settings": k, "cpu_ms": ms, "six_cell": six, "files": row["files"],
+                     "cells": {f"{r} {L}": c for (r, L), c in row["cells"].items()}})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for L, mark in zip(LENGTHS, "os^"):
+        pts = [(runs[k]["ms"]["RedMeanderAgent"], runs[k]["cells"][("RedMeanderAgent", L)]["difference"], k)
+               for k in order if ("RedMeanderAgent", L) in runs[k]["cells"]]
+        left.errorbar([p[0] for p in pts], [p[1][0] for p in pts], [p[1][1] for p in pts], fmt=mark, capsize=3,
+                      label=f"Meander {L}")
+        if L == max(LENGTHS):
+            for x, (y, _), k in pts:
+                left.annotate(k, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    left.axhline(0, color="grey", lw=0.8)
+    left.set_xlabel("CPU ms per decision (one core, belief included)")
+    left.set_ylabel("planned - greedy (paired)")
+    left.set_title(f"Meander cells, first {n} episodes", fontsize=9)
+    left.legend(fontsize=7)
+    six_pts = [(r["cpu_ms"], r["six_cell"][0], r["settings"]) for r in rows if r["six_cell"]]
+    six_pts = [(0.0, next(r["six_cell"][1] for r in rows if r["six_cell"]), "greedy")] + six_pts if six_pts else []
+    right.plot([p[0] for p in six_pts], [p[1] for p in six_pts], "o-")
+    for x, y, k in six_pts:
+        right.annotate(k, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    right.axhline(sum(CAGE2_WINNER.values()), color="red", ls="--", lw=0.8, label="CAGE2 winner")
+    right.set_xlabel("CPU ms per decision")
+    right.set_ylabel("six-cell sum")
+    right.set_title(f"Six cells (B_line and Meander, first {n} episodes each)", fontsize=9)
+    right.legend(fontsize=7)
+    fig.suptitle("pretrained:cage2 planned on the native engine, episode length known", fontsize=9)
+    fig.tight_layout()
+    (out / f"budget{args.tag}.md").write_text("\n".join(lines) + "\n")
+    fig.savefig(out / f"budget{args.tag}.png", dpi=110)
+    print("\n".join(lines))
+    return {"table": str(out / f"budget{args.tag}.md"), "figure": str(out / f"budget{args.tag}.png"), "rows": rows}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["compare", "belief", "truth", "figure"])
+    p.add_argument("what", choices=["compare", "belief", "truth", "figure", "gap", "budget"])
     p.add_argument("--agent", default="pretrained:cage2")
     p.add_argument("--red", default="B_lineAgent")
     p.add_argument("--episodes", type=int, default=100)
@@ -157,17 +296,27 @@ def main() -> None:
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--horizon", type=int, default=d.horizon)
     p.add_argument("--rollouts", type=int, default=d.rollouts)
+    p.add_argument("--fix-candidates", type=int, default=d.fix_candidates)
     p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--min-gain", type=float, default=d.min_gain)
+    p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS),
+                   help="compare: the episode lengths (cells) to play")
+    p.add_argument("--length-unknown", action="store_true",
+                   help="compare: do not tell the planner the episode's length (one 100-step run serves every cell)")
+    p.add_argument("--workflow", default=None, help="compare: act and count compliance under this workflow "
+                                                    "(default: the agent's own, if any)")
+    p.add_argument("--files", nargs=2, metavar=("CONSTRAINED", "FREE"),
+                   help="gap: two compare results, the agent under its workflow and the unconstrained one")
     p.add_argument("--out", default=None)
     p.add_argument("--tag", default="")
     args = p.parse_args()
     torch.set_num_threads(1)
-    if args.what == "figure":
-        print(figure(args))
+    if args.what in ("figure", "budget"):
+        res = {"figure": figure, "budget": budget}[args.what](args)
+        print({k: v for k, v in res.items() if k != "rows"})
         return
-    res = {"compare": compare, "belief": belief, "truth": truth}[args.what](args)
-    res["command"] = "python benchmarks/planning.py " + " ".join(__import__("sys").argv[1:])
+    res = {"compare": compare, "belief": belief, "truth": truth, "gap": gap}[args.what](args)
+    res["command"] = "python benchmarks/planning.py " + " ".join(sys.argv[1:])
     short = {k: v for k, v in res.items() if not k.endswith("_returns") and not k.endswith("_by_step")}
     print(json.dumps(short, indent=1))
     if args.out:

@@ -1,4 +1,5 @@
 """The planner and the one acting API (rl/planner.py), on tiny settings."""
+import dataclasses
 import math
 
 import numpy as np
@@ -35,7 +36,8 @@ def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
 
 @pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"), ({"top_k": 146}, "--plan-top-k"),
                                       ({"top_k": 0}, "--plan-top-k"), ({"horizon": -1}, "--plan-horizon"),
-                                      ({"rollouts": 0}, "--plan-rollouts"), ({"max_violation": 1.5},
+                                      ({"rollouts": 0}, "--plan-rollouts"), ({"fix_candidates": -1},
+                                                                              "--plan-fix-candidates"), ({"max_violation": 1.5},
                                                                              "--plan-max-violation"),
                                       ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent")])
 def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
@@ -50,7 +52,7 @@ def test_planning_is_deterministic_with_a_seed(cage2):
 
 def test_no_search_is_the_greedy_policy(cage2):
     greedy = _actions(agent_acting(*cage2))[0]
-    for cfg in (PlanConfig(particles=4, top_k=1), PlanConfig(particles=4, horizon=0)):
+    for cfg in (PlanConfig(particles=4, top_k=1, fix_candidates=0), PlanConfig(particles=4, horizon=0)):
         assert np.array_equal(_actions(agent_acting(*cage2, cfg))[0], greedy)
 
 
@@ -79,6 +81,86 @@ def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
         obs, *_ = env.step(np.array([d.action]))
 
 
+def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
+    """Told the episode's length L, the decision at step t rolls out min(horizon, L - t) steps, never past L."""
+    from workflow_rl.rl import planner as planner_module
+
+    counts, real_step = [], planner_module.sim.step
+
+    def counting_step(state, actions, *a, **k):
+        counts[-1] += len(actions) == TINY.top_k * TINY.rollouts   # a rollout's batch, not the belief's (16)
+        return real_step(state, actions, *a, **k)
+
+    monkeypatch.setattr(planner_module.sim, "step", counting_step)
+    act = agent_acting(*cage2, dataclasses.replace(TINY, fix_candidates=0), seed=1, episode_length=6)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
+    obs, _ = env.reset(seed=8)
+    for t in range(6):
+        counts.append(0)
+        a = act(obs[0], t)
+        obs, *_ = env.step(np.array([a]))
+    assert counts == [4, 4, 4, 3, 2, 1]   # horizon 4, then the steps left
+    with pytest.raises(ValueError, match="t counts 0..5"):
+        act(obs[0], 6)
+
+
+def test_a_length_beyond_the_horizon_changes_nothing(cage2):
+    """While the episode has at least ``horizon`` steps left, the planner told its length chooses bit for bit
+    what the planner that is not told chooses (same seed); only the last horizon - 1 steps may differ."""
+    unknown = _actions(agent_acting(*cage2, TINY, seed=5), steps=30)[0]
+    assert np.array_equal(_actions(agent_acting(*cage2, TINY, seed=5, episode_length=100), steps=30)[0], unknown)
+    short = _actions(agent_acting(*cage2, TINY, seed=5, episode_length=30), steps=30)[0]
+    assert np.array_equal(short[:, :27], unknown[:, :27])   # t <= 26: 30 - t >= horizon 4
+
+
+@pytest.mark.parametrize("length", [0, -3, 2.5, "100"])
+def test_a_bad_episode_length_is_one_value_error(cage2, length):
+    with pytest.raises(ValueError, match="episode_length must be"):
+        agent_acting(*cage2, TINY, episode_length=length)
+
+
+def test_evaluate_cells_plays_each_length_with_its_own_acting_function(cage2):
+    """{length: act} plays each length's own episodes from the same seeds: for a policy that ignores the length
+    (greedy), the cells of the one shared 100-step run."""
+    from workflow_rl.rl.evaluate import evaluate_cells
+
+    shared = evaluate_cells(agent_acting(*cage2), ["meander"], [5, 9], 6, batch=4)
+    per_length = evaluate_cells({L: agent_acting(*cage2) for L in (5, 9)}, ["meander"], [5, 9], 6, batch=4)
+    assert [(r.mean, r.std) for r in per_length] == [(r.mean, r.std) for r in shared]
+    with pytest.raises(ValueError, match=r"no acting function for the episode length\(s\) \[9\]"):
+        evaluate_cells({5: agent_acting(*cage2)}, ["meander"], [5, 9], 2)
+
+
+def test_fix_candidates_are_the_fixes_the_belief_points_at():
+    from workflow_rl.rl.planner import fix_candidates
+
+    access = np.zeros((4, T.N_HOSTS), np.int8)
+    access[:, T.USER0] = 2                     # red's foothold: never a candidate
+    access[:3, T.ENT1] = 1                     # user session, probability 3/4
+    access[:2, T.OPS0] = 2                     # privileged, 1/2
+    access[:1, T.USER2] = 1                    # 1/4: below a half
+    got = fix_candidates(access, np.ones(4), 5)
+    assert got == [T.A_REMOVE + T.ENT1, T.A_RESTORE + T.OPS0]
+    assert fix_candidates(access, np.ones(4), 1) == [T.A_REMOVE + T.ENT1]
+
+
+def test_the_planner_scores_the_belief_s_fixes_beside_the_policy_s_choices(cage2):
+    agent, wf = cage2
+    planner = Planner(agent, wf, PlanConfig(particles=1, top_k=2, horizon=3, rollouts=2, fix_candidates=2), seed=0)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=4)
+    obs, info = env.reset(seed=4)
+    mem, widened = agent.memory.blank(1), 0
+    for t in range(25):
+        agent.memory.saw(mem, torch.as_tensor(obs))
+        x = policy_input(torch.as_tensor(obs), torch.zeros(1, WORKFLOW_DIM), mem)
+        d = planner.choose(env.sim_state(), info["red_access"].copy(), np.ones(1), x, mem)
+        assert len(d.candidates) == len(set(d.candidates.tolist())) <= 4
+        widened += len(d.candidates) > 2
+        agent.memory.took(mem, torch.tensor([d.action]))
+        obs, _, _, _, info = env.step(np.array([d.action]))
+    assert widened > 0   # red reached hosts the policy did not fix first: their fixes were scored too
+
+
 @pytest.mark.slow   # 2 x 16 planned episodes of 100 steps
 @pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
 def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):
@@ -94,7 +176,8 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
                                          (["--plan-top-k", "146"], "--plan-top-k must be"),
                                          (["--plan-horizon", "-1"], "--plan-horizon must be"),
                                          (["--plan-rollouts", "x"], "--plan-rollouts"),
-                                         (["--plan-red-agent", "nobody"], "unknown red agent")])
+                                         (["--plan-red-agent", "nobody"], "unknown red agent"),
+                                         (["--lengths", "0"], "--lengths")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
     rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")],
                              capsys)
@@ -112,13 +195,14 @@ def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
 
 def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
     rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
-                         "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4",
+                         "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4", "3",
                          "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)
     assert rc == 0, err
     import json
 
     rows = json.loads((tmp_path / "evaluation.json").read_text())["results"]
-    assert [r["mode"] for r in rows] == ["greedy", "planned"] and all(r["episodes"] == 2 for r in rows)
+    assert [(r["mode"], r["length"]) for r in rows] == [("greedy", 3), ("greedy", 4), ("planned", 3), ("planned", 4)]
+    assert all(r["episodes"] == 2 for r in rows)
 
 
 def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():
@@ -178,3 +262,17 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "compare_B_lineAgent_2.json").read_text())
     assert [c["length"] for c in res["cells"]] == [30, 50, 100] and len(res["planned_returns"]) == 2
+    assert res["length_known"] and sorted(res["cell_returns"]["planned"], key=int) == ["30", "50", "100"]
+
+    def bench(*args):
+        return subprocess.run([sys.executable, str(root / "benchmarks" / "planning.py"), *args, "--episodes", "2",
+                               "--out", str(tmp_path)], capture_output=True, text=True, cwd=root,
+                              env={**__import__("os").environ, "PYTHONPATH": str(root)})
+
+    same = str(tmp_path / "compare_B_lineAgent_2.json")
+    assert bench("gap", "--files", same, same).returncode == 0
+    gap = json.loads((tmp_path / "gap_B_lineAgent_2.json").read_text())
+    assert [c["difference"][0] for c in gap["cells"]] == [0.0, 0.0, 0.0]
+    assert bench("budget").returncode == 0
+    assert "particles 8, horizon 2, rollouts 2" in (tmp_path / "budget.md").read_text()
+    assert (tmp_path / "budget.png").stat().st_size > 0

@@ -15,10 +15,11 @@ from workflow_rl.envs.names import ENGINES
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
 
 
-def _policies(args, workflow, per_env: bool = False):
+def _policies(args, workflow, lengths: list[int], per_env: bool = False):
     """{mode: acting function}, the label, and the workflow (a checkpoint's own unless --workflow is given); with
     ``per_env`` (a list of workflows) each mode's value is ``make_act(encodings)`` instead, for
-    ``evaluate_workflows``."""
+    ``evaluate_workflows``. The planned mode's value is {length: acting function}, one per episode length in
+    ``lengths``: the planner is told each cell's length (``evaluate_cells`` plays each length's own episodes)."""
     from workflow_rl.rl.evaluate import agent_act, greedy_workflow_act, scripted_act
     from workflow_rl.workflow import is_workflow_list
 
@@ -73,7 +74,8 @@ def _policies(args, workflow, per_env: bool = False):
     if plan is not None:
         from workflow_rl.rl.planner import agent_acting
 
-        acts["planned"] = agent_acting(agent, workflow, plan, args.seed)
+        acts["planned"] = {L: agent_acting(agent, workflow, plan, args.seed, episode_length=L)
+                           for L in lengths}
     return acts, args.checkpoint, workflow
 
 
@@ -95,7 +97,7 @@ def cmd_evaluate(args) -> int:
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))
     engines = list(dict.fromkeys(args.engine))
-    acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow))
+    acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), lengths)
     results = []
     for engine in engines:
         episodes = args.cyborg_episodes if engine == "cyborg" and args.cyborg_episodes else args.episodes
@@ -152,7 +154,7 @@ def _evaluate_workflows(args) -> int:
     truths = feasible.ground_truths(args.ground_truth or [])
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))
-    makers, label, _ = _policies(args, None, per_env=True)
+    makers, label, _ = _policies(args, None, lengths, per_env=True)
     rows = []
     for mode, make_act in makers.items():
         t0 = time.monotonic()

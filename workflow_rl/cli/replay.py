@@ -22,8 +22,9 @@ def cmd_replay(args) -> int:
     out = check_out_file("--out", args.out)
     red = parse_red_agent(args.red_agent)
     args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (rl/planner.py)
-    acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow))
+    acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), [args.length])
     act = acts.get(args.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
+    act = act[args.length] if isinstance(act, dict) else act   # planned: told the episode's length
     episodes = viewer.record_episodes(act, red, args.episodes, args.length, engine=args.engine,
                                       seed=args.seed, workflow=workflow,
                                       **engine_opts(args.vectorization, args.parallel_start_method, args.scenario,

@@ -47,12 +47,14 @@ def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int
                           **engine_options)[0]
 
 
-def evaluate_cells(act: ActFn, red_agents: list[str], lengths: list[int], episodes: int = 1000,
+def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths: list[int], episodes: int = 1000,
                    engine: str = "native", seed: int = EVAL_SEED, workflow: Workflow | None = None,
                    device: str = "cpu", batch: int = 4096, workers: int | None = None,
                    deadline: float | None = None, **engine_options) -> list[EvalResult]:
     """The CAGE2 protocol's cells, red agent x length, in that order: ``episodes`` fresh episodes per red agent of
-    ``max(lengths)`` steps, each cell's return being the running return after its length.
+    ``max(lengths)`` steps, each cell's return being the running return after its length. ``act`` a dict {length:
+    acting function}, for a policy told the episode's length (the planner): each length plays its own episodes
+    (:func:`play_cells`).
 
     Why one episode serves every length: episodes end only by the time limit and neither engine nor policy sees the
     limit, so the first L steps of a longer episode are an L-step episode (on the native engine bit for bit: the
@@ -86,8 +88,8 @@ def evaluate_cells(act: ActFn, red_agents: list[str], lengths: list[int], episod
                     envs[red] = make_vector_env(n, red, engine=engine, episode_length=horizon, device=device,
                                                 seed=seed, **engine_options)
                 take = min(n, episodes - done[red])
-                for L, (ret, comp, viol) in _play_round(envs[red], act, seed + 7919 * round_, lengths,
-                                                        workflow is not None, rank, device).items():
+                for L, (ret, comp, viol) in play_cells(envs[red], act, seed + 7919 * round_, lengths,
+                                                       workflow is not None, rank, device).items():
                     running[red][L].append(ret[:take])
                     counts[red][L][0] += float(comp[:take].sum())
                     counts[red][L][1] += float(viol[:take].sum())
@@ -107,6 +109,20 @@ def evaluate_cells(act: ActFn, red_agents: list[str], lengths: list[int], episod
                                   (comp / (comp + viol)) if workflow is not None and comp + viol > 0 else None,
                                   int(comp + viol)))
     return out
+
+
+def play_cells(env, act: ActFn | dict[int, ActFn], seed: int, lengths: list[int], count: bool, rank: torch.Tensor,
+               device: str) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`_play_round`'s per-length results. ``act`` one acting function: one episode of ``max(lengths)`` steps
+    serves every length. A dict {length: acting function}: a policy that knows the episode's length acts
+    differently near its end, so the first L steps of a longer episode are not its L-step episode; each length then
+    plays its own episodes, from the same ``reset(seed)`` (the same episodes, paired with a one-function run's)."""
+    if not isinstance(act, dict):
+        return _play_round(env, act, seed, lengths, count, rank, device)
+    missing = sorted(set(lengths) - set(act))
+    if missing:
+        raise ValueError(f"no acting function for the episode length(s) {missing}: give one per length")
+    return {L: _play_round(env, act[L], seed, [L], count, rank, device)[L] for L in lengths}
 
 
 def _play_round(env, act: ActFn, seed: int, lengths: list[int], count: bool, rank: torch.Tensor,

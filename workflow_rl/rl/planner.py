@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_float, check_int, check_seed, check_types
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types
 from workflow_rl.envs.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED, policy_input
@@ -38,7 +38,9 @@ class PlanConfig:
     particles: int = 256
     """engine states in the belief."""
     top_k: int = 3
-    """candidate actions: the policy's k most likely (1: no search, the greedy policy)."""
+    """candidate actions: the policy's k most likely (1, without fix candidates: no search, the greedy policy).
+    Measured with the episode length known (Meander, first 100 evaluation episodes, 100 steps): 5 gains +0.79 ±
+    0.45 over greedy against 3's +0.65 ± 0.39 (paired 5 - 3: +0.13 ± 0.23) at 15.5 ms instead of 11 -- not kept."""
     horizon: int = 25
     """steps per rollout, the candidate's own step included (0: no search). Measured with the true state as the
     one particle (Meander, 24 paired 100-step episodes, benchmarks/results/planning/README.md): 1-3 steps lose to
@@ -46,7 +48,14 @@ class PlanConfig:
     rollouts: int = 8
     """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
     Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
-    decision instead of 18 (benchmarks/results/planning/README.md)."""
+    decision instead of 18 (benchmarks/results/planning/README.md); with the episode length known, 4 gains
+    +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18)."""
+    fix_candidates: int = 2
+    """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
+    most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
+    foothold); those already among the top-k cost nothing. 0: the policy's candidates only. Measured on the six
+    cells (benchmarks/results/planning/README.md): 2 against 0, paired, no cell worse, Meander 30/50/100 +0.06 ±
+    0.05 / +0.19 ± 0.09 / +0.36 ± 0.20, at 11.7 ms of CPU per decision instead of 11.1."""
     red_agent: str = "mix"
     """the belief's prior over the red agent (``envs.names.red_weights``)."""
     mismatch_penalty: float = 10.0
@@ -71,6 +80,7 @@ class PlanConfig:
         check_int("--plan-top-k", self.top_k, 1, T.N_ACTIONS)
         check_int("--plan-horizon", self.horizon, 0, 10_000)
         check_int("--plan-rollouts", self.rollouts, 1, 1 << 20)
+        check_int("--plan-fix-candidates", self.fix_candidates, 0, 2 * T.N_HOSTS)
         check_float("--plan-max-violation", self.max_violation, 0.0, 1.0)
         check_float("--plan-min-gain", self.min_gain, 0.0)
         check_float("--plan-gamma", self.gamma, 0.0, 1.0)
@@ -102,20 +112,29 @@ class Planner:
         self.official_bugs = official_bugs
         self.enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
         self.rank = torch.as_tensor(workflow.rank) if workflow else None
-        self.buffers = sim.allocate_buffers(config.top_k * config.rollouts)
+        self.buffers = {}   # rollout buffers by batch size (the candidates' count varies with fix_candidates)
         self.decisions = 0
 
     def choose(self, particles: sim.SimState, access: np.ndarray, weights: np.ndarray, x: torch.Tensor,
-               mem: torch.Tensor | None, stream: tuple[int, ...] | None = None) -> Decision:
+               mem: torch.Tensor | None, stream: tuple[int, ...] | None = None,
+               steps_left: int | None = None) -> Decision:
         """The action for policy input ``x`` (1, D) with episode memory ``mem`` (1, M) or None, given particles
         (a SimState), their true red access (n, 13) and weights (n,). ``stream`` (e.g. env, episode, step) names
-        the draws of this decision; by default, the planner's count of decisions."""
+        the draws of this decision; by default, the planner's count of decisions. ``steps_left``: the steps the
+        episode has left, this one included, when the harness says (None: unknown); rollouts then stop at the
+        episode's end (horizon ``min(horizon, steps_left)``), so candidates are compared on the reward that counts
+        and not on steps a 30-step episode never plays."""
         cfg = self.config
+        horizon = cfg.horizon if steps_left is None else min(cfg.horizon, check_int("steps_left", steps_left, 1))
         with torch.no_grad():
             logits = self.agent.logits(x)[0]
         k = min(cfg.top_k, int((logits > MASKED / 2).sum()))   # never a masked (impossible) decoy
         cands = torch.topk(logits, k).indices.numpy()
-        if k == 1 or cfg.horizon == 0:
+        if cfg.fix_candidates:
+            extra = [a for a in fix_candidates(access, weights, cfg.fix_candidates + k) if a not in cands]
+            cands = np.concatenate([cands, np.asarray(extra[:cfg.fix_candidates], np.int64)])
+            k = len(cands)
+        if k == 1 or horizon == 0:
             return Decision(int(cands[0]), cands, np.zeros(k), np.zeros(k))
         rng = np.random.default_rng([self.seed, *(stream if stream is not None else (self.decisions,))])
         self.decisions += 1
@@ -124,7 +143,8 @@ class Planner:
         state = sim.take_state(particles, np.tile(idx, k))
         state.key[:] = np.tile(sim.env_keys(int(rng.integers(1 << 62)), r), k)   # common random numbers
         first = np.repeat(cands, r).astype(np.int64)
-        per = self.rollout(state, first, mem).reshape(k, r)
+        ends = steps_left is not None and steps_left <= cfg.horizon   # the rollout ends where the episode does
+        per = self.rollout(state, first, mem, horizon, bootstrap=not ends).reshape(k, r)
         returns = per.mean(1)
         gain = per - per[:1]
         se = gain.std(1, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(k)
@@ -141,11 +161,13 @@ class Planner:
         best = int(np.argmax(np.where(keep, returns, -np.inf)))   # first of equals: the policy's order
         return Decision(int(cands[best]), cands, returns, violation)
 
-    def rollout(self, state: sim.SimState, first: np.ndarray, mem: torch.Tensor | None) -> np.ndarray:
+    def rollout(self, state: sim.SimState, first: np.ndarray, mem: torch.Tensor | None, horizon: int,
+                bootstrap: bool = True) -> np.ndarray:
         """Return of each env of ``state`` (stepped in place): ``first`` actions, then the greedy policy for
-        ``horizon - 1`` steps, the episode memory starting from ``mem``."""
+        ``horizon - 1`` steps, the episode memory starting from ``mem``; plus the critic's value of the last state
+        (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
         n = len(first)
-        b = self.buffers if len(self.buffers.reward) == n else sim.allocate_buffers(n)
+        b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
         memory = self.agent.memory
         m = None if mem is None else mem.expand(n, -1).clone()
         enc = self.enc.expand(n, WORKFLOW_DIM)
@@ -153,7 +175,7 @@ class Planner:
         a = torch.from_numpy(first)
         cfg = self.config
         ret, discount = np.zeros(n), 1.0
-        for h in range(cfg.horizon):
+        for h in range(horizon):
             if h:
                 memory.saw(m, obs)
                 with torch.no_grad():
@@ -162,28 +184,48 @@ class Planner:
             sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
             ret += discount * b.reward
             discount *= cfg.gamma
-        if cfg.value_scale > 0:
+        if cfg.value_scale > 0 and bootstrap:
             memory.saw(m, obs)
             with torch.no_grad():
                 ret += discount * cfg.value_scale * self.agent.value(policy_input(obs, enc, m)).numpy()
         return ret
 
 
+def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]:
+    """Up to ``m`` fixes, most likely needed first, for particles' red access (n, 13) with ``weights`` (n,): Remove
+    host h for a user session (level 1), Restore h for a privileged one (2), each whose probability is at least 1/2;
+    never on User0, where red starts with privileges in every particle."""
+    w = weights / weights.sum()
+    p_user, p_priv = w @ (access == 1), w @ (access == 2)
+    hosts = [h for h in range(T.N_HOSTS) if h != T.USER0]
+    scored = [(p_user[h], T.A_REMOVE + h) for h in hosts] + [(p_priv[h], T.A_RESTORE + h) for h in hosts]
+    scored = [(p, a) for p, a in scored if p >= 0.5]
+    return [a for _, a in sorted(scored, key=lambda pa: (-pa[0], pa[1]))[:m]]
+
+
 ActFn = Callable[[object, int], object]
 
 
 def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = None, seed: int = 0,
-                 official_bugs: bool = True) -> ActFn:
+                 official_bugs: bool = True, episode_length: int | None = None) -> ActFn:
     """``act(obs, t)`` of a loaded agent, greedy (``plan`` None) or planned. ``obs`` is one observation (52,) --
     then ``act`` returns an int -- or a batch (N, 52) of independent envs -- then an (N,) int64 tensor; numpy, torch
     or a list. ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the episode's
-    memory and belief); the action it returns is the one the belief assumes blue took."""
+    memory and belief); the action it returns is the one the belief assumes blue took. ``episode_length``: the
+    steps every episode has, when the harness knows it (CAGE2's cells: 30, 50 or 100); the planner then plays
+    only the steps left (``t`` must stay below it). None: unknown, rollouts play their full horizon. The greedy
+    policy does not use it (it never sees the length)."""
+    if episode_length is not None:
+        check_episode_length("episode_length", episode_length)
     enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
     memory = agent.memory
     planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
     st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
 
     def act(obs, t: int):
+        if episode_length is not None and not 0 <= t < episode_length:
+            raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
+                             f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
         single = np.ndim(obs) == 1
         o = torch.as_tensor(np.asarray(obs, np.float32)).reshape(-1, 4 * T.N_HOSTS)
         n = o.shape[0]
@@ -208,7 +250,8 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
         else:
             a = torch.as_tensor([planner.choose(b.state, b.access, b.weights, x[i:i + 1],
                                                 None if mem is None else mem[i:i + 1],
-                                                (i, st["episode"], t)).action
+                                                (i, st["episode"], t),
+                                                None if episode_length is None else episode_length - t).action
                                  for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
         memory.took(mem, a)
         st["last"] = a.numpy().copy()
@@ -224,12 +267,13 @@ def _sub_seed(seed: int, i: int) -> int:
 
 
 def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, seed: int = 0,
-             workflow: Workflow | None = None) -> ActFn:
+             workflow: Workflow | None = None, episode_length: int | None = None) -> ActFn:
     """The acting function of a shipped agent (``pretrained:NAME``) or checkpoint file, greedy or, with ``plan``,
-    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own. E.g. driving real CybORG through
+    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own; ``episode_length``, when the
+    harness knows it, lets the planner stop its rollouts at the episode's end. E.g. driving real CybORG through
     its ``ChallengeWrapper`` (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
 
-        act = make_act("pretrained:cage2", PlanConfig())
+        act = make_act("pretrained:cage2", PlanConfig(), episode_length=100)
         obs = wrapper.reset()
         for t in range(100):
             obs, reward, done, info = wrapper.step(act(obs, t))
@@ -237,7 +281,7 @@ def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, see
     from workflow_rl.rl import pretrained
 
     agent, own = pretrained.load(name)
-    return agent_acting(agent, workflow or own, plan, seed)
+    return agent_acting(agent, workflow or own, plan, seed, episode_length=episode_length)
 
 
 def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
