@@ -176,3 +176,11 @@ def test_relative_links_resolve():
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, "broken links: " + ", ".join(broken)
+
+
+def test_the_alignment_reward_form_price():
+    """The README's price of compliance under `--alignment-reward violations` is the committed evaluation's
+    (benchmarks/price.py's summary of it): the B_line mean gap to cage2, and no price against Meander."""
+    new = {r["red_agent"]: r for r in _json(RESULTS / "universal_reward" / "price_vs_cage2.json")["summaries"]["new"]}
+    assert f"pays {new['B_lineAgent']['gap_mean']:.2f}\nagainst B_line and nothing against Meander" in README
+    assert new["RedMeanderAgent"]["gap_mean"] <= 0 and new["B_lineAgent"]["eligible_ok"] == 54
