@@ -768,6 +768,29 @@ def test_sigterm_stops_cyborg_evaluation_workers_quietly(tmp_path):
     _assert_terminated_quietly(r, kids)
 
 
+def test_a_failed_checkpoint_write_surfaces_as_its_os_error(tmp_path, monkeypatch):
+    """torch's zip writer, closing after a write the disk refused, raises a RuntimeError ("unexpected pos") of its
+    own; atomic_save re-raises the OSError under it, so the command's one-line disk report sees it, and leaves no
+    file behind."""
+    import errno
+
+    from workflow_rl.rl import checkpoint
+
+    def failing_save(obj, f):
+        try:
+            raise OSError(errno.EFBIG, "File too large")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(checkpoint.torch, "save", failing_save)
+    with pytest.raises(OSError, match="File too large"):
+        checkpoint.atomic_save({"x": 1}, tmp_path / "ck.pt")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(checkpoint.torch, "save", lambda obj, f: (_ for _ in ()).throw(RuntimeError("other")))
+    with pytest.raises(RuntimeError, match="other"):   # a RuntimeError of its own stays one
+        checkpoint.atomic_save({"x": 1}, tmp_path / "ck.pt")
+
+
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_run_resumes_identically(tmp_path):
     """Files stop growing mid-run (RLIMIT_FSIZE set on the running process: writes then fail with EFBIG, as on a

@@ -98,10 +98,17 @@ class CheckpointError(ValueError):
 
 
 def atomic_save(obj, path: Path) -> None:
-    """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
+    """torch.save to a temporary file in the same folder, fsync, then rename over ``path``. A write that fails
+    (full disk, file-size limit) raises its OSError: torch's zip writer, closing after the failed write, can raise a
+    RuntimeError of its own ("unexpected pos") that would otherwise hide it from the callers' one-line report."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path, "wb") as f:
-        torch.save(obj, f)
+        try:
+            torch.save(obj, f)
+        except RuntimeError as e:
+            if isinstance(e.__context__, OSError):
+                raise e.__context__ from None
+            raise
 
 
 def _numpy_globals() -> list:
