@@ -22,13 +22,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from workflow_rl.checks import check_float, check_int
 from workflow_rl.search.records import SCREEN_SOURCES as SOURCES
 from workflow_rl.search.records import Screened, atomic_json
 from workflow_rl.workflow import all_workflows
@@ -66,9 +66,10 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def screen_key(checkpoint: Path, settings: ScreenSettings) -> str:
-    """The content address: sha256 over the format, the checkpoint file's sha256 and the settings."""
-    text = json.dumps({"format": FORMAT, "checkpoint_sha256": file_sha256(checkpoint),
+def screen_key(checkpoint: Path, settings: ScreenSettings, checkpoint_sha256: str | None = None) -> str:
+    """The content address: sha256 over the format, the checkpoint file's sha256 (``checkpoint_sha256`` when the
+    caller has it already) and the settings."""
+    text = json.dumps({"format": FORMAT, "checkpoint_sha256": checkpoint_sha256 or file_sha256(checkpoint),
                        "settings": dataclasses.asdict(settings)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -112,13 +113,6 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a finite number")
 
 
-def _number(row: dict, name: str, low: float = -math.inf, high: float = math.inf) -> float:
-    v = row.get(name)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:
-        raise ValueError(f"{row.get('workflow')}: {name} {v!r} is not a number in [{low}, {high}]")
-    return float(v)
-
-
 def from_json(text: str, key: str) -> list[Screened]:
     """The screen a file holds, validated against ``key``; a ValueError saying what is wrong otherwise."""
     d = json.loads(text, parse_constant=_no_constant)
@@ -133,12 +127,12 @@ def from_json(text: str, key: str) -> list[Screened]:
         raise ValueError(f"it does not hold the {len(codes)} workflows in order")
     out = []
     for r in rows:
-        fixes = r.get("fixes")
-        if isinstance(fixes, bool) or not isinstance(fixes, int) or fixes < 0:
-            raise ValueError(f"{r['workflow']}: fixes {fixes!r} is not a count")
-        comp = None if r.get("compliance") is None else _number(r, "compliance", 0.0, 1.0)
-        out.append(Screened(workflow=r["workflow"], observed_reward=_number(r, "mean"),
-                            observed_ci95=_number(r, "ci95", 0.0), eval_compliance=comp, fixes=fixes))
+        w = r["workflow"]
+        comp = None if r.get("compliance") is None else check_float(f"{w}: compliance", r["compliance"], 0.0, 1.0)
+        out.append(Screened(workflow=w, observed_reward=float(check_float(f"{w}: mean", r.get("mean"))),
+                            observed_ci95=float(check_float(f"{w}: ci95", r.get("ci95"), 0.0)),
+                            eval_compliance=None if comp is None else float(comp),
+                            fixes=check_int(f"{w}: fixes", r.get("fixes"), 0)))
     return out
 
 
@@ -173,7 +167,8 @@ def screen_of(checkpoint: Path, settings: ScreenSettings, compute: Callable[[], 
     shipped file (``shipped``: the checkpoint is a shipped agent), the cache, or ``compute()`` (then cached)."""
     if disabled():
         return compute(), "computed"
-    key = screen_key(checkpoint, settings)
+    sha = file_sha256(checkpoint)
+    key = screen_key(checkpoint, settings, sha)
     if shipped:
         got = _read(shipped_file(checkpoint), key, other_key_ok=True)
         if got is not None:
@@ -183,7 +178,7 @@ def screen_of(checkpoint: Path, settings: ScreenSettings, compute: Callable[[], 
         return got, "cache"
     screened = compute()
     try:
-        write(cache_file(key), screened, key, settings, file_sha256(checkpoint))
+        write(cache_file(key), screened, key, settings, sha)
     except OSError as e:   # a read-only or full cache folder costs the reuse, not the search
         print(f"warning: screen not cached ({e})", file=sys.stderr, flush=True)
     return screened, "computed"

@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = universal.screen_settings(SearchConfig())
     t0 = time.perf_counter()
     screened = universal.compute_screen(weights, settings)
-    key = screen_key(weights, settings)
-    write(shipped_file(weights), screened, key, settings, file_sha256(weights))
+    sha = file_sha256(weights)
+    write(shipped_file(weights), screened, screen_key(weights, settings, sha), settings, sha)
     print(f"{shipped_file(weights)}: {len(screened)} workflows, {time.perf_counter() - t0:.0f} s")
     return 0
 
