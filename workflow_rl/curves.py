@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
-from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.rundir import atomic_write
 from workflow_rl.sim import tables as T
 

@@ -7,8 +7,8 @@ from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
-from workflow_rl.rl.config import flag
 from workflow_rl.interrupt import Terminated
+from workflow_rl.rl.config import flag
 from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
@@ -122,9 +122,10 @@ def _run(search, executor, fresh: bool) -> int:
           f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")
     if "ground_truth_statement" in summary:
         print(f"ground truth: {search.out / 'ground_truth.csv'}. {summary['ground_truth_statement']}")
-    from workflow_rl.search.outputs import answer_line, mode_line   # here: scipy costs other commands ~0.7 s
+    from workflow_rl.search.outputs import answer_line, mode_line  # here: scipy costs other commands ~0.7 s
 
-    if mode_line(summary):
-        print(mode_line(summary))
+    mode = mode_line(summary)
+    if mode:
+        print(mode)
     print(answer_line(summary))
     return 0

@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 
 from workflow_rl.checks import check_int
+from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.checkpoint import BATCH_STATE_FIX, CheckpointError, atomic_save, load_batch_state, load_checkpoint
 from workflow_rl.rl.config import TrainConfig
-from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.rl.resumable import check_resumable, check_snapshot
 from workflow_rl.rl.runlog import mean_or_nan, progress_bar

@@ -43,12 +43,12 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
+from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save
 from workflow_rl.rl.compliance import ComplianceTracker, WorkflowWindow
 from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
-from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.memory import Memory, forget, policy_input
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
 from workflow_rl.rl.resumable import check_resumable

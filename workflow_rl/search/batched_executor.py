@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from workflow_rl.checks import check_bool, check_inside, check_int
-from workflow_rl.rl.checkpoint import CheckpointError, atomic_save, load_batch_state, load_checkpoint
 from workflow_rl.interrupt import GracefulInterrupt
+from workflow_rl.rl.checkpoint import CheckpointError, atomic_save, load_batch_state, load_checkpoint
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 from workflow_rl.rl.resumable import check_like, check_snapshot
@@ -36,7 +36,6 @@ from workflow_rl.search.evaluation import SearchInterrupted, initial_weights
 from workflow_rl.search.executors import SearchJob
 from workflow_rl.search.records import Proposal, Record
 from workflow_rl.workflow import Workflow
-
 
 STATE_FILE = "search_batch.pt"
 """A batched search's own state (``BatchedExecutor._save_state``), beside the running workflows' checkpoints."""
