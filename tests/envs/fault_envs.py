@@ -9,6 +9,8 @@ import numpy as np
 class FaultyEnv(gym.Env):
     def __init__(self, fault: str, at_step: int = 3):
         self.fault, self.at_step, self.t = fault, at_step, 0
+        if fault == "slow start":   # an env that takes a while to build (real CybORG loads its scenario)
+            time.sleep(1.0)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (52,), np.float32)
         self.action_space = gym.spaces.Discrete(145)
 

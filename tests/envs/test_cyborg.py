@@ -192,3 +192,27 @@ def test_curve_shards_on_real_cyborg_are_reproducible_whichever_worker_runs_them
     assert pooled.shape == (2, C.HORIZON, T.N_HOSTS)
     assert (pooled[:, :, T.USER0] == T.ACCESS_PRIVILEGED).all()
     assert (pooled[:, 20:, [T.USER1, T.USER2, T.USER3, T.USER4]] > 0).any()   # B_line got somewhere
+
+
+def test_an_interrupt_while_workers_start_stops_them_before_their_pipes_close(monkeypatch):
+    """SIGTERM (or Ctrl-C) reaching the parent while its workers still build their envs: the workers are stopped
+    by the signal, not left to read a closed pipe and print a traceback over the one-line 'terminated' (a CI
+    failure of test_sigterm_stops_cyborg_evaluation_workers_quietly)."""
+    import signal
+
+    import gymnasium as gym
+
+    from workflow_rl.envs.cyborg_vector import GuardedAsyncVectorEnv
+
+    started = []
+
+    def interrupted(self):
+        started.extend(self.processes)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gym.vector.AsyncVectorEnv, "_check_spaces", interrupted)
+    with pytest.raises(KeyboardInterrupt) as e:
+        GuardedAsyncVectorEnv([FaultyFn("slow start")] * 2, context="fork")
+    # `e` holds the half-built env alive, as the CLI's report did: no __del__ has closed it; the workers are gone
+    assert len(started) == 2 and e.value is not None
+    assert [p.exitcode for p in started] == [-signal.SIGTERM] * 2

@@ -55,8 +55,21 @@ class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
     """
 
     def __init__(self, env_fns, timeout: float | None = 120.0, **kwargs):
-        super().__init__(env_fns, **kwargs)
         self.timeout = timeout
+        try:
+            super().__init__(env_fns, **kwargs)
+        except BaseException:
+            self._abort_start()
+            raise
+
+    def _abort_start(self) -> None:
+        """An interrupt (Ctrl-C, SIGTERM) or a failed space check while the workers start: stop the ones started
+        before their pipes close. Left to garbage collection, a worker still building its env would later read the
+        closed pipe and print a traceback (EOFError, then BrokenPipeError) over the parent's one-line report."""
+        stop_processes(getattr(self, "processes", []))
+        for pipe in getattr(self, "parent_pipes", []):
+            pipe.close()
+        self.closed = True
 
     def _abort(self) -> None:
         """Kill every worker without waiting for the pending call (gymnasium's close would wait on it), and
