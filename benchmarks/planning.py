@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workflow_rl.checks import fail
 from workflow_rl.envs.belief import ParticleBelief
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl import pretrained
@@ -165,12 +166,12 @@ def gap(args) -> dict:
     two ``compare`` results on the same episodes, paired by episode, per common length; and the first's compliance.
     The issue's target: compliance >= 0.95 and within 2 points of the unconstrained planner."""
     if not args.files:
-        _fail("gap compares two compare results: give --files CONSTRAINED FREE")
+        fail("gap compares two compare results: give --files CONSTRAINED FREE")
     constrained, free = (json.loads(Path(f).read_text()) for f in args.files)
     for k in ("red_agent", "episode_seed"):
         if constrained[k] != free[k]:
-            _fail(f"the two results are not the same episodes ({k}: {constrained[k]} vs {free[k]}): compare them "
-                  "on the same --red and --episode-seed")
+            fail(f"the two results are not the same episodes ({k}: {constrained[k]} vs {free[k]}): compare them "
+                 "on the same --red and --episode-seed")
     n = min(constrained["episodes"], free["episodes"])
     cells = []
     for L in sorted(set(constrained["cell_returns"]["planned"]) & set(free["cell_returns"]["planned"]), key=int):
@@ -181,12 +182,6 @@ def gap(args) -> dict:
                       "difference": ci(a - b), "compliance": cell["compliance"]})
     return {"red_agent": constrained["red_agent"], "episodes": n, "constrained": constrained["agent"],
             "workflow": constrained["workflow"], "free": free["agent"], "files": args.files, "cells": cells}
-
-
-def _fail(message: str) -> None:
-    """One ``error:`` line and exit status 2, as the CLI does."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 UNSET = {"fix_candidates": 0}

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from workflow_rl.checks import fail
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search import feasible
 
@@ -111,21 +112,15 @@ def markdown(summaries: dict[str, list[dict]], pairs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _fail(message: str):
-    """The project's bad-input rule: one ``error:`` line on stderr, exit status 2, nothing written."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
 def _table(folder: str) -> list[dict]:
     path = Path(folder) / "workflows.csv"
     if not path.is_file():
-        _fail(f"{path} not found: give a folder written by `workflow-rl evaluate AGENT --workflow all "
-                 "--ground-truth GT.csv --out DIR`")
+        fail(f"{path} not found: give a folder written by `workflow-rl evaluate AGENT --workflow all "
+             "--ground-truth GT.csv --out DIR`")
     rows = feasible.read_csv(path)
     if not any(r.get("gt_eligible") for r in rows if r["length"] == LENGTH):
-        _fail(f"{path} has no 100-step row a ground truth holds eligible: evaluate with --lengths 100 "
-                 "and --ground-truth")
+        fail(f"{path} has no 100-step row a ground truth holds eligible: evaluate with --lengths 100 "
+             "and --ground-truth")
     return rows
 
 
@@ -141,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             held = set(filter(None, (json.loads(Path(args.held_out).read_text()).get("hold_out") or "").split(";")))
         except (OSError, ValueError) as e:
-            _fail(f"--held-out {args.held_out}: not a training run's config.json ({e})")
+            fail(f"--held-out {args.held_out}: not a training run's config.json ({e})")
     tables = {"new": _table(args.new)}
     if args.base:
         tables["base"] = _table(args.base)

@@ -191,6 +191,12 @@ CASES = [
     (["evaluate", "sleep", "--red-agents", "mix:1"], "unknown red agent 'mix'"),
     (["evaluate", "pretrained:nobody"], "no pretrained agent 'nobody'"),
     (["evaluate", "sleep", "--mode", "bogus"], "--mode"),
+    # ---- compare
+    (["compare", "{d}/empty", "{d}/empty"], "empty has no episodes.csv: re-run `workflow-rl evaluate"),
+    (["compare", "{d}/nonexistent", "{d}/empty"], "nonexistent does not exist: give an evaluation folder"),
+    (["compare", "{d}/file", "{d}/file"], "file is not an episodes.csv"),
+    (["compare", "{d}/empty", "{d}/empty", "--out", "{d}/run"], "--out .*run is a folder"),
+    (["compare", "{d}/empty", "{d}/empty", "--modes", "greedy"], "--modes: expected 2 arguments"),
     # ---- search
     (["search", "--gp-beta", "nan"], "--gp-beta must be a finite"),
     (["search", "--gp-beta", "inf"], "--gp-beta must be a finite"),
@@ -252,6 +258,10 @@ CASES = [
     (["train", "--episode-length", HUGE], "--episode-length must be in \\[1, 2147483647\\]"),
     (["train", "--eval-length", HUGE], "--eval-length: must be in 1..2147483647"),
     (["evaluate", "sleep", "--lengths", "30", HUGE], "--lengths: must be in 1..2147483647"),
+    (["evaluate", "sleep", "--episodes", str(10**19)], "--episodes: must be in 1..10,000,000 .*got 10000000000000000000"),
+    (["evaluate", "sleep", "--cyborg-episodes", HUGE], "--cyborg-episodes: must be in 1..10,000,000"),
+    (["evaluate", "sleep", "--workflow", "all", "--episodes", "10000000"],
+     "120 workflows x 10000000 episodes would need about .* GiB of memory, .*: evaluate fewer --episodes"),
     (["search", "--episode-length", HUGE], "--episode-length must be in"),
     (["search", "--eval-length", HUGE], "--eval-length must be in"),
     (["train", "--update-every-steps", HUGE], "GiB of memory"),
@@ -358,6 +368,7 @@ def test_cli_refuses_in_one_line_in_a_real_process(args, match, tmp_path):
 def _api_cases():
     from workflow_rl import make_vector_env
     from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.rl.evaluate import evaluate_cells, evaluate_workflows, scripted_act
     from workflow_rl.search.config import SearchConfig
 
     inf, nan = float("inf"), float("nan")
@@ -382,10 +393,12 @@ def _api_cases():
         (lambda: TrainConfig.from_flat({"hidden": (100000, 100000)}).validate(), "use smaller --hidden"),
         (lambda: SearchConfig(n_init=121).validate(), "--n-init"),
         (lambda: TrainConfig(n_envs=4, n_workers=5).validate(), "--n-workers 5 exceeds"),
+        (lambda: evaluate_cells(scripted_act("sleep"), ["bline"], [10], 10**19), "episodes must be in"),
+        (lambda: evaluate_workflows(None, [], ["bline"], [10], 0), "episodes must be in"),
     ]
 
 
-@pytest.mark.parametrize("i", range(19))
+@pytest.mark.parametrize("i", range(len(_api_cases())))
 def test_python_api_refuses_with_a_value_error(i):
     call, match = _api_cases()[i]
     with pytest.raises(ValueError, match=match):

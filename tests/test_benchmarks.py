@@ -223,13 +223,34 @@ def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path
     assert "| 91-100 |" in (tmp_path / "engine_gap.md").read_text()
 
 
-def _price_module():
+def _benchmark_module(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("price", ROOT / "benchmarks" / "price.py")
-    price = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(price)
-    return price
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _price_module():
+    return _benchmark_module("price")
+
+
+def test_planning_gap_refuses_results_of_different_episodes_in_one_line(tmp_path, capsys):
+    """benchmarks/planning.py gap: two compare results of different episode seeds are refused the package's way
+    (``checks.fail``: one ``error:`` line, exit status 2)."""
+    import argparse
+
+    planning = _benchmark_module("planning")
+    files = []
+    for seed in (1, 2):
+        files.append(str(tmp_path / f"compare_{seed}.json"))
+        Path(files[-1]).write_text(json.dumps({"red_agent": "B_lineAgent", "episode_seed": seed}))
+    with pytest.raises(SystemExit) as e:
+        planning.gap(argparse.Namespace(files=files))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: the two results are not the same episodes (episode_seed: 1 vs 2)")
 
 
 def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_path, capsys):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import tempfile
 import types
 import typing
@@ -18,6 +19,11 @@ MAX_EPISODE_LENGTH = 2**31 - 1
 """The native engine counts an episode's steps in int32 (``sim.native.SimState.t``, its kernels' length argument):
 a longer episode overflows inside the kernel, so every episode length (training, evaluation) is checked against it
 where it enters."""
+MAX_EPISODES = 10_000_000
+"""Most episodes an evaluation may ask for per cell (``evaluate --episodes``). Ten million 100-step episodes are
+10**9 env-steps per red agent (tens of minutes on the native engine, years on real CybORG) and their per-episode
+results (``rl.evaluate.Episodes``: a return and two fix counts) take 240 MB per cell: the protocol asks for
+hundreds to thousands, and a mistyped count (10**19) would otherwise start rounds that never end."""
 NAME_MAX = 255
 """Bytes a single file or folder name may have on Linux's file systems (ext4, xfs, btrfs, tmpfs)."""
 PATH_MAX = 4096
@@ -109,6 +115,19 @@ def _check_type(name: str, value, hint) -> None:
 def check_episode_length(name: str, value) -> int:
     """An episode length the engines can count: an integer in 1..:data:`MAX_EPISODE_LENGTH`."""
     return check_int(name, value, 1, MAX_EPISODE_LENGTH)
+
+
+def check_episodes(name: str, value) -> int:
+    """An evaluation's episode count: an integer in 1..:data:`MAX_EPISODES`."""
+    return check_int(name, value, 1, MAX_EPISODES)
+
+
+def fail(message: str) -> typing.NoReturn:
+    """End a script the way the ``workflow-rl`` command line ends on bad input: one ``error:`` line on stderr and
+    exit status 2 (raised as ``SystemExit``, so nothing after it runs, hence nothing is written). For the scripts
+    beside the package (``benchmarks/``), which have no ``main`` that turns a ValueError into that line."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _check_name_lengths(name: str, p: Path) -> None:

@@ -6,8 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from workflow_rl.checks import check_out_dir
-from workflow_rl.cli.numbers import episode_length, positive_int, seed_int
+from workflow_rl.checks import check_memory, check_out_dir
+from workflow_rl.cli.numbers import episode_count, episode_length, positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
 from workflow_rl.cli.train import add_cyborg_flags, engine_opts
 from workflow_rl.envs.names import ENGINES
@@ -84,6 +84,8 @@ def cmd_evaluate(args) -> int:
     running return), per engine and mode; mean ± 95% CI, compliance, and the leaderboard winner's cells."""
     from workflow_rl import parse_red_agent
     from workflow_rl.rl.config import check_device_available
+    from workflow_rl.rl.episodes import FILE as EPISODES
+    from workflow_rl.rl.episodes import write_episodes
     from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_cells, result_dict
     from workflow_rl.workflow import is_workflow_list, parse_workflow_arg
 
@@ -98,7 +100,7 @@ def cmd_evaluate(args) -> int:
     lengths = sorted(set(args.lengths))
     engines = list(dict.fromkeys(args.engine))
     acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), lengths)
-    results = []
+    results, played = [], []
     for engine in engines:
         episodes = args.cyborg_episodes if engine == "cyborg" and args.cyborg_episodes else args.episodes
         start = time.monotonic()
@@ -113,6 +115,7 @@ def cmd_evaluate(args) -> int:
                                                  engine))
             took = time.monotonic() - t0
             results += [{"engine": engine, "mode": mode, **result_dict(r), "seconds": took} for r in cells]
+            played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
             print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
     report = {"policy": label, "workflow": workflow.names if workflow else None, "engines": engines,
               "results": results}
@@ -123,7 +126,8 @@ def cmd_evaluate(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "evaluation.json").write_text(json.dumps(report, indent=2))
         (out / "evaluation.md").write_text(md)
-        print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.md'}")
+        write_episodes(out / EPISODES, played)
+        print(f"wrote {out / 'evaluation.json'}, {out / 'evaluation.md'} and {out / EPISODES}")
     return 0
 
 
@@ -132,10 +136,17 @@ LIST_DEFAULTS = {"red_agents": ["B_lineAgent", "RedMeanderAgent"], "lengths": [1
 """What an evaluation across workflows uses where the flag is not given (per workflow, so fewer episodes)."""
 
 
+_WORKFLOWS_BYTES = 3 * 8
+"""Bytes an evaluation across workflows keeps per (workflow, episode, red agent, length, mode): its return and two
+fix counts (float64, ``rl.evaluate.evaluate_workflows``), held until ``episodes.csv`` is written."""
+
+
 def _evaluate_workflows(args) -> int:
     """``evaluate AGENT --workflow LIST``: every listed workflow in one batched vector env per red agent (each env
     its own workflow); workflows.csv, workflows.md and workflows.png, with ``--ground-truth`` compared."""
     from workflow_rl import parse_red_agent
+    from workflow_rl.rl.episodes import FILE as EPISODES
+    from workflow_rl.rl.episodes import write_episodes
     from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_workflows
     from workflow_rl.search import feasible
     from workflow_rl.workflow import parse_workflow_list
@@ -155,13 +166,16 @@ def _evaluate_workflows(args) -> int:
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))
     makers, label, _ = _policies(args, None, lengths, per_env=True)
-    rows = []
+    check_memory(f"{len(workflows)} workflows x {args.episodes} episodes", _WORKFLOWS_BYTES * len(workflows)
+                 * args.episodes * len(reds) * len(lengths) * len(makers), "evaluate fewer --episodes per workflow")
+    rows, played = [], []
     for mode, make_act in makers.items():
         t0 = time.monotonic()
         results = evaluate_workflows(make_act, list(workflows), reds, lengths, args.episodes,
                                      seed=EVAL_SEED if args.episode_seed is None else args.episode_seed,
                                      device=args.device)
         rows += feasible.workflow_rows(results, "native", mode)
+        played += [("native", mode, w, r) for w, r in results]
         print(f"native {mode}: {len(workflows)} workflows x {len(reds)} red agent(s) x {args.episodes} episodes, "
               f"{time.monotonic() - t0:.1f} s", flush=True)
     feasible.compare(rows, truths)
@@ -172,11 +186,12 @@ def _evaluate_workflows(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         feasible.write_csv(rows, out / "workflows.csv")
         feasible.plot(rows, out / "workflows.png", label)
+        write_episodes(out / EPISODES, played)
         (out / "workflows.json").write_text(json.dumps({
             "policy": label, "workflows": [w.codes for w in workflows], "episodes": args.episodes,
             "ground_truth": [str(p) for p in args.ground_truth or []], "summary": feasible.summarise(rows)},
             indent=2))
-        print(f"wrote {out / 'workflows.csv'}, workflows.png and workflows.json")
+        print(f"wrote {out / 'workflows.csv'}, workflows.png, workflows.json and {EPISODES}")
     return 0
 
 
@@ -228,9 +243,10 @@ def add_evaluate(sub) -> None:
                    help="one or both engines (e.g. --engine native cyborg)")
     e.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent", "SleepAgent"])
     e.add_argument("--lengths", nargs="+", type=episode_length, default=[30, 50, 100])
-    e.add_argument("--episodes", type=positive_int, default=1000, help="episodes per red agent (each gives every "
-                                                                       "length's cell)")
-    e.add_argument("--cyborg-episodes", type=positive_int, default=None,
+    e.add_argument("--episodes", type=episode_count, default=1000,
+                   help="episodes per red agent (each gives every length's cell); at most 10,000,000 "
+                        "(checks.MAX_EPISODES: no evaluation needs more, and a mistyped count must not run forever)")
+    e.add_argument("--cyborg-episodes", type=episode_count, default=None,
                    help="episodes per red agent on real CybORG (default: --episodes)")
     e.add_argument("--workers", type=positive_int, default=None,
                    help="real CybORG: env processes playing episodes in parallel (default: the CPU cores)")
@@ -245,5 +261,7 @@ def add_evaluate(sub) -> None:
                         "gives a separate set, e.g. to select among agents before evaluating the chosen one)")
     add_cyborg_flags(e, "shared_memory")
     add_plan_flags(e)
-    e.add_argument("--out", default=None, help="folder for evaluation.json and evaluation.md")
+    e.add_argument("--out", default=None,
+                   help="folder for evaluation.json, evaluation.md and episodes.csv (every episode's return and fix "
+                        "counts, for `workflow-rl tools compare`)")
     e.set_defaults(func=cmd_evaluate)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_SEED
+from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, MAX_SEED
 
 
 def number(cast, ok, requirement: str):
@@ -27,3 +27,5 @@ non_negative_int = number(int, lambda v: v >= 0, ">= 0")
 seed_int = number(int, lambda v: 0 <= v <= MAX_SEED, f"in 0..{MAX_SEED} (a 64-bit seed)")
 episode_length = number(int, lambda v: 1 <= v <= MAX_EPISODE_LENGTH,
                         f"in 1..{MAX_EPISODE_LENGTH} (the engines count steps in 32 bits)")
+episode_count = number(int, lambda v: 1 <= v <= MAX_EPISODES,
+                       f"in 1..{MAX_EPISODES:,} (no evaluation needs more episodes per cell)")

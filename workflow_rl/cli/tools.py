@@ -1,4 +1,5 @@
-"""The subcommands around the main job: a scripted demo, native-vs-CybORG parity, engine benchmarks, CybORG set-up."""
+"""The subcommands around the main job: a scripted demo, native-vs-CybORG parity, engine benchmarks, paired
+comparison of two evaluations, CybORG set-up."""
 from __future__ import annotations
 
 import time
@@ -114,6 +115,26 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    """Two evaluations of the same episodes, paired episode by episode (``rl.episodes.compare``): a Markdown table
+    of B - A per cell with its 95% interval."""
+    from pathlib import Path
+
+    from workflow_rl.rl.episodes import compare, markdown, read_episodes
+
+    if args.out:
+        check_out_file("--out", args.out)
+    rows = compare(read_episodes(args.a), read_episodes(args.b), tuple(args.modes) if args.modes else None,
+                   args.any_workflow, args.common)
+    md = markdown(rows, args.a, args.b)
+    print(md, end="")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(md)
+        print(f"wrote {args.out}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- cyborg-setup
 def cmd_cyborg_setup(args) -> int:
     from workflow_rl.envs.cyborg import install_scenario, package_scenario_dir
@@ -125,7 +146,7 @@ def cmd_cyborg_setup(args) -> int:
 
 
 def add_tools(sub) -> None:
-    """The subcommands around the main job: demo, parity, curves, bench, cyborg-setup."""
+    """The subcommands around the main job: demo, parity, curves, bench, compare, cyborg-setup."""
     d = sub.add_parser("demo", help="scripted defender on native envs vs B_line and Meander (returns, speed)")
     d.add_argument("--n-envs", type=positive_int, default=4096)
     d.add_argument("--episodes", type=positive_int, default=8192, help="episodes per red agent")
@@ -163,6 +184,23 @@ def add_tools(sub) -> None:
     b.add_argument("--scenario", default=None)
     b.add_argument("--out", default="benchmarks/results")
     b.set_defaults(func=cmd_bench)
+
+    m = sub.add_parser("compare", help="two evaluations of the same episodes, paired episode by episode: B - A per "
+                                       "cell with its 95%% interval (from their episodes.csv)")
+    m.add_argument("a", metavar="A", help="evaluation folder (`evaluate ... --out DIR`) or its episodes.csv")
+    m.add_argument("b", metavar="B", help="the other evaluation, of the same episodes (the same --episode-seed); "
+                                          "may be A itself with --modes")
+    m.add_argument("--modes", nargs=2, metavar=("MODE_A", "MODE_B"), default=None,
+                   help="pair A's cells of MODE_A with B's of MODE_B (e.g. greedy planned), instead of mode with "
+                        "the same mode")
+    m.add_argument("--any-workflow", action="store_true",
+                   help="pair cells whatever their workflows (an agent under a workflow against an unconstrained "
+                        "one: the price of compliance on the same episodes); one workflow per file")
+    m.add_argument("--common", action="store_true",
+                   help="where a cell's episode counts differ, pair the episodes both played (the first ones) "
+                        "instead of refusing")
+    m.add_argument("--out", default=None, help="also write the Markdown table here (FILE.md)")
+    m.set_defaults(func=cmd_compare)
 
     c = sub.add_parser("cyborg-setup", help="install/check CybORG's Scenario2 data for the cyborg engine")
     c.add_argument("--scenario", default=None,

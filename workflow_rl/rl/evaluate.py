@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
 import torch
 
+from workflow_rl.checks import check_episodes
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
@@ -27,6 +28,34 @@ CAGE2_WINNER = {("B_lineAgent", 30): -3.47, ("B_lineAgent", 50): -6.41, ("B_line
 """The CAGE2 leaderboard winner's scores (CardiffUni: two PPO specialists and red fingerprinting), per cell."""
 
 
+ROUND_STRIDE = 7919
+"""Round r of an evaluation is seeded ``seed + ROUND_STRIDE * r`` (a prime: rounds of different seeds do not meet)."""
+
+
+@dataclass
+class Episodes:
+    """Every episode of one cell, in its seeded order: the arrays a cell's statistics are computed from
+    (:func:`cell_result`), kept so that two evaluations of the same episodes can be compared episode by episode
+    (``episodes.csv``, ``rl.episodes.compare``).
+
+    Episode i was played in round ``(i * stride + offset) // round_size`` (seeded ``seed + ROUND_STRIDE * round``)
+    by env ``(i * stride + offset) % round_size`` of it (that seed's stream of that index): its identity on its
+    engine. :func:`evaluate_cells` deals a cell's episodes into rounds in order (stride 1, offset 0);
+    :func:`evaluate_workflows` deals workflow j's episode i to place ``i * workflows + j``."""
+    seed: int
+    round_size: int
+    returns: np.ndarray                 # (episodes,) float64: the return after the cell's length
+    compliant: np.ndarray | None        # (episodes,) fix counts under the workflow; None: none was counted
+    violating: np.ndarray | None
+    stride: int = 1
+    offset: int = 0
+
+    def places(self) -> tuple[np.ndarray, np.ndarray]:
+        """(round, env within the round) of each episode."""
+        flat = np.arange(len(self.returns), dtype=np.int64) * self.stride + self.offset
+        return flat // self.round_size, flat % self.round_size
+
+
 @dataclass
 class EvalResult:
     red_agent: str
@@ -37,6 +66,23 @@ class EvalResult:
     ci95: float
     compliance: float | None
     fixes: int
+    played: Episodes | None = field(default=None, repr=False, compare=False)
+    """The per-episode numbers behind the statistics (not in :func:`result_dict`: a JSON report stays small)."""
+
+
+def cell_result(red_agent: str, length: int, played: Episodes) -> EvalResult:
+    """A cell's statistics from its episodes: mean return, sample std, normal 95% half-width, and under a workflow
+    the share of compliant fixes over all its episodes' fixes. The one place they are computed, so a cell's numbers
+    are those of its rows in ``episodes.csv``."""
+    r = played.returns
+    n = len(r)
+    std = float(r.std(ddof=1)) if n > 1 else 0.0
+    counted = played.compliant is not None
+    comp = float(played.compliant.sum()) if counted else 0.0
+    fixes = comp + float(played.violating.sum()) if counted else 0.0
+    return EvalResult(red_agent, length, n, float(r.mean()) if n else float("nan"), std,
+                      1.96 * std / math.sqrt(n) if n else float("nan"), comp / fixes if fixes > 0 else None,
+                      int(fixes), played)
 
 
 def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int = 1000, engine: str = "native",
@@ -58,14 +104,15 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
 
     Why one episode serves every length: episodes end only by the time limit and neither engine nor policy sees the
     limit, so the first L steps of a longer episode are an L-step episode (on the native engine bit for bit: the
-    counter-based streams do not depend on the length; ``tests/rl/test_evaluate.py``). That cuts real CybORG's cost
-    of the 30/50/100 protocol from 180 to 100 steps per episode and pairs the cells' episodes.
+    counter-based streams do not depend on the length; ``tests/rl/test_evaluate_cells.py``). That cuts real CybORG's
+    cost of the 30/50/100 protocol from 180 to 100 steps per episode and pairs the cells' episodes.
 
     Episodes run in rounds of up to ``batch`` envs (real CybORG: ``workers`` processes, default the CPU count), the
     red agents' rounds interleaved, round r seeded ``seed + 7919 r`` (env i of a round: that seed's stream i, so a
     round's first k envs play what a k-env round would). ``deadline`` (a ``time.monotonic()`` value) stops starting
     rounds once passed: each cell then reports the episodes it finished (``EvalResult.episodes``).
     """
+    check_episodes("episodes", episodes)
     reds = [parse_red_agent(r) for r in red_agents]
     horizon = max(lengths)
     if engine == "cyborg":   # one process per env: as many as there are cores, not one per episode
@@ -74,8 +121,7 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     rank = torch.as_tensor(workflow.rank if workflow else np.arange(5), device=device)
     envs = {}
     done = {r: 0 for r in reds}
-    running = {r: {L: [] for L in lengths} for r in reds}        # per length: returns, compliant, violations
-    counts = {r: {L: [0.0, 0.0] for L in lengths} for r in reds}
+    running = {r: {L: ([], [], []) for L in lengths} for r in reds}   # per length: returns, compliant, violating
     try:
         round_ = 0
         while any(done[r] < episodes for r in reds):
@@ -88,11 +134,10 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
                     envs[red] = make_vector_env(n, red, engine=engine, episode_length=horizon, device=device,
                                                 seed=seed, **engine_options)
                 take = min(n, episodes - done[red])
-                for L, (ret, comp, viol) in play_cells(envs[red], act, seed + 7919 * round_, lengths,
-                                                       workflow is not None, rank, device).items():
-                    running[red][L].append(ret[:take])
-                    counts[red][L][0] += float(comp[:take].sum())
-                    counts[red][L][1] += float(viol[:take].sum())
+                for L, cols in play_cells(envs[red], act, seed + ROUND_STRIDE * round_, lengths,
+                                          workflow is not None, rank, device).items():
+                    for kept, col in zip(running[red][L], cols):
+                        kept.append(col[:take])
                 done[red] += take
             round_ += 1
     finally:
@@ -101,13 +146,10 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     out = []
     for red in reds:
         for L in lengths:
-            r = np.concatenate(running[red][L]) if running[red][L] else np.zeros(0)
-            comp, viol = counts[red][L]
-            std = float(r.std(ddof=1)) if len(r) > 1 else 0.0
-            out.append(EvalResult(red, L, len(r), float(r.mean()) if len(r) else float("nan"), std,
-                                  1.96 * std / math.sqrt(len(r)) if len(r) else float("nan"),
-                                  (comp / (comp + viol)) if workflow is not None and comp + viol > 0 else None,
-                                  int(comp + viol)))
+            ret, comp, viol = (np.concatenate(c) if c else np.zeros(0) for c in running[red][L])
+            counted = workflow is not None
+            out.append(cell_result(red, L, Episodes(seed, n, ret, comp if counted else None,
+                                                    viol if counted else None)))
     return out
 
 
@@ -160,6 +202,7 @@ def evaluate_workflows(make_act: Callable[[torch.Tensor], ActFn], workflows: lis
     round r seeded ``seed + 7919 r`` as in :func:`evaluate_cells` (so each workflow's episodes are independent of
     the others' count, not paired with them). Returns (workflow codes, result) per red agent, workflow and length,
     in that order."""
+    check_episodes("episodes", episodes)
     reds = [parse_red_agent(r) for r in red_agents]
     w_count = len(workflows)
     total = w_count * episodes
@@ -176,23 +219,15 @@ def evaluate_workflows(make_act: Callable[[torch.Tensor], ActFn], workflows: lis
                 wf, ep = flat % w_count, flat // w_count
                 take = min(n, total - start)
                 idx = torch.as_tensor(wf, device=device)
-                out = _play_round(env, make_act(enc[idx]), seed + 7919 * round_, lengths, True, ranks[idx], device)
+                out = _play_round(env, make_act(enc[idx]), seed + ROUND_STRIDE * round_, lengths, True, ranks[idx],
+                                  device)
                 for L, cols in out.items():
                     for i, col in enumerate(cols):
                         sums[(red, L)][i, wf[:take], ep[:take]] = col[:take]
         finally:
             env.close()
-    results = []
-    for red in reds:
-        for j, w in enumerate(workflows):
-            for L in lengths:
-                ret, comp, viol = sums[(red, L)][:, j]
-                std = float(ret.std(ddof=1)) if episodes > 1 else 0.0
-                fixes = float(comp.sum() + viol.sum())
-                results.append((w.codes, EvalResult(red, L, episodes, float(ret.mean()), std,
-                                                    1.96 * std / math.sqrt(episodes),
-                                                    float(comp.sum()) / fixes if fixes else None, int(fixes))))
-    return results
+    return [(w.codes, cell_result(red, L, Episodes(seed, n, *sums[(red, L)][:, j], stride=w_count, offset=j)))
+            for red in reds for j, w in enumerate(workflows) for L in lengths]
 
 
 # ----------------------------------------------------------------------------------------------------- baselines
@@ -262,4 +297,5 @@ def across_seeds(values: list[float]) -> dict:
 
 
 def result_dict(r: EvalResult) -> dict:
-    return asdict(r)
+    """A cell's statistics as a JSON-ready dict (its per-episode numbers left out: they go to ``episodes.csv``)."""
+    return {f.name: getattr(r, f.name) for f in fields(r) if f.name != "played"}

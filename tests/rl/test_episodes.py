@@ -1,0 +1,189 @@
+"""episodes.csv (every episode behind a cell's statistics) and the paired comparison of two evaluations of the same
+episodes (``rl.episodes``, ``workflow-rl compare``)."""
+import csv
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from workflow_rl.cli import main
+from workflow_rl.rl.episodes import compare, markdown, read_episodes, write_episodes
+from workflow_rl.rl.evaluate import (Episodes, cell_result, evaluate_cells, evaluate_workflows, greedy_workflow_act,
+                                     result_dict, scripted_act)
+from workflow_rl.workflow import Workflow
+
+WF = Workflow.parse("critical_first")
+A, B = Workflow.parse("D,E,OS,OH,U"), Workflow.parse("U,OH,OS,E,D")
+
+
+def _rows(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cell(rows, red, length, workflow="none", mode="greedy"):
+    return [r for r in rows if (r["red_agent"], int(r["length"]), r["workflow"], r["mode"]) ==
+            (red, length, workflow, mode)]
+
+
+def test_a_cells_statistics_are_those_of_its_rows(tmp_path):
+    """Seven episodes in rounds of three (the last one partial): each cell's mean, std, compliance and fixes are
+    recomputed from its rows of episodes.csv, and each row names the round and env that played it."""
+    cells = evaluate_cells(greedy_workflow_act(WF), ["bline", "meander"], [10, 20], 7, workflow=WF, batch=3)
+    n = write_episodes(tmp_path / "episodes.csv", [("native", "greedy", WF.codes, c) for c in cells])
+    rows = _rows(tmp_path / "episodes.csv")
+    assert n == len(rows) == 4 * 7
+    for c in cells:
+        mine = _cell(rows, c.red_agent, c.length, WF.codes)
+        ret = np.array([float(r["return"]) for r in mine])
+        comp = sum(int(r["compliant"]) for r in mine)
+        viol = sum(int(r["violating"]) for r in mine)
+        assert ret.mean() == c.mean and ret.std(ddof=1) == c.std
+        assert comp + viol == c.fixes > 0 and comp / (comp + viol) == c.compliance
+        assert [(int(r["episode"]), int(r["round"]), int(r["slot"])) for r in mine] == [(i, i // 3, i % 3)
+                                                                                       for i in range(7)]
+        assert {r["episode_seed"] for r in mine} == {"20240601"}
+    assert "played" not in result_dict(cells[0])
+    assert len(json.dumps(result_dict(cells[0]))) < 300     # the report keeps no per-episode arrays
+
+
+def test_without_a_workflow_the_fix_columns_are_empty(tmp_path):
+    cells = evaluate_cells(scripted_act("sleep"), ["bline"], [5], 3, batch=3)
+    assert cells[0].compliance is None and cells[0].fixes == 0
+    write_episodes(tmp_path / "e.csv", [("native", "greedy", None, c) for c in cells])
+    assert {(r["workflow"], r["compliant"], r["violating"]) for r in _rows(tmp_path / "e.csv")} == {("none", "", "")}
+
+
+def test_across_workflows_each_workflows_rows_are_its_cell(tmp_path):
+    """evaluate_workflows deals workflow j's episode i to place i * workflows + j: the rows say so, and agree with
+    the cell's statistics."""
+    results = evaluate_workflows(lambda enc: scripted_act("restore_compromised"), [A, B], ["bline"], [15],
+                                 episodes=3, batch=4)
+    write_episodes(tmp_path / "e.csv", [("native", "greedy", w, r) for w, r in results])
+    rows = _rows(tmp_path / "e.csv")
+    for j, (w, r) in enumerate(results):
+        mine = _cell(rows, "B_lineAgent", 15, w)
+        assert np.mean([float(x["return"]) for x in mine]) == r.mean
+        comp = sum(int(x["compliant"]) for x in mine)
+        assert comp + sum(int(x["violating"]) for x in mine) == r.fixes
+        assert [(int(x["round"]), int(x["slot"])) for x in mine] == [divmod(i * 2 + j, 4) for i in range(3)]
+
+
+# ------------------------------------------------------------------------------------------------------- compare
+def _result(returns, seed=7, round_size=None, red="B_lineAgent", length=30):
+    r = np.asarray(returns, float)
+    return cell_result(red, length, Episodes(seed, round_size or len(r), r, None, None))
+
+
+def _file(tmp_path, name, cells) -> dict:
+    """An evaluation folder holding an episodes.csv of ``cells`` [(engine, mode, workflow, result)], read back."""
+    (tmp_path / name).mkdir()
+    write_episodes(tmp_path / name / "episodes.csv", cells)
+    return read_episodes(tmp_path / name)
+
+
+def test_the_same_episodes_compared_with_themselves_differ_by_exactly_zero(tmp_path):
+    cells = evaluate_cells(greedy_workflow_act(WF), ["bline"], [10, 20], 6, workflow=WF, batch=4)
+    a = _file(tmp_path, "a", [("native", "greedy", WF.codes, c) for c in cells])
+    again = evaluate_cells(greedy_workflow_act(WF), ["bline"], [10, 20], 6, workflow=WF, batch=4)
+    b = _file(tmp_path, "b", [("native", "greedy", WF.codes, c) for c in again])
+    rows = compare(a, b)
+    assert [(r["length"], r["n"], r["diff"], r["ci95"]) for r in rows] == [(10, 6, 0.0, 0.0), (20, 6, 0.0, 0.0)]
+    assert [r["mean_a"] for r in rows] == [c.mean for c in cells]
+
+
+def test_the_paired_interval_is_students_t_over_the_episode_differences(tmp_path):
+    """sleep against the greedy workflow heuristic on the same seeded episodes (--any-workflow: one has no
+    workflow): B - A and its interval as numpy and scipy compute them from the per-episode returns."""
+    sleep = evaluate_cells(scripted_act("sleep"), ["bline"], [20], 8, batch=8)[0]
+    greedy = evaluate_cells(greedy_workflow_act(WF), ["bline"], [20], 8, workflow=WF, batch=8)[0]
+    a = _file(tmp_path, "a", [("native", "greedy", None, sleep)])
+    b = _file(tmp_path, "b", [("native", "greedy", WF.codes, greedy)])
+    with pytest.raises(ValueError, match=r"workflows none in A, .* in B.*--any-workflow"):
+        compare(a, b)
+    (row,) = compare(a, b, any_workflow=True)
+    d = greedy.played.returns - sleep.played.returns
+    assert d.std() > 0
+    assert row["n"] == 8 and row["diff"] == pytest.approx(d.mean(), abs=1e-12)
+    assert row["ci95"] == pytest.approx(stats.t.ppf(0.975, 7) * d.std(ddof=1) / np.sqrt(8), rel=1e-12)
+    assert (row["mean_a"], row["mean_b"]) == (pytest.approx(sleep.mean), pytest.approx(greedy.mean))
+    assert (row["workflow_a"], row["workflow_b"]) == ("none", WF.codes)
+    assert f"| {row['diff']:+.2f} | ± {row['ci95']:.2f} |" in markdown([row], "a", "b")
+
+
+def test_two_modes_pair_with_modes(tmp_path):
+    a = _file(tmp_path, "a", [("native", "greedy", None, _result([1, 2, 3])),
+                              ("native", "planned", None, _result([2, 2, 5]))])
+    with pytest.raises(ValueError, match="A has no cell of mode bogus"):
+        compare(a, a, modes=("bogus", "planned"))
+    (row,) = compare(a, a, modes=("greedy", "planned"))
+    assert (row["mode_a"], row["mode_b"], row["diff"]) == ("greedy", "planned", 1.0)
+    assert "| greedy / planned |" in markdown([row], "a", "a")
+
+
+def test_refusals(tmp_path):
+    a = _file(tmp_path, "a", [("native", "greedy", None, _result([1, 2, 3, 4]))])
+    with pytest.raises(ValueError, match="lengths 30 in A, 50 in B"):
+        compare(a, _file(tmp_path, "len", [("native", "greedy", None, _result([1, 2], length=50))]))
+    with pytest.raises(ValueError, match="engines native in A, cyborg in B"):
+        compare(a, _file(tmp_path, "eng", [("cyborg", "greedy", None, _result([1, 2]))]))
+    with pytest.raises(ValueError, match="episode seed 7, B's from 8: .* same --episode-seed"):
+        compare(a, _file(tmp_path, "seed", [("native", "greedy", None, _result([1, 2, 3, 4], seed=8))]))
+    short = _file(tmp_path, "short", [("native", "greedy", None, _result([2, 2, 3]))])
+    with pytest.raises(ValueError, match="A has 4 episodes and B 3: give --common to pair the first 3"):
+        compare(a, short)
+    (row,) = compare(a, short, common=True)
+    assert (row["n"], row["diff"]) == (3, 1 / 3)
+    with pytest.raises(ValueError, match=r"episode 2 is not the same episode in A \(round 0, env 2\) and B \(round 1"):
+        compare(a, _file(tmp_path, "rounds", [("native", "greedy", None, _result([1, 2, 3, 4], round_size=2))]))
+    two = _file(tmp_path, "two", [("native", "greedy", "D,E,OS,OH,U", _result([1, 2, 3, 4])),
+                                  ("native", "greedy", "U,OH,OS,E,D", _result([1, 2, 3, 4]))])
+    with pytest.raises(ValueError, match="--any-workflow pairs files of one workflow per cell"):
+        compare(a, two, any_workflow=True)
+    (tmp_path / "old").mkdir()
+    with pytest.raises(ValueError, match="has no episodes.csv: re-run `workflow-rl evaluate"):
+        read_episodes(tmp_path / "old")
+    (tmp_path / "old" / "episodes.csv").write_text("engine,mode\nnative,greedy\n")
+    with pytest.raises(ValueError, match="not an episodes.csv .*no column red_agent"):
+        read_episodes(tmp_path / "old")
+
+
+# ---------------------------------------------------------------------------------------------------- the CLI
+def _cli(args, capsys) -> tuple[int, str, str]:
+    try:
+        rc = main(args)
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_evaluate_writes_episodes_and_compare_pairs_two_folders(tmp_path, capsys):
+    base = ["--episodes", "5", "--lengths", "10", "--red-agents", "bline"]
+    assert _cli(["evaluate", "sleep", *base, "--out", str(tmp_path / "a")], capsys)[0] == 0
+    assert _cli(["evaluate", "greedy_workflow", "--workflow", WF.codes, *base, "--out", str(tmp_path / "b")],
+                capsys)[0] == 0
+    report = json.loads((tmp_path / "b" / "evaluation.json").read_text())["results"][0]
+    rows = _rows(tmp_path / "b" / "episodes.csv")
+    assert len(rows) == 5 and np.mean([float(r["return"]) for r in rows]) == report["mean"]
+    assert "returns" not in json.dumps(report)
+    rc, out, err = _cli(["compare", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+    assert rc == 2 and err.startswith("error: no cell of A pairs") and len(err.strip().splitlines()) == 1
+    rc, out, _ = _cli(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--any-workflow", "--out",
+                       str(tmp_path / "c" / "compare.md")], capsys)
+    assert rc == 0 and "| native | B_lineAgent | 10 | greedy | none / D,OS,E,OH,U | 5 |" in out
+    assert (tmp_path / "c" / "compare.md").read_text() in out
+    rc, _, err = _cli(["compare", str(tmp_path), str(tmp_path / "a"), "--out", str(tmp_path / "d.md")], capsys)
+    assert rc == 2 and "has no episodes.csv" in err and not (tmp_path / "d.md").exists()
+
+
+def test_an_evaluation_across_workflows_writes_every_workflows_episodes(tmp_path, capsys):
+    rc, _, _ = _cli(["evaluate", "sleep", "--workflow", "D,E,OS,OH,U;U,OH,OS,E,D", "--episodes", "3", "--lengths",
+                     "10", "--red-agents", "bline", "--out", str(tmp_path / "w")], capsys)
+    assert rc == 0
+    rows = _rows(tmp_path / "w" / "episodes.csv")
+    table = _rows(tmp_path / "w" / "workflows.csv")
+    assert len(rows) == 2 * 3 and len(table) == 2
+    for t in table:
+        assert np.mean([float(r["return"]) for r in rows if r["workflow"] == t["workflow"]]) == float(t["mean"])

@@ -1,0 +1,215 @@
+"""Per-episode results of an evaluation (``episodes.csv``, written by ``workflow-rl evaluate --out``) and the paired
+comparison of two evaluations of the same episodes (``workflow-rl tools compare``).
+
+Why paired: two evaluations with the same episode seed play the same episodes (the same red-agent and environment
+draws, ``rl.evaluate.Episodes``), so the episode-by-episode difference of their returns loses the variance the
+episodes share. On CAGE2 that variance is most of it: a paired 95% interval is several times narrower than the two
+cells' intervals compared side by side, which on real CybORG (seconds per episode) is the difference between an
+answer and none.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from workflow_rl.rl.evaluate import EvalResult, across_seeds
+from workflow_rl.rundir import atomic_write
+
+FILE = "episodes.csv"
+COLUMNS = ["engine", "mode", "red_agent", "length", "workflow", "episode_seed", "episode", "round", "slot", "return",
+           "compliant", "violating"]
+"""One row per episode of a cell. ``episode``: its index in the cell's seeded order, 0.., the key two evaluations
+pair on; ``episode_seed``, ``round`` and ``slot``: which episode that is on its engine (``rl.evaluate.Episodes``),
+checked equal before a pair is made; ``compliant``/``violating``: its fix counts under the workflow (empty without
+one); ``workflow``: the workflow's codes, or ``none``."""
+CELL = ("engine", "mode", "red_agent", "length", "workflow")
+"""What names a cell (a row of ``evaluation.md`` or ``workflows.csv``)."""
+NO_WORKFLOW = "none"
+CHUNK = 65_536
+
+
+@dataclass
+class CellEpisodes:
+    """One cell's rows of an ``episodes.csv``, in episode order."""
+    seed: int
+    places: np.ndarray     # (n, 2) int: round and env within it
+    returns: np.ndarray    # (n,) float
+
+
+def write_episodes(path: str | Path, cells: Iterable[tuple[str, str, str | None, EvalResult]]) -> int:
+    """Write ``episodes.csv`` at ``path`` from (engine, mode, workflow codes or None, result) of each cell, each
+    result carrying the episodes its statistics came from (``EvalResult.played``); returns the row count. Written
+    whole or not at all (``rundir.atomic_write``)."""
+    rows = 0
+    with atomic_write(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(COLUMNS)
+        for engine, mode, workflow, r in cells:
+            p = r.played
+            if p is None:
+                raise ValueError(f"{engine} {mode} {r.red_agent} {r.length}: the result carries no episodes")
+            head = [engine, mode, r.red_agent, r.length, workflow or NO_WORKFLOW, p.seed]
+            rounds, slots = p.places()
+            for lo in range(0, len(p.returns), CHUNK):   # in slices: a huge cell is not one Python list
+                part = slice(lo, lo + CHUNK)
+                cols = [range(lo, lo + len(p.returns[part])), rounds[part].tolist(), slots[part].tolist(),
+                        p.returns[part].tolist()]
+                if p.compliant is not None:
+                    cols += [p.compliant[part].astype(np.int64).tolist(), p.violating[part].astype(np.int64).tolist()]
+                blank = [] if p.compliant is not None else ["", ""]
+                out.writerows(head + list(v) + blank for v in zip(*cols))
+            rows += len(p.returns)
+    return rows
+
+
+def episodes_file(where: str | Path) -> Path:
+    """The ``episodes.csv`` of an evaluation folder (or the file itself), refused in one message when absent."""
+    p = Path(where)
+    if not p.exists():
+        raise ValueError(f"{p} does not exist: give an evaluation folder (`workflow-rl evaluate ... --out DIR`) or "
+                         f"its {FILE}")
+    f = p / FILE if p.is_dir() else p
+    if not f.is_file():
+        raise ValueError(f"{p} has no {FILE}: re-run `workflow-rl evaluate ... --out {p}` with a version that writes "
+                         "it (the per-episode returns a paired comparison needs)")
+    return f
+
+
+def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
+    """{(engine, mode, red agent, length, workflow): its episodes} of an evaluation folder's ``episodes.csv``; a
+    file that is not one (columns missing, a value that does not parse, a cell's indices not 0..n-1) is refused."""
+    f = episodes_file(where)
+    cells: dict[tuple, list] = {}
+    with open(f, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{f} is not an {FILE} of `workflow-rl evaluate` (no column {', '.join(missing)})")
+        try:
+            for row in reader:
+                key = (row["engine"], row["mode"], row["red_agent"], int(row["length"]), row["workflow"])
+                cells.setdefault(key, []).append((int(row["episode_seed"]), int(row["episode"]), int(row["round"]),
+                                                  int(row["slot"]), float(row["return"])))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{f} line {reader.line_num} is damaged ({e}): evaluate again to rewrite it") from None
+    out = {}
+    for key, rows in cells.items():
+        seeds, index, rounds, slots, returns = zip(*rows)
+        if list(index) != list(range(len(index))) or len(set(seeds)) != 1 or not all(map(math.isfinite, returns)):
+            raise ValueError(f"{f}: the rows of {_name(key)} are damaged (episodes not 0..{len(index) - 1} in order, "
+                             "several episode seeds or a non-finite return): evaluate again to rewrite it")
+        out[key] = CellEpisodes(seeds[0], np.stack([rounds, slots], 1), np.asarray(returns, float))
+    return out
+
+
+def _name(key: tuple) -> str:
+    engine, mode, red, length, workflow = key
+    return f"{engine} {mode} {red} {length}" + ("" if workflow in (None, NO_WORKFLOW) else f" under {workflow}")
+
+
+def compare(a: dict[tuple, CellEpisodes], b: dict[tuple, CellEpisodes], modes: tuple[str, str] | None = None,
+            any_workflow: bool = False, common: bool = False) -> list[dict]:
+    """Pair the cells of two evaluations (:func:`read_episodes`) episode by episode: per cell both hold (same
+    engine, mode, red agent, length and workflow), the paired episodes ``n``, the two mean returns and the mean of
+    B - A with its Student-t 95% half-width (``rl.evaluate.across_seeds``, the episodes the samples).
+
+    ``modes`` (MODE_A, MODE_B): pair A's cells of MODE_A with B's of MODE_B (greedy against planned, from one folder
+    or two). ``any_workflow``: pair regardless of the workflow (an agent under a workflow against an unconstrained
+    one: the price of compliance on the same episodes); each file must then hold one workflow per cell.
+
+    Refused (ValueError): no cell pairs (the message says which of engine, mode, red agent, length and workflow
+    differ); a pair from different episode seeds; a pair whose episode counts differ, unless ``common``, which pairs
+    the episodes both played (the first ones: an evaluation cut short by ``--time-limit``); or an index that is a
+    different episode in the two (rounds of different sizes: ``--workers`` on real CybORG, a different workflow
+    list)."""
+    ka, kb = _project(a, modes[0] if modes else None, any_workflow, "A"), \
+        _project(b, modes[1] if modes else None, any_workflow, "B")
+    shared = [k for k in ka if k in kb]
+    if not shared:
+        raise ValueError(_no_pairs(list(ka.values()), list(kb.values()), modes, any_workflow))
+    out = []
+    for k in shared:
+        (key_a, ca), (key_b, cb) = ka[k], kb[k]
+        name = _name(key_a)
+        if ca.seed != cb.seed:
+            raise ValueError(f"{name}: A's episodes come from episode seed {ca.seed}, B's from {cb.seed}: they are "
+                             "different episodes; evaluate both with the same --episode-seed")
+        n = min(len(ca.returns), len(cb.returns))
+        if len(ca.returns) != len(cb.returns) and not common:
+            raise ValueError(f"{name}: A has {len(ca.returns)} episodes and B {len(cb.returns)}: give --common to "
+                             f"pair the first {n} (the episodes both played), or evaluate both with the same "
+                             "--episodes")
+        moved = np.flatnonzero((ca.places[:n] != cb.places[:n]).any(1))
+        if len(moved):
+            i = int(moved[0])
+            raise ValueError(f"{name}: episode {i} is not the same episode in A (round {ca.places[i, 0]}, env "
+                             f"{ca.places[i, 1]}) and B (round {cb.places[i, 0]}, env {cb.places[i, 1]}): the "
+                             "evaluations played rounds of different sizes (--workers on real CybORG, a different "
+                             "workflow list or --episodes across workflows); evaluate both with the same settings")
+        diff = across_seeds((cb.returns[:n] - ca.returns[:n]).tolist())
+        out.append({"engine": key_a[0], "red_agent": key_a[2], "length": key_a[3], "mode_a": key_a[1],
+                    "mode_b": key_b[1], "workflow_a": key_a[4], "workflow_b": key_b[4], "n": n,
+                    "mean_a": float(ca.returns[:n].mean()), "mean_b": float(cb.returns[:n].mean()),
+                    "diff": diff["mean"], "ci95": diff["ci95"]})
+    return out
+
+
+def _project(cells: dict[tuple, CellEpisodes], mode: str | None, any_workflow: bool,
+             label: str) -> dict[tuple, tuple[tuple, CellEpisodes]]:
+    """{the key a cell pairs on: (its full key, its episodes)}: without the mode when ``mode`` picks one, without
+    the workflow with ``any_workflow``."""
+    out = {}
+    for key, c in cells.items():
+        if mode is not None and key[1] != mode:
+            continue
+        k = (key[0], None if mode else key[1], key[2], key[3], None if any_workflow else key[4])
+        if k in out:
+            raise ValueError(f"--any-workflow pairs files of one workflow per cell, and {label} holds {out[k][0][4]} "
+                             f"and {key[4]} for {_name(key[:4] + (None,))}: compare workflows one at a time without "
+                             "it")
+        out[k] = (key, c)
+    return out
+
+
+def _no_pairs(a: list[tuple], b: list[tuple], modes, any_workflow: bool) -> str:
+    """What keeps two files' cells apart, field by field."""
+    fields = [(0, "engines"), (1, "modes"), (2, "red agents"), (3, "lengths"), (4, "workflows")]
+    skip = {1} if modes else set()
+    skip |= {4} if any_workflow else set()
+    differ = []
+    for i, what in fields:
+        if i in skip:
+            continue
+        va, vb = sorted({str(k[i]) for k, _ in a}), sorted({str(k[i]) for k, _ in b})
+        if not set(va) & set(vb):
+            differ.append(f"{what} {', '.join(va) or '-'} in A, {', '.join(vb) or '-'} in B")
+    if modes:
+        for label, cells, mode in (("A", a, modes[0]), ("B", b, modes[1])):
+            if not cells:
+                differ.insert(0, f"{label} has no cell of mode {mode}")
+    why = "; ".join(differ) or "no (engine, mode, red agent, length, workflow) is in both"
+    hints = (["pair two modes with --modes MODE_A MODE_B"] if "modes" in why and not modes else []) + \
+        (["pair different workflows with --any-workflow"] if "workflows" in why else [])
+    return f"no cell of A pairs with one of B ({why}): compare evaluations of the same cells" + \
+        "".join(f", or {h}" for h in hints)
+
+
+def markdown(rows: list[dict], label_a: str, label_b: str) -> str:
+    """The paired comparison as a Markdown table, one row per cell pair."""
+    lines = ["# Paired comparison: B - A, episode by episode", "", f"A: {label_a}  ", f"B: {label_b}", "",
+             "Each cell's episodes are the same episodes in A and B (same episode seed, index and place); the 95% "
+             "interval is Student's t over the per-episode differences.", "",
+             "| engine | red agent | length | mode | workflow | n | A | B | B - A | 95% CI |",
+             "|---|---|---:|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mode = r["mode_a"] if r["mode_a"] == r["mode_b"] else f"{r['mode_a']} / {r['mode_b']}"
+        wf = r["workflow_a"] if r["workflow_a"] == r["workflow_b"] else f"{r['workflow_a']} / {r['workflow_b']}"
+        ci = "n/a" if math.isnan(r["ci95"]) else f"± {r['ci95']:.2f}"
+        lines.append(f"| {r['engine']} | {r['red_agent']} | {r['length']} | {mode} | {wf} | {r['n']} | "
+                     f"{r['mean_a']:.2f} | {r['mean_b']:.2f} | {r['diff']:+.2f} | {ci} |")
+    return "\n".join(lines) + "\n"
