@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
+from helpers import run_main
 from scipy import stats
 
-from workflow_rl.cli import main
 from workflow_rl.rl.episodes import compare, markdown, read_episodes, write_episodes
 from workflow_rl.rl.evaluate import (Episodes, cell_result, evaluate_cells, evaluate_workflows, greedy_workflow_act,
                                      result_dict, scripted_act)
@@ -150,36 +150,27 @@ def test_refusals(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------- the CLI
-def _cli(args, capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_evaluate_writes_episodes_and_compare_pairs_two_folders(tmp_path, capsys):
     base = ["--episodes", "5", "--lengths", "10", "--red-agents", "bline"]
-    assert _cli(["evaluate", "sleep", *base, "--out", str(tmp_path / "a")], capsys)[0] == 0
-    assert _cli(["evaluate", "greedy_workflow", "--workflow", WF.codes, *base, "--out", str(tmp_path / "b")],
+    assert run_main(["evaluate", "sleep", *base, "--out", str(tmp_path / "a")], capsys)[0] == 0
+    assert run_main(["evaluate", "greedy_workflow", "--workflow", WF.codes, *base, "--out", str(tmp_path / "b")],
                 capsys)[0] == 0
     report = json.loads((tmp_path / "b" / "evaluation.json").read_text())["results"][0]
     rows = _rows(tmp_path / "b" / "episodes.csv")
     assert len(rows) == 5 and np.mean([float(r["return"]) for r in rows]) == report["mean"]
     assert "returns" not in json.dumps(report)
-    rc, out, err = _cli(["compare", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+    rc, out, err = run_main(["compare", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
     assert rc == 2 and err.startswith("error: no cell of A pairs") and len(err.strip().splitlines()) == 1
-    rc, out, _ = _cli(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--any-workflow", "--out",
+    rc, out, _ = run_main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--any-workflow", "--out",
                        str(tmp_path / "c" / "compare.md")], capsys)
     assert rc == 0 and "| native | B_lineAgent | 10 | greedy | none / D,OS,E,OH,U | 5 |" in out
     assert (tmp_path / "c" / "compare.md").read_text() in out
-    rc, _, err = _cli(["compare", str(tmp_path), str(tmp_path / "a"), "--out", str(tmp_path / "d.md")], capsys)
+    rc, _, err = run_main(["compare", str(tmp_path), str(tmp_path / "a"), "--out", str(tmp_path / "d.md")], capsys)
     assert rc == 2 and "has no episodes.csv" in err and not (tmp_path / "d.md").exists()
 
 
 def test_an_evaluation_across_workflows_writes_every_workflows_episodes(tmp_path, capsys):
-    rc, _, _ = _cli(["evaluate", "sleep", "--workflow", "D,E,OS,OH,U;U,OH,OS,E,D", "--episodes", "3", "--lengths",
+    rc, _, _ = run_main(["evaluate", "sleep", "--workflow", "D,E,OS,OH,U;U,OH,OS,E,D", "--episodes", "3", "--lengths",
                      "10", "--red-agents", "bline", "--out", str(tmp_path / "w")], capsys)
     assert rc == 0
     rows = _rows(tmp_path / "w" / "episodes.csv")
