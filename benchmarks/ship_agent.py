@@ -69,10 +69,10 @@ def workflow_tables(folders: list[Path]) -> dict:
 
 def card(name: str, ck: dict, a: argparse.Namespace) -> dict:
     cfg, counters = ck["config"], ck["counters"]
+    episodes = int(counters["total_episodes"]) + a.earlier_episodes
     c = {"name": name, "kind": a.kind, "status": a.status, "workflow": ck.get("workflow"),
          "reproduce": a.reproduce, "reproduce_env": a.reproduce_env,
-         "episodes_trained": int(counters["total_episodes"]),
-         "env_steps": int(counters["total_episodes"]) * int(cfg["episode_length"]),
+         "episodes_trained": episodes, "env_steps": episodes * int(cfg["episode_length"]),
          "stop_reason": counters["stop_reason"], "training_seconds": a.seconds, "machine": a.machine}
     if not is_workflow_list(cfg.get("workflow")):
         return {**c, "eval_native": results(a.native), "eval_cyborg": results(a.cyborg),
@@ -95,6 +95,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reproduce", required=True, help="the exact command that trained it")
     ap.add_argument("--reproduce-env", default="default threads")
     ap.add_argument("--seconds", type=float, required=True, help="its training time")
+    ap.add_argument("--earlier-episodes", type=int, default=0, metavar="N",
+                    help="episodes of earlier runs this checkpoint continued (its counters start at its own run; "
+                         "a card states the whole training beyond its starting agent)")
     ap.add_argument("--machine", required=True)
     ap.add_argument("--kind", required=True)
     ap.add_argument("--status", required=True, help="how it was chosen and what it does not reach")

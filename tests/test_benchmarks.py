@@ -121,6 +121,12 @@ def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_
     assert card["episodes_trained"] == ck["counters"]["total_episodes"] and card["eval_native"] == [row]
     assert card["eval_cyborg"] == [] and card["training_seconds"] == 12 and card["workflow"] is None
     assert load_checkpoint(tmp_path / "x.pt")["optimizer"] is None
+    # a checkpoint that continued earlier runs: the card states the whole training, not the last run's counters
+    r = subprocess.run([*base, "--native", str(ev), "--earlier-episodes", "500"], capture_output=True, text=True,
+                       cwd=ROOT)
+    card = json.loads((tmp_path / "x.json").read_text())
+    assert r.returncode == 0 and card["episodes_trained"] == ck["counters"]["total_episodes"] + 500
+    assert card["env_steps"] == card["episodes_trained"] * ck["config"]["episode_length"]
     r = subprocess.run([*base, "--cyborg", str(tmp_path / "nowhere")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.strip().startswith("error:") and "Traceback" not in r.stderr
 

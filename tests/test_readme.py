@@ -40,13 +40,13 @@ def _cyborg_greedy(agent: str) -> dict:
 def _cpu_seconds() -> dict[str, float]:
     """The CPU time (user) of each measured search, as /usr/bin/time recorded it: the box was shared, so the
     README quotes CPU, not the summaries' loaded wall times."""
-    return {r["run"]: float(r["user_s"]) for r in csv.DictReader((RESULTS / "universal_search" / "times.csv").open())}
+    return {r["run"]: float(r["user_s"]) for r in csv.DictReader((RESULTS / "universal_search_v" / "times.csv").open())}
 
 
 def test_the_answer_line_is_a_committed_make_run_answer():
     """The quoted last line is what `make run` prints (``answer_line``) for a committed summary of its search."""
     summary = _json(RESULTS / "makerun" / "makerun-universal-s1-summary.json")
-    assert summary["batch_workflows"] == 1 and summary["total_episodes"] == 60000
+    assert summary["batch_workflows"] == 1 and summary["total_episodes"] == 9000
     assert summary["universal"]["agent"] == "pretrained:universal"
     shown = {k: v for k, v in summary.items() if k not in GROUND_TRUTH_KEYS}
     line = answer_line({**shown, "best_seeds": 1})   # make run fine-tunes one seed per workflow
@@ -66,15 +66,21 @@ def test_make_run_rows():
     gt = list(csv.DictReader((RESULTS / "ground_truth" / "ground_truth.csv").open()))
     gt_best = max(float(r["mean"]) for r in gt if r["eligible"] == "True")
     for i, s in enumerate(runs):
-        assert s["total_episodes"] == 60000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
+        assert s["total_episodes"] == 9000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
         assert s["universal"]["training_episodes_counted"] == 0 and s["best_reward"] > gt_best
         assert (f"{s['best_workflow_codes']} −{-s['best_reward']:.2f} ({s['workflows_evaluated']}"
-                f"{' workflows fine-tuned' if i == 0 else ''}, {cpu[f'c-seed{i}']:.0f} s") in row
+                f"{' workflow fine-tuned' if i == 0 else ''}, {cpu[f'u9k-v-s{i}']:.0f} s") in row
     assert f"best eligible workflow: −{-gt_best:.2f}" in row
-    secs = sorted(cpu[f"c-seed{i}"] for i in range(len(runs)))
-    assert f"each of four runs took {secs[0]:.0f}–{secs[-1]:.0f} s of one core's CPU" in README
-    assert all(s["workflows_evaluated"] == 7 for s in runs) and "60,000 episodes fine-tune 7\nworkflows" in README
-    assert round(4 * cpu["scratch-seed0"]) <= round(secs[0]) * 1.1   # "about a quarter of the CPU"
+    secs = sorted(cpu[f"u9k-v-s{i}"] for i in range(len(runs)))
+    text = " ".join(README.split())
+    assert f"each of four runs took {secs[0]:.0f}–{secs[-1]:.0f} s of one core's CPU" in text
+    assert all(s["workflows_evaluated"] == 1 for s in runs) and "9,000 episodes fine-tune 1 workflow" in text
+    assert secs[-1] < cpu["scratch-s0"] and f"the from-scratch search's {cpu['scratch-s0']:.0f} s" in text
+    big = [_json(RESULTS / "universal_search_v" / f"u60k-s{i}-summary.json") for i in range(4)
+           if (RESULTS / "universal_search_v" / f"u60k-s{i}-summary.json").exists()]
+    assert big and all(s["workflows_evaluated"] == 7 for s in big) and "RUN_EPISODES=60000`: 7" in text
+    ratio = sum(cpu[f"u60k-s{i}"] for i in range(4) if f"u60k-s{i}" in cpu) / len(big) / (sum(secs) / len(secs))
+    assert f"about {ratio:.1f} times the CPU" in text
 
     scratch = [_json(RESULTS / "makerun" / f"{name}-summary.json") for name in SCRATCH]
     row = _row("`make run RUN_FROM=` answers")
@@ -153,6 +159,7 @@ def test_universal_row_and_section():
     cage2 = {r["red_agent"]: r["mean"] for r in _json(ROOT / "workflow_rl" / "pretrained" / "cage2.json")["eval_native"]
              if r["mode"] == "greedy" and r["length"] == 100}
     rows, row = card["eval_workflows"]["rows"], _row("`pretrained:universal`")
+    text = " ".join(README.split())
     assert {r["episodes"] for r in rows} == {500} and "500 episodes per workflow and red agent" in row
     for red, name in (("B_lineAgent", "B_line"), ("RedMeanderAgent", "Meander")):
         mine = [r for r in rows if r["red_agent"] == red]
@@ -163,9 +170,28 @@ def test_universal_row_and_section():
         assert f"−{-mean:.2f} {name}" in row and f"−{-cage2[red]:.2f}" in row
         eligible = [r["mean"] for r in mine if r["gt_eligible"]]
         price = cage2[red] - sum(eligible) / len(eligible)
-        assert f"{price:.1f} {'points against B_line' if name == 'B_line' else 'against Meander'}" in README
-    worst = min(r["compliance"] for r in rows if r["red_agent"] == "B_lineAgent")
-    assert f"(worst {worst:.3f})" in row
+        if name == "B_line":
+            assert price > 0 and f"about {price:.1f} points against B_line" in text
+        else:
+            assert price < 0 and f"nothing against Meander, where it scores {-price:.1f} above `cage2`" in text
+    b_line = [r for r in rows if r["red_agent"] == "B_lineAgent"]
+    assert f"(worst {min(r['compliance'] for r in b_line):.3f})" in row
+    # the user-first orders: violations per B_line episode on the ground truth's ineligible workflows
+    broken = [r["fixes"] * (1 - r["compliance"]) / r["episodes"] for r in b_line if not r["gt_eligible"]]
+    assert f"~{sum(broken) / len(broken):.0f} times per B_line episode" in text
+
+
+def test_the_ratio_form_agent_shipped_before():
+    """The README's price of the agent shipped before (the ratio-form alignment reward) is its committed
+    evaluation's (benchmarks/results/universal_ratio), and it followed every workflow at 0.95 against B_line."""
+    cage2 = {r["red_agent"]: r["mean"] for r in _json(ROOT / "workflow_rl" / "pretrained" / "cage2.json")["eval_native"]
+             if r["mode"] == "greedy" and r["length"] == 100}
+    rows = [r for r in csv.DictReader((RESULTS / "universal_ratio" / "workflows" / "workflows.csv").open())
+            if r["red_agent"] == "B_lineAgent"]
+    assert len(rows) == 120 and all(float(r["compliance"]) >= 0.95 for r in rows)
+    eligible = [float(r["mean"]) for r in rows if r["gt_eligible"] == "True"]
+    price = cage2["B_lineAgent"] - sum(eligible) / len(eligible)
+    assert f'followed every order "at 0.95" that way, at {price:.1f} points' in " ".join(README.split())
 
 
 def test_relative_links_resolve():
@@ -176,11 +202,3 @@ def test_relative_links_resolve():
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, "broken links: " + ", ".join(broken)
-
-
-def test_the_alignment_reward_form_price():
-    """The README's price of compliance under `--alignment-reward violations` is the committed evaluation's
-    (benchmarks/price.py's summary of it): the B_line mean gap to cage2, and no price against Meander."""
-    new = {r["red_agent"]: r for r in _json(RESULTS / "universal_reward" / "price_vs_cage2.json")["summaries"]["new"]}
-    assert f"pays {new['B_lineAgent']['gap_mean']:.2f}\nagainst B_line and nothing against Meander" in README
-    assert new["RedMeanderAgent"]["gap_mean"] <= 0 and new["B_lineAgent"]["eligible_ok"] == 54

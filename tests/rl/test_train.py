@@ -202,3 +202,24 @@ def test_init_checkpoint_starts_from_those_weights(tmp_path, capsys):
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     assert not all(torch.allclose(a[k], c[k], atol=1e-3) for k in a)
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["init_checkpoint"] == str(src)
+
+
+def test_fine_tuning_keeps_the_starting_agents_alignment_reward_unless_one_is_typed(tmp_path, capsys):
+    """``--init-checkpoint`` without ``--alignment-reward``: train and search fine-tune with the form the starting
+    agent was trained with, and say so; a typed form wins, silently. (A violations-trained agent fine-tuned under
+    the ratio form is paid again for diluting its violations.)"""
+    from helpers import run_main
+
+    tiny = ["--n-envs", "4", "--max-episodes", "1", "--eval-episodes", "0", "--no-progress"]
+    assert run_main(["train", *tiny, "--alignment-reward", "violations", "--out", str(tmp_path / "v")], capsys)[0] == 0
+    start = str(tmp_path / "v" / "checkpoints" / "latest.pt")
+    for typed, want in (([], "violations"), (["--alignment-reward", "ratio"], "ratio")):
+        out = tmp_path / f"t{len(typed)}"
+        rc, said, _ = run_main(["train", *tiny, "--init-checkpoint", start, *typed, "--out", str(out)], capsys)
+        assert rc == 0 and json.loads((out / "config.json").read_text())["alignment_reward"] == want
+        assert ("alignment reward: violations, the form" in said) == (not typed), said
+        s = tmp_path / f"s{len(typed)}"
+        rc, said, _ = run_main(["search", *tiny, "--init-checkpoint", start, *typed, "--workflows", "critical_first",
+                                "--total-episodes", "4", "--eval-episodes", "2", "--out", str(s)], capsys)
+        assert rc == 0 and json.loads((s / "search_state.json").read_text())["config"]["alignment_reward"] == want
+        assert said.count("alignment reward: violations, the form") == (0 if typed else 1), said

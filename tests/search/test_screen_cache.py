@@ -211,8 +211,8 @@ def test_cli_bad_pick_margin_one_line(tmp_path, capsys):
 # ----------------------------------------------------------------------------------------------- the report
 @pytest.mark.parametrize("source,own,says", [
     ("computed", 0, "from the universal agent pretrained:universal; its screen of all 120 workflows computed here "
-                    "(236 s); not counted in budget or wall time: its training (60,000 episodes"),
-    ("cache", 0, "not counted in budget or wall time: its training (60,000 episodes, 1,576 s, on top of what it "
+                    "(236 s); not counted in budget or wall time: its training ({card}"),
+    ("cache", 0, "not counted in budget or wall time: its training ({card}, on top of what it "
                  "started from: its card, workflow_rl/pretrained/universal.json) and its screen of all 120 "
                  "workflows (cached)"),
     ("shipped", 0, "and its screen of all 120 workflows (shipped with it)"),
@@ -224,7 +224,11 @@ def test_the_mode_line_says_the_mode_and_what_budget_and_wall_time_leave_out(sou
 
     u = {"agent": "pretrained:universal", "training_episodes_counted": own, "screen_source": source,
          "screen_seconds": 236.0 if source == "computed" else 0.01, "wall_note": wall_note(bool(own), source)}
+    from workflow_rl.rl import pretrained
+
+    c = pretrained.card("universal")
     line = mode_line({"universal": u})
+    says = says.format(card=f"{c['episodes_trained']:,} episodes, {c['training_seconds']:,.0f} s")
     assert line.startswith("mode: ") and says in line, line
     assert ("not counted" in line) == (not own)
     assert mode_line({}) is None

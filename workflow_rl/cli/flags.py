@@ -81,3 +81,20 @@ def given(make_parser, argv: list[str], command: str, dests) -> list[str]:
 def settings(args: argparse.Namespace, names) -> dict:
     """The parsed values of the flags ``names``, by setting name."""
     return {n: getattr(args, n) for n in names}
+
+
+def alignment_reward_to_use(args: argparse.Namespace, command: str, spec: str | None, chosen: str) -> str:
+    """The alignment reward a run starting from ``--init-checkpoint spec`` fine-tunes with: the one typed, else the
+    form the starting agent was trained with (said in one line when that is not the default). A
+    violations-trained agent fine-tuned under the ratio form is paid again for diluting a violation with extra
+    fixes, the habit the violations form trained away (RESULTS.md, issue L)."""
+    if spec is None or args.given(command, ["alignment_reward"]):
+        return chosen
+    from workflow_rl.rl.pretrained import trained_alignment_reward
+
+    form = trained_alignment_reward(spec)
+    if form != chosen:
+        print(f"alignment reward: {form}, the form {spec} was trained with (--alignment-reward to choose another)")
+        args.alignment_reward = form   # said once: a command that reads its settings again finds it chosen
+    return form
+

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
+from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent, PPOConfig
 from workflow_rl.workflow import Workflow
@@ -53,6 +54,13 @@ def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
     ck = load_checkpoint(file, device)
     agent = agent_from_checkpoint(ck, device).eval()
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
+
+
+def trained_alignment_reward(spec: str) -> str:
+    """The alignment reward's form the checkpoint ``spec`` (a file or ``pretrained:NAME``) was trained with; a
+    checkpoint from before the setting existed was trained with the ratio form, the only one then."""
+    ck = load_checkpoint(path(spec) if spec.startswith(PREFIX) else Path(spec))
+    return ck["config"].get("alignment_reward", ALIGNMENT_REWARDS[0])
 
 
 def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:

@@ -109,7 +109,7 @@ class SearchConfig:
     --init-checkpoint of an agent trained across workflows, whose own training is not counted)"""
     pick_margin: float = field(default=0.02, metadata={"metavar": "M"})
     """(from a universal agent) fine-tune first the workflows whose screened compliance is >= the compliance
-    threshold + M (then those above the threshold, then any): the universal agent's compliance is either ~0.996 or
+    threshold + M (then those above the threshold, then any): the first universal agent's compliance was ~0.996 or
     ~0.951-0.959 at 0.95, and in the measured searches 4 of 6 fine-tuned picks from the lower group failed the
     sampled gate (each costs a full cap), 2 of 7 from the upper group (benchmarks/results/universal_search)"""
     seeds_per_workflow: int = field(default=1, metadata={"metavar": "K"})

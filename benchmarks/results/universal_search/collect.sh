@@ -19,4 +19,4 @@ done
 PYTHONPATH=$PWD python benchmarks/universal_search.py \
   $(ls -d /work/runs-lsearch/[ab]-seed* /work/runs-lcache/c-seed* 2>/dev/null | while read d; do [ -f "$d/summary.json" ] && echo "$d"; done) \
   --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
-  --evaluation benchmarks/results/universal/workflows/workflows.csv --out "$here"
+  --evaluation benchmarks/results/universal_ratio/workflows/workflows.csv --out "$here"

@@ -1,0 +1,18 @@
+#!/bin/bash
+# The card workflow_rl/pretrained/universal.json and the slim universal.pt: every number on the card comes from the
+# checkpoint and the folders here (commands.sh); the texts below are the only typed parts. Run from the repo root;
+# DIR=folder writes there instead of workflow_rl/pretrained.
+set -e
+R=benchmarks/results/universal
+CKPT=${1:-runs/universal/checkpoints/latest.pt}
+python benchmarks/ship_agent.py universal "$CKPT" ${DIR:+--dir "$DIR"} \
+  --reproduce "workflow-rl train --workflow all --hold-out 24 --init-checkpoint pretrained:cage2 --red-agent mix --n-envs 200 --update-every-steps 100 --hidden 256 256 --anneal-lr --learning-rate 1e-4 --alignment-lambda 10 --decoy-memory --mask-decoys --num-episodes 60000 --max-episodes 1000 --post-gate-episodes 1000 --eval-episodes 0 --seed 90 --out runs/universal   # trained at commit a43e350; starts from the shipped cage2 (its own training: cage2's card)" \
+  --reproduce-env "OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1, nice -n 5" \
+  --seconds 1576 \
+  --machine "the 2-vCPU development box of BENCHMARKS.md, one thread, beside other jobs (the box loaded), 2026-11-27: 1,576 s wall for 60,000 episodes (6M env-steps), on top of cage2's own training (1,885 s)" \
+  --kind "PPO across workflows: each env draws one of 96 workflows per episode (24 held out, --hold-out 24) and the policy input carries its encoding; alignment reward (lambda 10) under each env's own workflow; fine-tuned from cage2 for 60,000 episodes with 20,000 transitions per update (--update-every-steps 100); actor and critic 181-256-256 (observation, workflow encoding, decoy memory), impossible decoys masked; one network for both red agents (trained against the 50/50 B_line/Meander mixture, never told which one it faces). It has no workflow of its own: name one with --workflow (evaluate, replay, Python: agent_act(agent, workflow))" \
+  --status "one seed on the 2-core development box, not selected among others (issue L item 3). Native, greedy, 500 episodes of 100 steps per workflow and red agent (eval_workflows): >= 0.99 compliant with every workflow the ground truths hold eligible (54 vs B_line, 60 vs Meander; 12 and 12 of them held out of training), >= 0.95 with all 66 B_line-ineligible ones and 6 of the 60 Meander-ineligible ones; every eligible workflow above its ground-truth mean. The price of compliance target is NOT met on B_line: over the eligible workflows it is 1.24 below cage2 on the 100-step cell (-14.59 vs -13.35; target <= 0.5 on average and <= 1.0 each: 3 of 54 within 1.0); on Meander 0.48 below (-17.89 vs -17.41; 57 of 60 within 1.0). Its CAGE2 cells (eval_native, eval_cyborg) are played under eval_workflow, D,OS,E,OH,U (critical_first); eval_cyborg also holds D,E,OH,U,OS and U,E,D,OS,OH (engine_check in benchmarks/results/universal)" \
+  --native $R/native-critical_first --cyborg $R/cyborg-{DEOHUOS,UEDOSOH,critical_first}-{B_lineAgent,RedMeanderAgent} --workflows $R/workflows \
+  --eval-command "workflow-rl evaluate pretrained:universal --workflow all --red-agents B_lineAgent RedMeanderAgent --lengths 100 --mode greedy --episodes 500 --ground-truth benchmarks/results/ground_truth/ground_truth.csv benchmarks/results/ground_truth_meander/ground_truth.csv --out $R/workflows" \
+  "workflow-rl evaluate pretrained:universal --workflow critical_first --red-agents bline meander --episodes 1000 --mode both --out $R/native-critical_first" \
+  "workflow-rl evaluate pretrained:universal --workflow W --engine cyborg --red-agents R --episodes 200 --workers 2 --mode greedy --out $R/cyborg-W-R   # W: D,E,OH,U,OS, critical_first, U,E,D,OS,OH; R: B_lineAgent, RedMeanderAgent"
