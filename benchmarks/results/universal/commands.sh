@@ -1,28 +1,31 @@
 #!/bin/bash
-# pretrained:universal as shipped now (issue L item 3; the violations-form alignment reward): how every file in this
-# folder was made. The agent shipped before it (ratio form) and its files: benchmarks/results/universal_ratio/.
-# The box: the 2-vCPU development box of BENCHMARKS.md, shared with other jobs; every command niced, one thread;
-# 2026-11-27, commit dc453e6 plus the files of this folder (the evaluations ran on the training checkpoint
-# /work/runs-lreward/v10/checkpoints/latest.pt; the shipped slim file replays them bit for bit: the native cells were
-# re-run from pretrained:universal and matched exactly, so the folders name pretrained:universal).
+# pretrained:universal as shipped (issue L item 3): cage2 fine-tuned 60,000 episodes across workflows with the
+# violations-form alignment reward, in one run. How every file in this folder was made. The agents measured before
+# it: benchmarks/results/universal_ratio/ (shipped before, ratio form) and benchmarks/results/universal_v10/ (that
+# agent continued 60,000 episodes with the violations form; not shipped: this one costs half the episodes and
+# scores as well). The box: the 2-vCPU development box of BENCHMARKS.md, shared with other jobs; every command
+# niced, one thread; 2026-11-28, code of commit 944d50b (run from a snapshot); the evaluations ran on the training
+# checkpoint /work/runs-lc/c60/checkpoints/latest.pt, and the shipped slim file replays them bit for bit (the native
+# cells were re-run from pretrained:universal and matched exactly), so the folders name pretrained:universal.
 set -e
 ENV="nice -n 5 env OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1"
 
-# training: two runs of 60,000 episodes from pretrained:cage2, the first (ratio form) is
-# benchmarks/results/universal_ratio/train, the second (violations form, 991 s) benchmarks/results/universal_reward/train;
-# both commands are the card's `reproduce` (ship.sh) and benchmarks/results/universal_reward/COMMANDS.md
+# train/ (config.json, summary.json, training_log.csv): 754 s wall, 744 s CPU, beside two other jobs
+$ENV workflow-rl train --workflow all --hold-out 24 --init-checkpoint pretrained:cage2 --red-agent mix --n-envs 200 \
+  --update-every-steps 100 --hidden 256 256 --anneal-lr --learning-rate 1e-4 --alignment-lambda 10 \
+  --alignment-reward violations --decoy-memory --mask-decoys --num-episodes 60000 --max-episodes 1000 \
+  --post-gate-episodes 1000 --eval-episodes 0 --seed 90 --no-progress --out runs/universal
 
-# workflows/: all 120 workflows x both red agents, 500 episodes of 100 steps each, greedy (235 s wall, 159 s CPU)
+# workflows/: all 120 workflows x both red agents, 500 episodes of 100 steps each, greedy (210 s wall, 178 s CPU)
 $ENV workflow-rl evaluate pretrained:universal --workflow all --red-agents B_lineAgent RedMeanderAgent --lengths 100 \
   --mode greedy --episodes 500 --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
   benchmarks/results/ground_truth_meander/ground_truth.csv --out benchmarks/results/universal/workflows
 
-# native-critical_first/: the CAGE2 six cells under D,OS,E,OH,U (critical_first), 1000 episodes, both modes (10 s)
+# native-critical_first/: the CAGE2 six cells under D,OS,E,OH,U (critical_first), 1000 episodes, both modes
 $ENV workflow-rl evaluate pretrained:universal --workflow critical_first --red-agents bline meander --episodes 1000 \
   --mode both --out benchmarks/results/universal/native-critical_first
 
 # cyborg-*/: real CybORG, 200 episodes per red agent (cells 30/50/100 of the same episodes), greedy, 2 workers
-# (86-97 s each)
 for red in B_lineAgent RedMeanderAgent; do
   for wf in D,E,OH,U,OS critical_first U,E,D,OS,OH; do
     $ENV workflow-rl evaluate pretrained:universal --workflow $wf --engine cyborg --red-agents $red --episodes 200 \
@@ -30,11 +33,17 @@ for red in B_lineAgent RedMeanderAgent; do
   done
 done
 
-# engine_check.csv/.md: each CybORG 100-step cell beside the native row of its workflow (workflows/workflows.csv)
-$ENV python benchmarks/engine_check.py --native benchmarks/results/universal/workflows/workflows.csv \
-  --cyborg benchmarks/results/universal/cyborg-* --out benchmarks/results/universal
+# cyborg-UEDOSOH-RedMeanderAgent-seed1/: the cell whose compliance missed native by more than 0.02, again with 200
+# other episodes
+$ENV workflow-rl evaluate pretrained:universal --workflow U,E,D,OS,OH --engine cyborg --red-agents RedMeanderAgent \
+  --episodes 200 --workers 2 --mode greedy --episode-seed 1 \
+  --out benchmarks/results/universal/cyborg-UEDOSOH-RedMeanderAgent-seed1
 
-# ship (the slim file is deterministic: shipping twice gives the same sha256), then the screen shipped beside it
-# (workflow_rl/pretrained/universal.screen.json; 86 s)
-bash benchmarks/results/universal/ship.sh /work/runs-lreward/v10/checkpoints/latest.pt
+# engine_check.csv/.md (the six first runs): each CybORG 100-step cell beside the native row of its workflow (workflows/workflows.csv)
+$ENV python benchmarks/engine_check.py --native benchmarks/results/universal/workflows/workflows.csv \
+  --cyborg benchmarks/results/universal/cyborg-{DEOHUOS,UEDOSOH,critical_first}-{B_lineAgent,RedMeanderAgent} \
+  --out benchmarks/results/universal
+
+# ship (the slim file is deterministic), then the screen shipped beside it (universal.screen.json; 96 s)
+bash benchmarks/results/universal/ship.sh runs/universal/checkpoints/latest.pt
 $ENV python -m workflow_rl.search.ship_screen universal
