@@ -263,5 +263,5 @@ def add_evaluate(sub) -> None:
     add_plan_flags(e)
     e.add_argument("--out", default=None,
                    help="folder for evaluation.json, evaluation.md and episodes.csv (every episode's return and fix "
-                        "counts, for `workflow-rl tools compare`)")
+                        "counts, for `workflow-rl compare`)")
     e.set_defaults(func=cmd_evaluate)
