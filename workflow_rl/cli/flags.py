@@ -97,4 +97,3 @@ def alignment_reward_to_use(args: argparse.Namespace, command: str, spec: str | 
         print(f"alignment reward: {form}, the form {spec} was trained with (--alignment-reward to choose another)")
         args.alignment_reward = form   # said once: a command that reads its settings again finds it chosen
     return form
-

@@ -69,8 +69,6 @@ def _demo_rounds(env, policy, rng, args, red: str) -> tuple[dict, float]:
 
 def cmd_parity(args) -> int:
     """Scripted defenders on the native and the real CybORG engine, compared cell by cell."""
-    from pathlib import Path
-
     from workflow_rl.parity import markdown, parity
     from workflow_rl.policies import POLICIES
 
@@ -87,10 +85,21 @@ def cmd_parity(args) -> int:
     md = markdown(cells)
     print(md)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(md + "\n")
-        print(f"wrote {args.out}")
+        _write_report(args.out, md + "\n")
     return 0 if all(c.equivalent for c in cells) else 1
+
+
+def _write_report(out: str, text: str) -> None:
+    """Write a command's Markdown report to ``--out`` (checked before the command ran: ``check_out_file``), whole
+    or not at all, and say where."""
+    from pathlib import Path
+
+    from workflow_rl.rundir import atomic_write
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out, "w") as f:
+        f.write(text)
+    print(f"wrote {out}")
 
 
 def cmd_curves(args) -> int:
@@ -118,8 +127,6 @@ def cmd_bench(args) -> int:
 def cmd_compare(args) -> int:
     """Two evaluations of the same episodes, paired episode by episode (``rl.episodes.compare``): a Markdown table
     of B - A per cell with its 95% interval."""
-    from pathlib import Path
-
     from workflow_rl.rl.episodes import compare, markdown, read_episodes
 
     if args.out:
@@ -129,9 +136,7 @@ def cmd_compare(args) -> int:
     md = markdown(rows, args.a, args.b)
     print(md, end="")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(md)
-        print(f"wrote {args.out}")
+        _write_report(args.out, md)
     return 0
 
 

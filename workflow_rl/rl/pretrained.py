@@ -59,8 +59,12 @@ def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
 def trained_alignment_reward(spec: str) -> str:
     """The alignment reward's form the checkpoint ``spec`` (a file or ``pretrained:NAME``) was trained with; a
     checkpoint from before the setting existed was trained with the ratio form, the only one then."""
-    ck = load_checkpoint(path(spec) if spec.startswith(PREFIX) else Path(spec))
-    return ck["config"].get("alignment_reward", ALIGNMENT_REWARDS[0])
+    return load_checkpoint(_spec_file(spec))["config"].get("alignment_reward", ALIGNMENT_REWARDS[0])
+
+
+def _spec_file(spec: str) -> Path:
+    """The file of an ``--init-checkpoint`` argument: a shipped agent's (``pretrained:NAME``) or the path itself."""
+    return path(spec) if spec.startswith(PREFIX) else Path(spec)
 
 
 def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
@@ -70,7 +74,7 @@ def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
 
     A run may add the clock (``--clock-memory``) to weights trained without it: the clock is the last input, and
     its weights start at zero, so the run starts from exactly the checkpoint's policy."""
-    ck = load_checkpoint(path(spec) if spec.startswith(PREFIX) else Path(spec), device)
+    ck = load_checkpoint(_spec_file(spec), device)
     saved = ck["config"]["ppo"]
     have = (tuple(saved["hidden"]), Memory.of(saved))
     want = (tuple(ppo.hidden), Memory.of(ppo))
