@@ -693,6 +693,23 @@ def test_train_killed_mid_run_resumes_to_the_same_weights(tmp_path, sig):
     assert all(torch.equal(full[k], part[k]) for k in full)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_train_on_cuda_interrupted_resumes(tmp_path):
+    """Failed on an H200 before the fix (2026-11-28): a checkpoint loaded for a CUDA run has its RNG states on the
+    GPU, and torch's RNG setters take CPU byte tensors only ('RNG state must be a torch.ByteTensor')."""
+    args = ["train", "--device", "cuda", "--n-envs", "64", "--max-episodes", "40", "--min-episodes", "40",
+            "--update-every-steps", "50", "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress",
+            "--out", str(tmp_path / "run")]
+    p = _popen(args, tmp_path)
+    _wait_for(tmp_path / "run" / "training_log.csv", 3, p)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=300)
+    assert p.returncode == 130
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--resume"], env=ENV, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.mark.slow
 def test_train_seeds_interrupted_resumes_identical_to_uninterrupted(tmp_path):
     """Fails without the batch file: the seeds' checkpoints alone resume on fresh env streams and RNG."""

@@ -454,9 +454,10 @@ class BatchedTrainer:
     def restore_engine(self, ck: dict) -> bool:
         """Continue from a one-slot checkpoint's engine snapshot; returns whether the engine state was restored
         (False: the envs start fresh episodes)."""
-        if ck.get("rng") is not None:
-            self.gen.set_state(ck["rng"]["generator"])
-            torch.set_rng_state(ck["rng"]["torch"])
+        if ck.get("rng") is not None:   # torch's RNG setters take CPU byte tensors only, for a CUDA generator too,
+            # while a checkpoint loaded for a CUDA run has every tensor on the GPU (map_location)
+            self.gen.set_state(ck["rng"]["generator"].cpu())
+            torch.set_rng_state(ck["rng"]["torch"].cpu())
         if self.stepper is None or not self.stepper.set_state(ck.get("env_state")):
             return False
         self.obs.copy_(ck["obs"])
