@@ -83,17 +83,28 @@ def settings(args: argparse.Namespace, names) -> dict:
     return {n: getattr(args, n) for n in names}
 
 
-def alignment_reward_to_use(args: argparse.Namespace, command: str, spec: str | None, chosen: str) -> str:
-    """The alignment reward a run starting from ``--init-checkpoint spec`` fine-tunes with: the one typed, else the
-    form the starting agent was trained with (said in one line when that is not the default). A
-    violations-trained agent fine-tuned under the ratio form is paid again for diluting a violation with extra
-    fixes, the habit the violations form trained away (RESULTS.md, issue L)."""
-    if spec is None or args.given(command, ["alignment_reward"]):
-        return chosen
-    from workflow_rl.rl.pretrained import trained_alignment_reward
+INHERITED = {"alignment_reward": "the form", "opening": "the opening"}
+"""The settings a run starting from ``--init-checkpoint`` keeps from its starting agent unless typed, and how the
+one line that says so names them. A violations-trained agent fine-tuned under the ratio form is paid again for
+diluting a violation with extra fixes, the habit the violations form trained away (RESULTS.md, issue L); a policy
+trained after a fixed opening plays badly after another (RESULTS.md, issue M)."""
 
-    form = trained_alignment_reward(spec)
-    if form != chosen:
-        print(f"alignment reward: {form}, the form {spec} was trained with (--alignment-reward to choose another)")
-        args.alignment_reward = form   # said once: a command that reads its settings again finds it chosen
-    return form
+
+def inherit_settings(args: argparse.Namespace, command: str, spec: str | None, given: dict) -> dict:
+    """``given`` (a run's flat settings) with each :data:`INHERITED` setting the command line does not type taken
+    from the checkpoint ``spec`` the run starts from (said in one line where that differs from the default)."""
+    if spec is None:
+        return given
+    from workflow_rl.rl.pretrained import trained_setting
+
+    for name, what in INHERITED.items():
+        if args.given(command, [name]):
+            continue
+        value = trained_setting(spec, name)
+        if value != given[name]:
+            shown = " ".join(map(str, value)) if isinstance(value, tuple) else value
+            print(f"{flag(name)[2:].replace('-', ' ')}: {shown}, {what} {spec} was trained with ({flag(name)} to "
+                  "choose another)")
+            setattr(args, name, value)   # said once: a command that reads its settings again finds it chosen
+            given = {**given, name: value}
+    return given

@@ -4,7 +4,7 @@ from __future__ import annotations
 import signal
 
 from workflow_rl.checks import check_out_dir
-from workflow_rl.cli.flags import add_flags, alignment_reward_to_use, settings
+from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.interrupt import Terminated
@@ -55,8 +55,7 @@ def _search(args):
         return WorkflowSearch.resume(args.resume, progress=not args.no_progress)
     check_out_dir("--out", args.out)
     given = settings(args, args.config_names)
-    given["alignment_reward"] = alignment_reward_to_use(args, "search", given["init_checkpoint"],
-                                                        given["alignment_reward"])
+    given = inherit_settings(args, "search", given["init_checkpoint"], given)
     cfg = SearchConfig(**{**given, "workflows": _workflow_list(args)})
     search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
     check_run_folder(args.out, "search", False, args.overwrite)

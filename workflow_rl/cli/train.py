@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from workflow_rl.checks import check_out_dir, check_seed
-from workflow_rl.cli.flags import add_flags, alignment_reward_to_use, settings
+from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.checkpoint import load_checkpoint
@@ -81,8 +81,7 @@ def cmd_train(args) -> int:
     from workflow_rl import parse_red_agent
     from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
 
-    given = settings(args, args.config_names)
-    given["alignment_reward"] = alignment_reward_to_use(args, "train", args.init_checkpoint, given["alignment_reward"])
+    given = inherit_settings(args, "train", args.init_checkpoint, settings(args, args.config_names))
     if is_workflow_list(given["workflow"]):   # across workflows: config.json names them and the held-out ones
         workflow = None
         mix = WorkflowMix.parse(given["workflow"], given["hold_out"])

@@ -226,7 +226,7 @@ def check_same_run(ck: dict, cfg: TrainConfig) -> None:
 
 def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
     ppo = ck["config"]["ppo"]
-    agent = Agent(tuple(ppo["hidden"]), Memory.of(ppo)).to(device)
+    agent = Agent(tuple(ppo["hidden"]), Memory.of(ppo), tuple(ppo.get("opening", ()))).to(device)
     try:
         agent.load_state_dict(ck["agent"])
     except RuntimeError as e:

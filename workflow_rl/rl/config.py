@@ -14,7 +14,7 @@ from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
 from workflow_rl.rl.memory import Memory
-from workflow_rl.rl.ppo import PPOConfig, input_dim, network_bytes
+from workflow_rl.rl.ppo import N_ACTIONS, PPOConfig, input_dim, network_bytes
 from workflow_rl.workflow import Workflow, WorkflowMix, is_workflow_list
 
 EPISODE_WORKERS = "episodes"
@@ -214,6 +214,14 @@ class TrainConfig:
         check_int(flag("num_minibatches"), p.num_minibatches, 1)
         if p.mask_decoys and not p.decoy_memory:
             raise ValueError("--mask-decoys reads the decoy memory: add --decoy-memory")
+        for a in p.opening:
+            check_int(flag("opening"), a, 0, N_ACTIONS - 1)
+        if len(p.opening) >= self.episode_length:
+            raise ValueError(f"--opening has {len(p.opening)} actions, an episode {self.episode_length} steps: the "
+                             "policy would never act; give fewer")
+        if p.opening and self.vectorization == EPISODE_WORKERS:
+            raise ValueError("--opening is played by the vector-env rollout: use --vectorization sync (or pipes, "
+                             "shared_memory), not episodes")
         batch = self.n_envs * self.update_every_steps
         if p.num_minibatches > batch:
             raise ValueError(f"--num-minibatches {p.num_minibatches} exceeds the {batch} transitions of one update "
@@ -295,6 +303,7 @@ class TrainConfig:
 def ppo_from_dict(d: dict) -> PPOConfig:
     """PPO settings from JSON, where the hidden sizes come back as a list."""
     d = dict(d)
-    if "hidden" in d:
-        d["hidden"] = tuple(d["hidden"])
+    for key in ("hidden", "opening"):
+        if key in d:
+            d[key] = tuple(d[key])
     return PPOConfig(**d)

@@ -16,7 +16,7 @@ from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.memory import policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM
+from workflow_rl.rl.ppo import WORKFLOW_DIM, opening_action
 from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
 
@@ -248,7 +248,7 @@ def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.G
         memory.saw(mem, obs)
         x = policy_input(obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM), mem)
         with torch.no_grad():
-            a = agent.act(x, generator, greedy=greedy)[0]
+            a = opening_action(agent.opening, t, agent.act(x, generator, greedy=greedy)[0])
         memory.took(mem, a)
         return a
 

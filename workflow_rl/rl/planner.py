@@ -25,7 +25,7 @@ from workflow_rl.checks import check_episode_length, check_float, check_int, che
 from workflow_rl.envs.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED, policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM
+from workflow_rl.rl.ppo import WORKFLOW_DIM, opening_at
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
@@ -244,7 +244,10 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
         mem = st["mem"]
         memory.saw(mem, o)
         x = policy_input(o, enc.expand(n, WORKFLOW_DIM), mem)
-        if planner is None:
+        forced = opening_at(agent.opening, t)
+        if forced is not None:   # the agent's opening: nothing to plan
+            a = torch.full((n,), forced, dtype=torch.int64)
+        elif planner is None:
             with torch.no_grad():
                 a = agent.logits(x).argmax(-1)
         else:
@@ -302,9 +305,10 @@ def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: i
         agent.memory.saw(mem, o)
         x = policy_input(o, enc, mem)
         truth = env.sim_state()
-        a = torch.as_tensor([planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
-                                            None if mem is None else mem[i:i + 1], (i, t)).action
-                             for i in range(episodes)])
+        forced = opening_at(agent.opening, t)
+        a = torch.full((episodes,), forced, dtype=torch.int64) if forced is not None else torch.as_tensor(
+            [planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
+                            None if mem is None else mem[i:i + 1], (i, t)).action for i in range(episodes)])
         agent.memory.took(mem, a)
         obs, r, _, _, info = env.step(a.numpy())
         access, ret = info["red_access"], ret + r

@@ -85,6 +85,11 @@ class PPOConfig:
     port taken, already in place) are masked out of the policy's choice (rl/memory.py)."""
     clock_memory: bool = False
     """add to the policy input the steps taken so far this episode / 100 (1 input; rl/memory.py)."""
+    opening: tuple[int, ...] = ()
+    """blue's first actions of every episode, fixed (action indices 0..144, e.g. 51 116 55: two decoys on User2
+    and one on Enterprise0, the CAGE2 winner's start actions); the policy acts from the step after them. The
+    policy's own opening is tied to its later play (a forced change costs it 0.3 to 1.1 points), so an opening is
+    trained with, not added after: training plays it and leaves its steps out of the update (RESULTS.md, issue M)."""
 
 
 def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:
@@ -105,11 +110,12 @@ def _mlp(inp: int, hidden: tuple[int, ...], out: int, out_std: float) -> nn.Sequ
 
 class Agent(nn.Module):
     """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1); more inputs with an
-    episode ``memory`` (``rl.memory``)."""
+    episode ``memory`` (``rl.memory``); ``opening``: the fixed first actions it was trained with (every acting
+    function plays them through :func:`opening_action`)."""
 
-    def __init__(self, hidden: tuple[int, ...] = (64, 64), memory: Memory = Memory()):
+    def __init__(self, hidden: tuple[int, ...] = (64, 64), memory: Memory = Memory(), opening: tuple[int, ...] = ()):
         super().__init__()
-        self.hidden, self.memory = tuple(hidden), memory
+        self.hidden, self.memory, self.opening = tuple(hidden), memory, tuple(opening)
         self.actor = _mlp(input_dim(memory), self.hidden, N_ACTIONS, 0.01)
         self.critic = _mlp(input_dim(memory), self.hidden, 1, 1.0)
 
@@ -138,6 +144,18 @@ def sample_actions(logits: torch.Tensor, generator: torch.Generator | None, gree
         u = torch.rand(logits.shape, generator=generator, device=logits.device).clamp_(1e-20, 1.0)
         action = (logits - torch.log(-torch.log(u))).argmax(-1)
     return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+def opening_at(opening: tuple[int, ...], t: int) -> int | None:
+    """The opening's action at step ``t`` of an episode (0-based); None once the policy acts."""
+    return opening[t] if t < len(opening) else None
+
+
+def opening_action(opening: tuple[int, ...], t: int, action: torch.Tensor) -> torch.Tensor:
+    """What every env plays at step ``t`` of its episode: the opening's action while it lasts, else ``action``
+    (the policy's choice)."""
+    forced = opening_at(opening, t)
+    return action if forced is None else torch.full_like(action, forced)
 
 
 def logp_entropy(logits: torch.Tensor, action: torch.Tensor):

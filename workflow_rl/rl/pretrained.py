@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
-from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
+from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent, PPOConfig
 from workflow_rl.workflow import Workflow
@@ -48,18 +48,19 @@ def card(name: str) -> dict:
 def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
     """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``), or the agent of a checkpoint file ``name``,
     and its workflow (None: unconstrained). Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
-    with ``--decoy-memory`` or ``--red-memory``), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)``
-    for one without."""
+    with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one trained with it), or
+    ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)`` for one without either."""
     file = Path(name) if not name.startswith(PREFIX) and Path(name).is_file() else path(name)
     ck = load_checkpoint(file, device)
     agent = agent_from_checkpoint(ck, device).eval()
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 
-def trained_alignment_reward(spec: str) -> str:
-    """The alignment reward's form the checkpoint ``spec`` (a file or ``pretrained:NAME``) was trained with; a
-    checkpoint from before the setting existed was trained with the ratio form, the only one then."""
-    return load_checkpoint(_spec_file(spec))["config"].get("alignment_reward", ALIGNMENT_REWARDS[0])
+def trained_setting(spec: str, name: str):
+    """Setting ``name`` (a run or a PPO setting) of the checkpoint ``spec`` (a file or ``pretrained:NAME``); a
+    checkpoint from before the setting existed has its only value then: the ratio alignment reward, no opening."""
+    cfg = TrainConfig.from_dict(load_checkpoint(_spec_file(spec))["config"])   # a missing key: its default
+    return getattr(cfg.ppo, name) if hasattr(cfg.ppo, name) else getattr(cfg, name)
 
 
 def _spec_file(spec: str) -> Path:

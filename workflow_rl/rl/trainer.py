@@ -50,7 +50,7 @@ from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.memory import Memory, forget, policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
+from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim, opening_at
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
@@ -194,8 +194,10 @@ class BatchedTrainer:
         return slot
 
     def member(self, k: int) -> Agent:
-        """A stand-alone copy of slot ``k``'s current policy."""
-        return self.agents.member(k)
+        """A stand-alone copy of slot ``k``'s current policy (with the run's opening)."""
+        agent = self.agents.member(k)
+        agent.opening = self.cfg.ppo.opening
+        return agent
 
     # -------------------------------------------------------------------------------------------------- train
     def plan(self, k: int) -> tuple[int, int] | None:
@@ -305,9 +307,11 @@ class BatchedTrainer:
         # envs start together and episodes have one fixed length, so the steps that end episodes are known on the
         # host without reading the device
         ends = tuple(t for t in range(steps) if (self.global_step + t + 1) % c.episode_length == 0)
+        # likewise the steps the opening plays (--opening): each env's step of its episode is known on the host
+        forced = tuple(opening_at(c.ppo.opening, (self.global_step + t) % c.episode_length) for t in range(steps))
         b = self._buffers(steps, len(ends))
         self._next_workflows(b, ends)
-        self.segments.run((steps, ends), self._segment, b, ends)
+        self.segments.run((steps, ends, forced), self._segment, b, ends, forced)
         finished = [_empty_finished() for _ in range(q)]
         for e in range(len(ends)):      # the one host read of the rollout: the episodes that ended in it
             self._hand_over(b["ended"][e], active, finished)
@@ -318,7 +322,9 @@ class BatchedTrainer:
             return z.transpose(0, 1).clone(memory_format=torch.contiguous_format).view(q, steps * n, *z.shape[3:])
 
         env_active = torch.arange(n, device=dev).unsqueeze(0) < torch.as_tensor(active, device=dev).unsqueeze(1)
-        mask = env_active.unsqueeze(1).expand(q, steps, n).reshape(q, steps * n)
+        # the opening's steps train nothing: the policy did not choose them
+        policy_steps = torch.as_tensor([a is None for a in forced], device=dev)
+        mask = (env_active.unsqueeze(1) & policy_steps.view(1, steps, 1)).reshape(q, steps * n)
         batch = Rollout(per_member(b["x"]), per_member(b["actions"]), per_member(b["logprob"]), per_member(adv),
                         per_member(ret), per_member(b["value"]))
         return batch, mask, finished
@@ -359,9 +365,10 @@ class BatchedTrainer:
                 "next_id": torch.zeros((n_ends, q * n), dtype=torch.int64, device=dev)}
         return self._rollout_buffers[key]
 
-    def _segment(self, b: dict, ends: tuple[int, ...]) -> None:
+    def _segment(self, b: dict, ends: tuple[int, ...], forced: tuple[int, ...]) -> None:
         """Step every env ``len(b['x'])`` times, writing the rollout into ``b``; ``ends``: the steps after which
-        episodes end. Device work only -- no host read, nothing the next step needs outside the fixed buffers and
+        episodes end; ``forced``: per step, the opening's action every env plays (None: the policy's). At a forced step
+        the buffers keep the policy's own sample, finite for the loss that masks the step out. Device work only -- no host read, nothing the next step needs outside the fixed buffers and
         the batch's state tensors, which are updated in place -- so on a GPU it is captured once per shape and
         replayed as one CUDA graph (``rl.segments``)."""
         q, n, c, tr = self.q, self.n, self.cfg, self.tracker
@@ -373,14 +380,15 @@ class BatchedTrainer:
             x = self._x(self.obs)
             for t in range(b["x"].shape[0]):
                 a, logp, v = self.agents.act(x, self.gen, params)
-                out = self.stepper.step(a.reshape(total))
-                align, _ = tr.step(a.reshape(total), self.access, self.rank, self.lam)
+                played = a if forced[t] is None else torch.full_like(a, forced[t])
+                out = self.stepper.step(played.reshape(total))
+                align, _ = tr.step(played.reshape(total), self.access, self.rank, self.lam)
                 r_env = out.reward.to(self.device)
                 b["x"][t], b["actions"][t], b["logprob"][t], b["value"][t] = x, a, logp, v
                 b["reward"][t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
                 self.ep_env_ret += r_env
                 self.ep_align_ret += align
-                self.memory.took(self.mem, a.reshape(total))
+                self.memory.took(self.mem, played.reshape(total))
                 obs = out.obs.to(self.device)
                 if t in ends:
                     trunc = out.truncated.to(self.device)
