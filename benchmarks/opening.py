@@ -43,7 +43,7 @@ def returns(spec: str, opening: tuple[int, ...] | None, reds, lengths, episodes:
 def paired(a: np.ndarray, b: np.ndarray) -> dict:
     """b - a over the same episodes: mean and 95% interval (normal; n >= 1000 here)."""
     d = b - a
-    return {"mean": float(d.mean()), "ci95": float(1.96 * d.std(ddof=1) / np.sqrt(len(d))),
+    return {"difference": float(d.mean()), "ci95": float(1.96 * d.std(ddof=1) / np.sqrt(len(d))),
             "better": int((d > 1e-9).sum()), "worse": int((d < -1e-9).sum())}
 
 
@@ -98,12 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "sweep":
         print(f"{args.agent}, {args.red} {args.length}: own opening {res['own_mean']:.3f}")
         for r in res["rows"][:12]:
-            print(f"  {r['name']:28s} {r['mean']:8.3f}  {r['mean'] - res['own_mean']:+.3f} +- {r['ci95']:.3f}")
+            print(f"  {r['name']:28s} {r['mean']:8.3f}  {r['difference']:+.3f} +- {r['ci95']:.3f}")
         name = f"opening_sweep_{args.red}_{args.length}_step{args.step}.json"
     else:
         for c in res["cells"]:
             print(f"  {c['red_agent']:16s} {c['length']:3d}  own {c['own']:7.3f}  forced {c['forced']:7.3f}  "
-                  f"{c['mean']:+.3f} +- {c['ci95']:.3f}")
+                  f"{c['difference']:+.3f} +- {c['ci95']:.3f}")
         name = f"opening_forced_{'_'.join(map(str, args.opening))}.json"
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
