@@ -49,14 +49,14 @@ def paired(a: np.ndarray, b: np.ndarray) -> dict:
 
 def sweep(args) -> dict:
     """Every action at step ``--step`` (the agent's own at the steps before), against the agent's own opening."""
-    agent, _ = pretrained.load(args.agent)
-    own = returns(args.agent, None, [args.red], [args.length], args.episodes, args.episode_seed)[(args.red, args.length)]
+    cell = (args.red, args.length)
+    own = returns(args.agent, None, [args.red], [args.length], args.episodes, args.episode_seed)[cell]
     prefix = tuple(args.prefix)
     rows = []
     for a in range(T.N_ACTIONS):
         r = returns(args.agent, (*prefix, a), [args.red], [args.length], args.episodes, args.episode_seed)
-        rows.append({"action": a, "name": T.blue_action_name(a), "mean": float(r[(args.red, args.length)].mean()),
-                     **paired(own, r[(args.red, args.length)])})
+        rows.append({"action": a, "name": T.blue_action_name(a), "mean": float(r[cell].mean()),
+                     **paired(own, r[cell])})
     rows.sort(key=lambda x: -x["mean"])
     return {"agent": args.agent, "red_agent": args.red, "length": args.length, "episodes": args.episodes,
             "episode_seed": args.episode_seed, "prefix": list(prefix), "own_mean": float(own.mean()),

@@ -314,3 +314,19 @@ def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_
     lines = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "workflows.csv" in lines[0]
     assert not (tmp_path / "bad").exists()
+
+
+def test_opening_benchmark_pairs_an_agent_with_a_forced_opening(tmp_path):
+    """`cage2`'s own greedy first moves (DecoyHarakaSMPT Op_Host1, DecoyApache User2) forced change nothing, episode
+    by episode; the winner's opening forced on it changes its play."""
+    import json
+
+    def forced(opening):
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "opening.py"), "forced", "--opening", *opening,
+                            "--episodes", "20", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return json.loads((tmp_path / f"opening_forced_{'_'.join(opening)}.json").read_text())["cells"]
+
+    own = forced(["59", "38"])
+    assert len(own) == 6 and all(c["difference"] == 0 and c["better"] == c["worse"] == 0 for c in own)
+    assert any(c["worse"] > 0 for c in forced(["51", "116", "55"]))

@@ -89,7 +89,8 @@ class PPOConfig:
     """blue's first actions of every episode, fixed (action indices 0..144, e.g. 51 116 55: two decoys on User2
     and one on Enterprise0, the CAGE2 winner's start actions); the policy acts from the step after them. The
     policy's own opening is tied to its later play (``cage2`` made to play this one untrained loses 0.1 to 0.7 points
-    per cell), so an opening is trained with, not added after: training plays it and leaves its steps out of the update (RESULTS.md, issue M)."""
+    per cell), so an opening is trained with, not added after: training plays it and leaves its steps out of the
+    update (RESULTS.md, issue M)."""
 
 
 def _layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:

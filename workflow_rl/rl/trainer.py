@@ -365,12 +365,13 @@ class BatchedTrainer:
                 "next_id": torch.zeros((n_ends, q * n), dtype=torch.int64, device=dev)}
         return self._rollout_buffers[key]
 
-    def _segment(self, b: dict, ends: tuple[int, ...], forced: tuple[int, ...]) -> None:
+    def _segment(self, b: dict, ends: tuple[int, ...], forced: tuple[int | None, ...]) -> None:
         """Step every env ``len(b['x'])`` times, writing the rollout into ``b``; ``ends``: the steps after which
-        episodes end; ``forced``: per step, the opening's action every env plays (None: the policy's). At a forced step
-        the buffers keep the policy's own sample, finite for the loss that masks the step out. Device work only -- no host read, nothing the next step needs outside the fixed buffers and
-        the batch's state tensors, which are updated in place -- so on a GPU it is captured once per shape and
-        replayed as one CUDA graph (``rl.segments``)."""
+        episodes end; ``forced``: per step, the opening's action every env plays (None: the policy's). At a forced
+        step the buffers keep the policy's own sample, finite for the loss that masks the step out. Device work
+        only -- no host read, nothing the next step needs outside the fixed buffers and the batch's state tensors,
+        which are updated in place -- so on a GPU it is captured once per shape and replayed as one CUDA graph
+        (``rl.segments``)."""
         q, n, c, tr = self.q, self.n, self.cfg, self.tracker
         total = q * n
         b["final_value"].zero_()
