@@ -149,11 +149,19 @@ def test_shipped_agent_rows():
     total = sum(cage2[c]["mean"] for c in cells)
     assert f"six-cell sum −{-total:.2f} vs −{-sum(CAGE2_WINNER.values()):.2f}" in row
     opening = _cyborg_greedy("cage2-opening")
-    row = _row("`pretrained:cage2-opening`")
+    row = _row("`pretrained:cage2-opening` (`cage2`")
     assert {opening[c]["episodes"] for c in cells} == {600} and "600 episodes per cell" in row
     for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
         assert name + " / ".join(f"−{-opening[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
     assert f"six-cell sum −{-sum(opening[c]['mean'] for c in cells):.2f} vs" in row
+    planned = {(r["red_agent"], r["length"]): r for r in _json(RESULTS / "planning" / "cyborg-opening-planned" /
+                                                               "evaluation.json")["results"] if r["mode"] == "planned"}
+    row = _row("`pretrained:cage2-opening` planned")
+    assert {planned[c]["episodes"] for c in cells} == {200} and "200 episodes per cell" in row
+    for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
+        assert name + " / ".join(f"−{-planned[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
+    ahead = sum(planned[c]["mean"] >= CAGE2_WINNER[c] for c in cells)
+    assert f"six-cell sum −{-sum(planned[c]['mean'] for c in cells):.2f} vs" in row and f"winner in {ahead} cells" in row
     compliant = _cyborg_greedy("cage2-compliant")
     row = _row("`pretrained:cage2-compliant`")
     assert f"six-cell sum −{-sum(compliant[c]['mean'] for c in cells):.2f}" in row
