@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from workflow_rl.checks import check_out_dir, check_out_file
-from workflow_rl.cli.numbers import positive_int, seed_int
+from workflow_rl.cli.numbers import episode_count, positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
 
@@ -154,7 +154,7 @@ def add_tools(sub) -> None:
     """The subcommands around the main job: demo, parity, curves, bench, compare, cyborg-setup."""
     d = sub.add_parser("demo", help="scripted defender on native envs vs B_line and Meander (returns, speed)")
     d.add_argument("--n-envs", type=positive_int, default=4096)
-    d.add_argument("--episodes", type=positive_int, default=8192, help="episodes per red agent")
+    d.add_argument("--episodes", type=episode_count, default=8192, help="episodes per red agent")
     d.add_argument("--policy", default="restore_compromised")
     d.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
     d.add_argument("--seed", type=seed_int, default=0)
@@ -164,8 +164,8 @@ def add_tools(sub) -> None:
     q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")
     q.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
     q.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
-    q.add_argument("--episodes", type=positive_int, default=200, help="CybORG episodes per cell")
-    q.add_argument("--native-episodes", type=positive_int, default=20_000)
+    q.add_argument("--episodes", type=episode_count, default=200, help="CybORG episodes per cell")
+    q.add_argument("--native-episodes", type=episode_count, default=20_000)
     q.add_argument("--seed", type=seed_int, default=0)
     add_cyborg_flags(q, "shared_memory")
     q.add_argument("--out", default=None, help="also write the Markdown table here")
