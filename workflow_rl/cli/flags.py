@@ -95,12 +95,13 @@ def inherit_settings(args: argparse.Namespace, command: str, spec: str | None, g
     from the checkpoint ``spec`` the run starts from (said in one line where that differs from the default)."""
     if spec is None:
         return given
-    from workflow_rl.rl.pretrained import trained_setting
+    from workflow_rl.rl.pretrained import trained_config
 
+    trained = trained_config(spec)   # one read of the checkpoint for every inherited setting
     for name, what in INHERITED.items():
         if args.given(command, [name]):
             continue
-        value = trained_setting(spec, name)
+        value = getattr(trained.ppo, name) if hasattr(trained.ppo, name) else getattr(trained, name)
         if value != given[name]:
             shown = " ".join(map(str, value)) if isinstance(value, tuple) else value
             print(f"{flag(name)[2:].replace('-', ' ')}: {shown}, {what} {spec} was trained with ({flag(name)} to "

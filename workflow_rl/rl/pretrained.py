@@ -56,11 +56,10 @@ def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 
-def trained_setting(spec: str, name: str):
-    """Setting ``name`` (a run or a PPO setting) of the checkpoint ``spec`` (a file or ``pretrained:NAME``); a
-    checkpoint from before the setting existed has its only value then: the ratio alignment reward, no opening."""
-    cfg = TrainConfig.from_dict(load_checkpoint(_spec_file(spec))["config"])   # a missing key: its default
-    return getattr(cfg.ppo, name) if hasattr(cfg.ppo, name) else getattr(cfg, name)
+def trained_config(spec: str) -> TrainConfig:
+    """The training settings of the checkpoint ``spec`` (a file or ``pretrained:NAME``); a setting a checkpoint
+    from before it existed lacks has its only value then, the default (the ratio alignment reward, no opening)."""
+    return TrainConfig.from_dict(load_checkpoint(_spec_file(spec))["config"])
 
 
 def _spec_file(spec: str) -> Path:
