@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workflow_rl.rl import pretrained  # noqa: E402
-from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_cells  # noqa: E402
+from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_cells  # noqa: E402
 from workflow_rl.sim import tables as T  # noqa: E402
 
 LENGTHS = (30, 50, 100)
@@ -41,10 +41,11 @@ def returns(spec: str, opening: tuple[int, ...] | None, reds, lengths, episodes:
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> dict:
-    """b - a over the same episodes: mean and 95% interval (normal; n >= 1000 here)."""
+    """b - a over the same episodes: mean and Student-t 95% interval, as ``workflow-rl compare`` gives them."""
     d = b - a
-    return {"difference": float(d.mean()), "ci95": float(1.96 * d.std(ddof=1) / np.sqrt(len(d))),
-            "better": int((d > 1e-9).sum()), "worse": int((d < -1e-9).sum())}
+    diff = across_seeds(d.tolist())
+    return {"difference": diff["mean"], "ci95": diff["ci95"], "better": int((d > 1e-9).sum()),
+            "worse": int((d < -1e-9).sum())}
 
 
 def sweep(args) -> dict:
