@@ -6,14 +6,7 @@
 #   run: carry [".whl"], then `bash benchmarks/device_agent.sh`  (OUT is set by the device tool). Returns 7 files:
 #   $OUT/agent/{status.json,ablation.md,curves.png,cage2.pt,cage2.json,work.tar.gz,stdout.log}; scratch in /tmp.
 set -u
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site csle-cyborg gymnasium \
-    paramiko prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser farama-notifications wcwidth invoke \
-    cloudpickle typing-extensions >/dev/null 2>&1
-  export PYTHONPATH=/tmp/site:.
-else
-  export PYTHONPATH=.
-fi
+. "$(dirname "$0")/device_env.sh"   # the carried wheels, PYTHONPATH
 mkdir -p "$OUT/agent"
 taskset -c "${CORES:-0-5}" timeout -s INT 440 python3 benchmarks/device_agent.py --out "$OUT/agent" "$@" \
   > "$OUT/agent/stdout.log" 2>&1

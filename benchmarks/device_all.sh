@@ -11,10 +11,8 @@
 #   runs/curves-device && tar xzf FILES_AT/curves.tgz -C runs/curves-device --strip-components 1`).
 set -u
 LIMIT=${1:-480}
-python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site csle-cyborg gymnasium paramiko \
-  prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser farama-notifications wcwidth invoke cloudpickle \
-  typing-extensions >/dev/null 2>&1
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+. "$(dirname "$0")/device_env.sh"   # the carried wheels, PYTHONPATH
+export PYTHONUNBUFFERED=1
 nproc; python3 --version; nvidia-smi --query-gpu=name --format=csv,noheader
 # I (AGENT=1, the default): the recipe ablation over seeds and the agent's CybORG evaluation on cores 0-5 (what
 # benchmarks/device_agent.sh runs, without its own wheel install: one install, above, for every job here). AGENT=0

@@ -7,14 +7,7 @@
 #   dry run here: `DEVICE=cpu TRAIN_S=40 BIG=64 SMALL=32 EVAL_EPISODES=50 OUT=/tmp/ft bash benchmarks/device_finetune.sh`
 # Also the planner's time per decision on one quiet core (planning.log). Returns $OUT/{ft-big-s0.pt,ft-big-s1.pt,ft-small-s0.pt,ft-small-s1.pt,selection.md,logs.tgz}.
 set -u
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site csle-cyborg gymnasium paramiko \
-    prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser farama-notifications wcwidth invoke cloudpickle \
-    typing-extensions >/dev/null 2>&1
-  export PYTHONPATH=/tmp/site:.
-else
-  export PYTHONPATH=.
-fi
+. "$(dirname "$0")/device_env.sh"   # the carried wheels, PYTHONPATH
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 PY=${PY:-python3}
 DEVICE=${DEVICE:-cuda}

@@ -3,7 +3,7 @@
 # and no network: binary wheels for manylinux x86_64 and CPython 3.10-3.13 in .whl/, plus the CAGE2 scenario data in
 # .whl/scenario (csle-cyborg ships without it). Run here, where PyPI is reachable; .whl/ is git-ignored (carry it).
 #
-# On the other machine (any of those Python versions):
+# On the other machine (any of those Python versions), what benchmarks/device_env.sh does when sourced:
 #   python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site \
 #       csle-cyborg gymnasium paramiko prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser \
 #       farama-notifications wcwidth invoke cloudpickle typing-extensions

@@ -1,0 +1,10 @@
+# Sourced by the device scripts: install the wheels of benchmarks/device_wheels.sh (carried as .whl/) into
+# /tmp/site and put them and the checkout on PYTHONPATH; without .whl/ the machine's own packages and the checkout.
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site csle-cyborg gymnasium paramiko \
+    prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser farama-notifications wcwidth invoke cloudpickle \
+    typing-extensions >/dev/null 2>&1
+  export PYTHONPATH=/tmp/site:.
+else
+  export PYTHONPATH=.
+fi
