@@ -190,11 +190,14 @@ class WorkflowMix:
 
     train: tuple[Workflow, ...]
     held_out: tuple[Workflow, ...] = ()
+    none_share: float = 0.0
+    """the share of episodes played with no workflow (``--none-share``): draw index -1, the last row of
+    :meth:`table`."""
 
     @classmethod
-    def parse(cls, workflows: str, hold_out: str | None = None) -> "WorkflowMix":
-        """From ``--workflow`` (a list, see :func:`parse_workflow_list`) and ``--hold-out`` (a list of some of them,
-        or a number N: :func:`default_hold_out`)."""
+    def parse(cls, workflows: str, hold_out: str | None = None, none_share: float = 0.0) -> "WorkflowMix":
+        """From ``--workflow`` (a list, see :func:`parse_workflow_list`), ``--hold-out`` (a list of some of them,
+        or a number N: :func:`default_hold_out`) and ``--none-share``."""
         pool = parse_workflow_list(workflows)
         held: tuple[Workflow, ...] = ()
         text = "" if hold_out is None else str(hold_out).strip()
@@ -214,7 +217,7 @@ class WorkflowMix:
                 raise ValueError("--hold-out leaves nothing to train: hold out fewer workflows than --workflow lists")
         elif hold_out is not None:
             raise ValueError("--hold-out is empty: give a number of workflows or a ';'-separated list")
-        return cls(tuple(w for w in pool if w not in held), tuple(sorted(held)))
+        return cls(tuple(w for w in pool if w not in held), tuple(sorted(held)), float(none_share))
 
     @staticmethod
     def list_text(text: str) -> str:
@@ -228,9 +231,23 @@ class WorkflowMix:
 
     def draw(self, seed: int, envs, episode: int) -> np.ndarray:
         """Indices into ``train`` of the workflows that envs ``envs`` (global env numbers) play in their episode
-        ``episode``: env e's own stream, ``SeedSequence([seed, e, episode])``."""
-        return np.array([np.random.default_rng([seed, int(e), int(episode)]).integers(len(self.train))
-                         for e in envs], np.int64)
+        ``episode``: env e's own stream, ``SeedSequence([seed, e, episode])``; -1 (no workflow) with probability
+        ``none_share``. Without a none share the stream is read exactly as before the share existed, so the runs
+        and checkpoints made then draw and resume as they did."""
+        return np.array([self._draw_one(np.random.default_rng([seed, int(e), int(episode)])) for e in envs], np.int64)
+
+    def _draw_one(self, rng: np.random.Generator) -> int:
+        if self.none_share and rng.random() < self.none_share:
+            return -1
+        return int(rng.integers(len(self.train)))
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(encodings (len(train) + 1, 25), type ranks (len(train) + 1, 5), workflow indices (len(train) + 1,)):
+        row i of ``train[i]`` and a last row for no workflow (a zero encoding, ranks in type order, index -1), which
+        :meth:`draw`'s -1 picks."""
+        enc = np.concatenate([self.encodings(), np.zeros((1, 25), np.float32)])
+        ranks = np.concatenate([self.ranks(), np.arange(5, dtype=np.int64)[None]])
+        return enc, ranks, np.append(self.ids(), -1)
 
     def encodings(self) -> np.ndarray:
         """(len(train), 25) policy encodings, row i of ``train[i]``."""

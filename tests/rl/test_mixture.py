@@ -175,6 +175,52 @@ def test_resume_mid_episode_is_identical(tmp_path, form):
     assert resumed.slot.window.state() == full.slot.window.state()
 
 
+# ------------------------------------------------------------------------------------------------ none share
+def test_a_none_share_draws_no_workflow_in_its_share_and_leaves_the_old_stream_alone():
+    mix, shared = WorkflowMix.parse("all"), WorkflowMix.parse("all", none_share=0.3)
+    old = [int(np.random.default_rng([5, e, 3]).integers(120)) for e in range(64)]
+    assert mix.draw(5, range(64), 3).tolist() == old   # without a share: the stream runs and checkpoints were made on
+    draws = np.concatenate([shared.draw(5, range(500), e) for e in range(4)])
+    assert 0.25 < np.mean(draws == -1) < 0.35 and set(draws[draws >= 0]) <= set(range(120))
+    enc, rank, ids = shared.table()
+    assert ids[-1] == -1 and not enc[-1].any() and rank[-1].tolist() == [0, 1, 2, 3, 4]
+    assert np.array_equal(enc[:-1], mix.encodings()) and np.array_equal(ids[:-1], mix.ids())
+
+
+def test_episodes_with_no_workflow_earn_no_alignment_and_are_not_counted(tmp_path):
+    """Under --none-share an env's episode with no workflow (index -1) has a zero encoding, earns no alignment
+    reward and adds no compliant or violating fix to the counts or the workflows' windows; its neighbours' episodes,
+    under a workflow, pay for their violations (violations form)."""
+    kw = dict(MIX, update_every_steps=20, red_agent="mix", alignment_lambda=10.0, alignment_reward="violations",
+              none_share=0.5)
+    t = Trainer(_cfg(**kw), tmp_path, progress=False)
+    s = t.slot
+    t.batch.update(20, np.array([8]))   # one whole episode of every env
+    finished = []
+    for _ in range(3):
+        batch, mask, fin = t.batch._collect(20, np.array([8]))
+        finished.append(fin[0])
+    ids = np.concatenate([f["workflow_id"] for f in finished])
+    align = np.concatenate([f["align_return"] for f in finished])
+    fixes = np.concatenate([np.add(f["compliant"], f["violations"]) for f in finished])
+    none = ids == -1
+    assert none.any() and (~none).any()
+    assert (align[none] == 0).all() and (fixes[none] == 0).all()
+    assert (align[~none] < 0).any() and (fixes[~none] > 0).any()
+    assert -1 not in s.window.counts
+    assert s.summary()["none_share"] == 0.5
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(workflow=A, none_share=0.2), "--none-share mixes unconstrained episodes into a list"),
+    (dict(workflow="all", none_share=1.0), "--none-share 1 plays no workflow"),
+    (dict(workflow="all", none_share=-0.1), "--none-share must be in"),
+])
+def test_bad_none_shares_name_the_fix(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(**kw).validate_settings()
+
+
 # ------------------------------------------------------------------------------------------------ the CLI
 @pytest.mark.parametrize("args,match", [
     (["--workflow", "D,OS,E,OH,U;D,OS,E,OH,Q"], "unknown unit type 'Q'"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workflow_rl.checks import check_out_dir, check_seed
+from workflow_rl.checks import check_out_dir, check_seed, flag
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
@@ -12,6 +12,7 @@ from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.pretrained import starting_weights
+from workflow_rl.rl.recipes import RECIPES, recipe
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.schedule import check_first_update
 from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
@@ -35,6 +36,9 @@ def add_cyborg_flags(p, vectorization: str) -> None:
 def add_train(sub) -> None:
     t = sub.add_parser("train", help="train a workflow-conditioned PPO policy")
     names = add_training_flags(t, TrainConfig().flat())
+    t.add_argument("--recipe", default=None, choices=list(RECIPES), metavar="NAME",
+                   help="train with a named recipe's settings (flags you type win): " + "; ".join(
+                       f"{r.name}: {r.about}" for r in RECIPES.values()).replace("%", "%%") + " (docs/training.md)")
     t.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                    help="train N independent seeds (--seed, --seed+1, ...) in one batch; runs go to RUN_DIR/seed_i "
                         "and summary.json reports the spread across seeds")
@@ -81,7 +85,7 @@ def cmd_train(args) -> int:
     from workflow_rl import parse_red_agent
     from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
 
-    given = inherit_settings(args, "train", args.init_checkpoint, settings(args, args.config_names))
+    given = inherit_settings(args, "train", args.init_checkpoint, with_recipe(args, settings(args, args.config_names)))
     if is_workflow_list(given["workflow"]):   # across workflows: config.json names them and the held-out ones
         workflow = None
         mix = WorkflowMix.parse(given["workflow"], given["hold_out"])
@@ -106,6 +110,24 @@ def cmd_train(args) -> int:
         if args.seeds > 1:
             return _train_seeds(cfg, workflow, out, args, init)
         return _train_one(cfg, workflow, out, ckpt_dir, args, init)
+
+
+def with_recipe(args, flat: dict) -> dict:
+    """``flat`` (the run's settings) with ``--recipe``'s settings for the run's device in place of every setting not
+    typed, said in one line as the flags they stand for. The recipe's choices then count as typed: a starting
+    checkpoint's opening or reward form (``inherit_settings``) does not replace them."""
+    if args.recipe is None:
+        return flat
+    r = recipe(args.recipe)
+    typed = set(args.given("train", list(flat)))
+    chosen = {k: v for k, v in r.for_device(flat["device"]).items() if k not in typed}
+    print(f"recipe {r.name} on {flat['device']}: {r.command(flat['device'])}"
+          + (f" (typed: {', '.join(flag(k) for k in sorted(typed & set(r.for_device(flat['device']))))})"
+             if typed & set(r.for_device(flat["device"])) else ""))
+    typed_only = args.given
+    args.given = lambda command, dests: [d for d in dests if d in chosen] + typed_only(
+        command, [d for d in dests if d not in chosen])
+    return {**flat, **chosen}
 
 
 def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
@@ -161,6 +183,7 @@ def _train_one(cfg: TrainConfig, workflow, out: Path, ckpt_dir: Path, args, init
     summary["eval"] = _eval_block(trainer.agent, workflow, cfg, args) if _evaluates(cfg, args) else None
     summary["checkpoint"] = str(ckpt_dir / "latest.pt")
     summary["init_checkpoint"] = args.init_checkpoint
+    summary["recipe"] = args.recipe
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     ev = summary["eval"]
     print(f"done: {summary['stop_reason']} after {summary['episodes']} episodes, compliance "
@@ -186,7 +209,8 @@ def _what(cfg: TrainConfig, workflow) -> str:
     mix = cfg.mixture()
     if mix is not None:
         return (f"across {len(mix.train)} workflows"
-                + (f" ({len(mix.held_out)} held out: {cfg.hold_out})" if mix.held_out else ""))
+                + (f" ({len(mix.held_out)} held out: {cfg.hold_out})" if mix.held_out else "")
+                + (f" and none ({mix.none_share:.0%} of episodes)" if mix.none_share else ""))
     return "workflow " + workflow.codes if workflow else "unconditioned PPO"
 
 

@@ -84,7 +84,7 @@ def check_engine_device(engine: str, device: str) -> None:
         raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use --device cpu or cuda, not {device}")
 
 
-PER_RUN = ("workflow", "hold_out", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
+PER_RUN = ("workflow", "hold_out", "none_share", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
            "post_gate_episodes", "alignment_lambda", "n_workers", "checkpoint_every", "tensorboard")
 """The settings a run may hold on its own inside a batch of runs (its workflow, budget, stop rule, reward and
 bookkeeping); every other setting shapes the batch or its update, so all runs of one batch share it."""
@@ -104,6 +104,10 @@ class TrainConfig:
     """with a list of workflows: leave these out of training (';'-separated, e.g. to test generalisation), or N: a
     fixed seeded choice of N of them, half from the orders ranking user before enterprise hosts (the run's
     config.json and summary.json list them)"""
+    none_share: float = 0.0
+    """with a list of workflows: the share of episodes each env plays with no workflow ('none': a zero workflow
+    encoding, no alignment reward, not counted in compliance), so one network also learns unconstrained play and
+    reads 'none' as well as the listed orders; 0 (the default): every episode plays a listed workflow"""
     red_agent: str = "B_lineAgent"
     """B_lineAgent, RedMeanderAgent, SleepAgent or an alias; or a mixture, one red agent drawn per env episode: 'mix'
     (B_lineAgent:0.5,RedMeanderAgent:0.5) or weights such as B_lineAgent:0.3,RedMeanderAgent:0.7"""
@@ -236,11 +240,17 @@ class TrainConfig:
             if self.hold_out is not None:
                 raise ValueError("--hold-out leaves workflows out of a list: give --workflow a list (e.g. all), or "
                                  "drop --hold-out")
+            if self.none_share:
+                raise ValueError("--none-share mixes unconstrained episodes into a list of workflows: give --workflow "
+                                 "a list (e.g. all), or drop --none-share (--workflow none trains only unconstrained)")
             return None
         if self.vectorization == EPISODE_WORKERS:
             raise ValueError("training across workflows steps one vector env: use --vectorization sync (or pipes, "
                              "shared_memory), not episodes")
-        return WorkflowMix.parse(self.workflow, self.hold_out)
+        check_float(flag("none_share"), self.none_share, 0.0, 1.0)
+        if self.none_share >= 1.0:
+            raise ValueError("--none-share 1 plays no workflow at all: use --workflow none, or a share below 1")
+        return WorkflowMix.parse(self.workflow, self.hold_out, self.none_share)
 
     def check_memory(self, slots: int) -> None:
         """Refuse a batch of ``slots`` runs whose engine state, rollout and networks would not fit in memory (the

@@ -80,5 +80,6 @@ class Slot(RunState):
         if self.mix is not None:
             worst, c = self.worst()
             out.update(workflows=[w.codes for w in self.mix.train], held_out=[w.codes for w in self.mix.held_out],
+                       none_share=self.mix.none_share,
                        compliance_worst=None if c != c else c, worst_workflow=worst or None)
         return out

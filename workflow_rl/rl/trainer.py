@@ -183,8 +183,8 @@ class BatchedTrainer:
         workflows) play in the run's episode ``episode``: each env's own draw (``WorkflowMix.draw``; env numbers
         are the batch's, so the seeds of ``train --seeds`` draw apart)."""
         i = slot.mix.draw(slot.cfg.seed, range(k * self.n, (k + 1) * self.n), episode)
-        return (torch.as_tensor(slot.mix.encodings()[i]), torch.as_tensor(slot.mix.ranks()[i]),
-                torch.as_tensor(slot.mix.ids()[i]))
+        enc, rank, ids = slot.mix.table()   # i = -1 (--none-share): its last row, no workflow
+        return torch.as_tensor(enc[i]), torch.as_tensor(rank[i]), torch.as_tensor(ids[i])
 
     def release(self, k: int) -> Slot:
         """Empty slot ``k`` (its envs keep stepping, masked out of every update, until a run takes it)."""
@@ -266,8 +266,9 @@ class BatchedTrainer:
         ep = episode_stats(fin)
         counted = ep.pop("counted")
         s.finish_update(steps, fin["env_return"], ep["compliance"], counted)
-        if s.mix is not None:
-            s.window.add(fin["workflow_id"], fin["compliant"], fin["violations"])
+        if s.mix is not None:   # the workflows' windows; episodes with no workflow (--none-share) have none
+            played = [i for i, w in enumerate(fin["workflow_id"]) if w >= 0]
+            s.window.add(*([fin[key][i] for i in played] for key in ("workflow_id", "compliant", "violations")))
         worst, c_worst = s.worst()
         label = str(s.workflow) if s.workflow else (f"mix of {len(s.mix.train)}" if s.mix else "none")
         row = {"workflow_id": s.workflow.index if s.workflow else -1, "workflow": label, "update": s.update,
@@ -383,7 +384,9 @@ class BatchedTrainer:
                 a, logp, v = self.agents.act(x, self.gen, params)
                 played = a if forced[t] is None else torch.full_like(a, forced[t])
                 out = self.stepper.step(played.reshape(total))
-                align, _ = tr.step(played.reshape(total), self.access, self.rank, self.lam)
+                # an episode with no workflow (plain PPO, a mixture's --none-share) earns no alignment reward
+                lam = torch.where(self.wf_id >= 0, self.lam, 0.0)
+                align, _ = tr.step(played.reshape(total), self.access, self.rank, lam)
                 r_env = out.reward.to(self.device)
                 b["x"][t], b["actions"][t], b["logprob"][t], b["value"][t] = x, a, logp, v
                 b["reward"][t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
@@ -427,7 +430,8 @@ class BatchedTrainer:
             fin = finished[k]
             fin["env_return"] += rec["env_return"][k, sel].tolist()
             fin["align_return"] += rec["align_return"][k, sel].tolist()
-            counted = self.slots[k].conditioned   # unconditioned runs have no workflow to comply with
+            # episodes with no workflow (plain PPO, a mixture's --none-share) have nothing to comply with
+            counted = self.slots[k].conditioned * (rec["workflow_id"][k, sel] >= 0)
             for key in ("compliant", "violations", "neutral"):
                 fin[key] += (rec[key][k, sel] * counted).tolist()
             fin["workflow_id"] += rec["workflow_id"][k, sel].astype(np.int64).tolist()

@@ -49,7 +49,7 @@ others train one at a time (serial) or hold whole claims (Ray)."""
 RETIRED = ("compile", "native_backend")
 """Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
 native engine's CPU or CUDA build of one rule source, with the same results)."""
-PER_WORKFLOW = ("workflow", "hold_out", "num_episodes", "tensorboard")
+PER_WORKFLOW = ("workflow", "hold_out", "none_share", "num_episodes", "tensorboard")
 """TrainConfig fields the search decides for each workflow (its order, its budget claim; no TensorBoard), so they
 are neither search settings nor flags of ``workflow-rl search``."""
 

@@ -1,0 +1,92 @@
+"""Named training recipes: the whole settings of a run that makes an agent from random weights, written once, so
+``workflow-rl train --recipe NAME`` replaces a hand-run chain of commands (RESULTS.md, issue P).
+
+A recipe is flat ``TrainConfig`` settings (``TrainConfig.from_flat``) plus a *scale* per device kind: how many envs
+and episodes the run takes where it runs (a GPU steps 16,384 envs at once; the 2-core CPU the project is developed
+on, 200). Everything that is not scale -- the network, the memories and masks, the opening, the reward, the
+workflows and the schedule -- is the same on every device, so the CPU run is the same recipe at a smaller batch.
+Flags typed on the command line win over the recipe's settings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workflow_rl.checks import flag
+from workflow_rl.rl.config import TrainConfig
+
+OPENING = (51, 116, 55)
+"""The CAGE2 winner's fixed start: DecoyFemitter and DecoyTomcat on User2, DecoyHarakaSMPT on Enterprise0 (action
+indices; read in the winner's published agent). Trained with, never added after (RESULTS.md, issue M)."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named run: ``settings`` (flat TrainConfig settings, device-independent) and ``scale`` (per device kind,
+    'cpu' or 'cuda': the settings that size the run there)."""
+
+    name: str
+    about: str
+    settings: dict
+    scale: dict[str, dict] = field(default_factory=dict)
+
+    def for_device(self, device: str) -> dict:
+        """The recipe's flat settings on ``device`` (its kind's scale over the common settings)."""
+        kind = "cuda" if str(device).startswith("cuda") else "cpu"
+        return {**self.settings, **self.scale.get(kind, {})}
+
+    def command(self, device: str) -> str:
+        """The ``workflow-rl train`` flags the recipe stands for on ``device``: what a user could type instead."""
+        parts = []
+        for name, value in self.for_device(device).items():
+            if isinstance(value, bool):
+                parts.append(flag(name) if value else f"--no-{flag(name)[2:]}")
+            elif isinstance(value, (tuple, list)):
+                parts.append(f"{flag(name)} {' '.join(map(str, value))}")
+            else:
+                parts.append(f"{flag(name)} {value}")
+        return " ".join(parts)
+
+
+_UNIVERSAL = {
+    # one network for the 120 orders and for none, against an unknown red agent
+    "workflow": "all", "none_share": 0.25, "red_agent": "mix",
+    # what makes the shipped agents good (RESULTS.md, issues I, L, M): a wider network, the decoy memory with its
+    # masks, the winner's opening, the violations form of the alignment reward (no pay for diluting a violation)
+    "hidden": (256, 256), "decoy_memory": True, "mask_decoys": True, "opening": OPENING,
+    "alignment_reward": "violations", "alignment_lambda": 10.0,
+    # one episode per update, Adam's step annealed to 0 over the budget
+    "update_every_steps": 100, "learning_rate": 5e-4, "anneal_lr": True,
+    # the budget stops the run: orders ranking users before enterprise cannot be followed (the cliff), so the
+    # worst-workflow gate never fires, and were it to fire, training goes on to the budget
+    "max_episodes": 1_000_000_000, "post_gate_episodes": 1_000_000_000,
+}
+
+RECIPES = {r.name: r for r in (
+    Recipe("universal",
+           "one network for any of the 120 workflows and none (25% of episodes unconstrained), B_line/Meander mix, "
+           "the winner's opening, decoy memory and masks, violations-form alignment reward, annealed step size",
+           _UNIVERSAL,
+           scale={
+               # the chain the shipped agents came from spent 150,000 episodes (cage2 90,000 + universal 60,000)
+               "cpu": {"n_envs": 200, "num_episodes": 150_000, "num_minibatches": 8},
+               # 16,384 envs x 100 steps = 1.6M transitions per update; 600 updates (9.8M episodes, about 7 minutes
+               # at the 2.2-2.5M transitions/s one H200 trains at); 32 minibatches of 51,200 keep the gradient
+               # steps per update near the CPU recipe's per 20,000 transitions
+               "cuda": {"n_envs": 16_384, "num_episodes": 16_384 * 600, "num_minibatches": 32},
+           }),
+)}
+"""Every recipe ``train --recipe`` knows, by name."""
+
+
+def recipe(name: str) -> Recipe:
+    """The recipe called ``name``; a ValueError naming the known ones otherwise."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown --recipe {name!r}: use one of {', '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+def check_recipes() -> None:
+    """Every recipe's settings are TrainConfig settings that validate at each scale (a test runs this)."""
+    for r in RECIPES.values():
+        for device in ("cpu", "cuda"):
+            TrainConfig.from_flat({**TrainConfig().flat(), **r.for_device(device)}).validate_settings()
