@@ -45,7 +45,9 @@ def files(tmp_path_factory):
                 "counters": {}}, d / "edited.pt")
     (d / "garbage.pt").write_bytes(b"\x00garbage")
     (d / "run").mkdir()
-    (d / "run" / "config.json").write_text("{}")
+    from workflow_rl.rl.config import TrainConfig
+
+    (d / "run" / "config.json").write_text(json.dumps(TrainConfig().to_dict(), default=str))   # a run's marker
     (d / "empty").mkdir()
     from workflow_rl.search.config import SearchConfig
     from workflow_rl.search.records import SearchState
@@ -122,7 +124,7 @@ CASES = [
     (["train", "--learning-rate", "nan"], "--learning-rate must be a finite"),
     (["train", "--learning-rate", "0"], "--learning-rate must be > 0"),
     (["train", "--alignment-lambda", "inf"], "--alignment-lambda must be a finite"),
-    (["train", "--alignment-lambda", "-1"], "--alignment-lambda must be >= 0"),
+    (["train", "--alignment-lambda", "-1"], "--alignment-lambda must be in \\[0, 10000\\], got -1"),
     (["train", "--alignment-reward", "sum"], "--alignment-reward: invalid choice: 'sum'"),
     (["train", "--compliance-threshold", "nan"], "--compliance-threshold must be a finite"),
     (["train", "--compliance-threshold", "1.2"], "--compliance-threshold"),
@@ -701,17 +703,37 @@ def test_train_killed_mid_run_resumes_to_the_same_weights(tmp_path, sig):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 def test_train_on_cuda_interrupted_resumes(tmp_path):
     """Failed on an H200 before the fix (2026-11-28): a checkpoint loaded for a CUDA run has its RNG states on the
-    GPU, and torch's RNG setters take CPU byte tensors only ('RNG state must be a torch.ByteTensor')."""
-    args = ["train", "--device", "cuda", "--n-envs", "64", "--max-episodes", "40", "--min-episodes", "40",
-            "--update-every-steps", "50", "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress",
-            "--out", str(tmp_path / "run")]
-    p = _popen(args, tmp_path)
-    _wait_for(tmp_path / "run" / "training_log.csv", 3, p)
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=300)
-    assert p.returncode == 130
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--resume"], env=ENV, capture_output=True,
-                       text=True, timeout=600)
+    GPU, and torch's RNG setters take CPU byte tensors only ('RNG state must be a torch.ByteTensor').
+
+    Failed again on an H200 (issue Q: status 1, where the same run interrupted by hand ends with 130), saying
+    nothing of why. Now: the Ctrl-C goes to a run seen training (log rows written, the process alive) that cannot
+    finish first (a budget far beyond the wait; the resume then stops at the original budget), the run's output
+    goes to files (a pipe nobody reads fills, and a run printing a row per update then blocks in the write the
+    signal lands in), and a failure shows the run's status and output."""
+    budget = ["--n-envs", "64", "--update-every-steps", "50", "--checkpoint-every", "1", "--eval-episodes", "0",
+              "--no-progress", "--out", str(tmp_path / "run")]
+    args = ["train", "--device", "cuda", *budget]
+    log = tmp_path / "run" / "training_log.csv"
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", *args, "--max-episodes", "4000",
+                              "--min-episodes", "4000"], stdout=out, stderr=err, env=ENV, cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 300
+            while p.poll() is None and time.monotonic() < deadline and not (
+                    log.is_file() and len(log.read_text().splitlines()) > 3):
+                time.sleep(0.2)
+            said = lambda: f"status {p.returncode}; stdout:\n{(tmp_path / 'out.txt').read_text()[-3000:]}\n" \
+                           f"stderr:\n{(tmp_path / 'err.txt').read_text()[-5000:]}"   # noqa: E731
+            assert p.poll() is None and log.is_file(), f"the run was not training when it was to be interrupted: " \
+                                                       f"{said()}"
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=300)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == 130, said()
+    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--max-episodes", "40", "--min-episodes",
+                        "40", "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
 
 

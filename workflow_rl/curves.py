@@ -462,15 +462,25 @@ def add_arguments(p) -> None:
                    "tests/data/cyborg_curves.csv) instead of shards")
 
 
+def _out_files(args, reds: list[str], policies: list[str]) -> list[str]:
+    """The files :func:`run` writes into ``--out`` (besides its shards): the counts file unless ``--cyborg-csv``
+    gives them, the report, its host rows and a plot per panel unless ``--collect-only``."""
+    counts = [] if args.cyborg_csv else ["cyborg_curves.csv"]
+    if args.collect_only:
+        return counts
+    return [*counts, "curves.md", "host_rows.csv", *(f"plots/{r}__{p}.png" for r in reds for p in policies)]
+
+
 def run(args) -> int:
     """Per-step, per-host red access, native vs real CybORG: collect CybORG shards (resumable), then compare the
     late-window shares (Holm over hosts x levels x panels), plot each panel, and write the counts file the fidelity
     test reads (``tests/data/cyborg_curves.csv`` is a copy of ``OUT/cyborg_curves.csv``)."""
-    from workflow_rl.checks import check_int, check_out_dir, check_seed
+    from workflow_rl.checks import check_int, check_out_files, check_seed, check_workers
     from workflow_rl.envs.names import parse_red_agent
 
-    for name in ("episodes", "shard_episodes", "workers", "native_episodes"):
+    for name in ("episodes", "shard_episodes", "native_episodes"):
         check_int(f"--{name.replace('_', '-')}", getattr(args, name), 1)
+    check_workers("--workers", args.workers)
     check_seed("--seed", args.seed)
     policies = args.policies or list(POLICIES)
     unknown = sorted(set(policies) - set(POLICIES))
@@ -482,7 +492,7 @@ def run(args) -> int:
                          "Meander")
     if args.collect_only and (args.report_only or args.cyborg_csv):
         raise ValueError("--collect-only runs CybORG only; --report-only/--cyborg-csv skip it: choose one")
-    out = check_out_dir("--out", args.out)
+    out = check_out_files("--out", args.out, _out_files(args, reds, policies), [args.cyborg_csv, args.scenario])
     if args.cyborg_csv:
         cyborg = {k: v for k, v in read_counts_csv(args.cyborg_csv).items() if k[0] in reds and k[1] in policies}
         if not cyborg:

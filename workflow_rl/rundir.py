@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import re
 import stat
 from contextlib import contextmanager
 from pathlib import Path
+
+from workflow_rl.checks import check_not_removing_input, file_kind
 
 LOCK_NAME = ".lock"
 _TMP = re.compile(r"\.tmp(\d+)$")
@@ -128,8 +131,10 @@ RUN_FILES = {
     "train": ("config.json", "checkpoints", "batch.pt", "tb"),
 }
 """What a ``search`` and a ``train`` run write at the top of RUN_DIR besides ``SHARED_FILES`` (``train --seeds``
-adds ``seed_*`` folders): how a folder's owner is told, and what ``--overwrite`` removes."""
+adds ``seed_*`` folders): what ``--overwrite`` removes of a run the folder's marker (:func:`run_kind`) names."""
 SHARED_FILES = ("training_log.csv", "summary.json")
+MARKER_MAX = 64 * 2**20
+"""Bytes a run's marker file may have to be read as one: a search state of every workflow is well under a MiB."""
 
 
 def _run_entries(out: Path) -> list[Path]:
@@ -137,52 +142,136 @@ def _run_entries(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if p.name != LOCK_NAME and not _TMP.search(p.name))
 
 
-def _owner(name: str) -> str | None:
+def _owners(name: str) -> set[str]:
+    """The commands whose runs write an entry of this name at the top of their folder (none: a name of no run)."""
     if re.fullmatch(r"seed_\d+", name):
+        return {"train"}
+    if name in SHARED_FILES:
+        return set(RUN_FILES)
+    return {cmd for cmd, names in RUN_FILES.items() if name in names}
+
+
+def _read_marker(path: Path):
+    """The JSON a run's marker file holds, or None where it is not a plain file of sane size holding JSON (a
+    FIFO named config.json must not block, a huge or deeply nested one must not raise)."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_MAX:
+            return None
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _is_search_state(d) -> bool:
+    """A search's ``search_state.json`` (``search.records.SearchState.to_dict``): its config, iterations and
+    episode count."""
+    return (isinstance(d, dict) and isinstance(d.get("config"), dict) and isinstance(d.get("iterations"), list)
+            and isinstance(d.get("episodes_used"), int))
+
+
+def _is_train_config(d) -> bool:
+    """A train run's ``config.json`` (``rl.config.TrainConfig.to_dict``): its settings, PPO's nested."""
+    return isinstance(d, dict) and isinstance(d.get("ppo"), dict) and {"red_agent", "n_envs", "seed"} <= d.keys()
+
+
+def run_kind(out: str | Path) -> str | None:
+    """'search' or 'train' when ``out`` holds a run workflow-rl wrote, told by the marker each run writes before
+    anything else, in its own form: a search's ``search_state.json``, a train run's ``config.json`` (a ``train
+    --seeds`` run's in ``seed_N/``); None otherwise. Names alone do not tell: a user's own ``checkpoints/`` or
+    ``report.md`` is no run's, and ``--overwrite`` must not delete it."""
+    out = Path(out)
+    if _is_search_state(_read_marker(out / "search_state.json")):
+        return "search"
+    configs = [out / "config.json"] + sorted(out.glob("seed_*/config.json"))
+    if any(_is_train_config(_read_marker(p)) for p in configs):
         return "train"
-    return next((cmd for cmd, names in RUN_FILES.items() if name in names), "train" if name in SHARED_FILES else None)
+    return None
 
 
-def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: bool) -> None:
+def run_config(out: str | Path) -> dict | None:
+    """The settings of the train run in ``out`` (its ``config.json``), None where there is none."""
+    d = _read_marker(Path(out) / "config.json")
+    return d if _is_train_config(d) else None
+
+
+def _is_plain(p: Path) -> bool:
+    """A plain file or a real folder: what runs write (never a link, a device, a pipe or a socket)."""
+    mode = os.lstat(p).st_mode
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
+def run_files(out: str | Path, kind: str | None = None) -> list[Path]:
+    """The entries at the top of ``out`` that the ``kind`` run there wrote (default: the run its marker names;
+    none when no marker names one): what ``--overwrite`` removes."""
+    out = Path(out)
+    kind = kind or (run_kind(out) if out.is_dir() else None)
+    if kind is None:
+        return []
+    return [p for p in _run_entries(out) if kind in _owners(p.name)]
+
+
+def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: bool, inputs=()) -> None:
     """Refuse an ``--out`` that holds another command's run or files that are no run's, before anything is
-    written: a new ``command`` run needs an empty (or new) folder unless ``overwrite`` replaces what is there, and
-    ``resume`` continues only a run of the same command. ``command``: 'train' or 'search'."""
+    written: a new ``command`` run needs an empty (or new) folder unless ``overwrite`` replaces the run there,
+    and ``resume`` continues only a run of the same command. ``--overwrite`` removes only what a run wrote
+    (:func:`run_files`): it refuses a folder whose entries named like a run's no run's marker claims, as it refuses
+    to delete one of the ``inputs`` the command reads; other files stay. ``command``: 'train' or 'search'."""
     out = Path(out)
     if not out.is_dir():
         return
     entries = _run_entries(out)
-    owners = {_owner(p.name) for p in entries}
-    kind = "search" if "search" in owners else "train" if "train" in owners else None
+    named = [p for p in entries if _owners(p.name)]
+    odd = [p for p in named if not _is_plain(p)]
+    if odd:
+        raise ValueError(f"{odd[0]} is {_kind(odd[0])}, not a file or folder a workflow-rl run writes: remove it "
+                         "yourself, or choose another --out")
+    kind = run_kind(out)
     if resume:
         if kind not in (None, command):
             raise ValueError(f"{out} holds a `workflow-rl {kind}` run, not a {command} run: resume it with "
                              f"`workflow-rl {kind}`, or choose the folder of a {command} run")
         return
-    if overwrite or not entries:
+    if not entries:
+        return
+    ours = run_files(out, kind)
+    strays = [p for p in named if p not in ours and command in _owners(p.name)]
+    if strays:   # the new run would write into them, and --overwrite must not delete them
+        raise ValueError(f"{out} holds {_names(strays)}, named like a run's files but written by no workflow-rl run "
+                         "here (no run's config.json or search_state.json): choose an empty or new folder, or move "
+                         "them away (delete them if a killed run left them)")
+    if overwrite:
+        check_not_removing_input("--out", ours, inputs)
         return
     if kind == command:
         again = f"--resume {out}" if command == "search" else "--resume"
         raise ValueError(f"{out} already holds a {'training run' if command == 'train' else 'search'} "
-                         f"({next(p.name for p in entries if _owner(p.name))}): continue it with {again}, replace "
-                         "it with --overwrite, or choose another --out")
+                         f"({ours[0].name}): continue it with {again}, replace it with --overwrite, or choose "
+                         "another --out")
     if kind is not None:
         raise ValueError(f"{out} holds a `workflow-rl {kind}` run: choose another --out, or replace that run with "
                          "--overwrite")
-    shown = ", ".join(p.name for p in entries[:3]) + (", ..." if len(entries) > 3 else "")
-    raise ValueError(f"{out} holds files that are not a workflow-rl run ({shown}): choose an empty or new folder, "
-                     "or --overwrite to write beside them")
+    raise ValueError(f"{out} holds files that are not a workflow-rl run ({_names(entries)}): choose an empty or new "
+                     "folder, or --overwrite to write beside them")
 
 
-def remove_run(out: str | Path) -> list[Path]:
-    """``--overwrite``, under the folder's lock: delete what a ``train`` or ``search`` run wrote at the top of
-    ``out`` (``RUN_FILES``, ``SHARED_FILES``, ``seed_*``), so nothing stale of the old run survives; other files
-    are left alone. Returns what it removed."""
+def _names(paths: list[Path]) -> str:
+    return ", ".join(p.name for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
+
+
+def _kind(p: Path) -> str:
+    return file_kind(os.lstat(p).st_mode)
+
+
+def remove_run(out: str | Path, kind: str | None = None) -> list[Path]:
+    """``--overwrite``, under the folder's lock: delete what the run in ``out`` wrote at the top of it
+    (:func:`run_files`: ``RUN_FILES``, ``SHARED_FILES``, ``seed_*`` of the run its marker names; ``kind``: of a
+    run of that command, for a new run's own files when it fails before its marker is written), so nothing stale
+    of the old run survives; every other file is left alone. Returns what it removed."""
     import shutil
 
     removed = []
-    for p in _run_entries(Path(out)):
-        if _owner(p.name) is None:
-            continue
+    for p in run_files(out, kind):
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
         else:

@@ -11,15 +11,14 @@ import functools
 import os
 import signal
 import sys
+import typing
 
 from workflow_rl import __version__
-from workflow_rl.cli.evaluate import add_evaluate
-from workflow_rl.cli.flags import given
-from workflow_rl.cli.replay import add_replay
-from workflow_rl.cli.search import add_search
-from workflow_rl.cli.tools import add_tools
-from workflow_rl.cli.train import add_train
 from workflow_rl.interrupt import Terminated, terminate_as_interrupt
+
+# Nothing slow is imported at the top of this module (numpy, torch, the subcommands' modules load inside ``main``):
+# ``import workflow_rl.cli`` takes milliseconds, so a Ctrl-C in the first second, while they load, reaches the
+# handling in ``main`` instead of printing a traceback (tests/test_out_files.py checks it in a real process).
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,6 +27,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from workflow_rl.cli.evaluate import add_evaluate
+    from workflow_rl.cli.replay import add_replay
+    from workflow_rl.cli.search import add_search
+    from workflow_rl.cli.tools import add_tools
+    from workflow_rl.cli.train import add_train
+
     p = _Parser(prog="workflow-rl", description=__doc__.split("\n")[0].replace("``", ""))
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -36,10 +41,64 @@ def build_parser() -> argparse.ArgumentParser:
     add_search(sub)
     add_tools(sub)
     add_replay(sub)
+    for name in COMPUTING:
+        sub.choices[name].add_argument(
+            "--threads", type=thread_count, default=None, metavar="N",
+            help="threads torch and numba compute with: a count, 'auto' (default: from the work and the cores this "
+                 "process may use; 1 for small networks and batches, so a busy machine does not slow the run "
+                 "several-fold) or 'off' (the libraries' own: one per core); also $WORKFLOW_RL_THREADS")
     return p
 
 
+COMPUTING = ("train", "search", "evaluate", "replay", "demo", "parity", "curves", "bench")
+"""The commands that compute (train, act, step engines): they take ``--threads`` (``workflow_rl.threads``)."""
+
+
+def thread_count(text: str):
+    """argparse type of ``--threads``: ``threads.parse_threads``, its message as argparse's."""
+    from workflow_rl.threads import parse_threads
+
+    try:
+        return parse_threads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("threads ")) from None
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: this process's) and return its exit status. A Ctrl-C at any moment,
+    the first second's imports included, ends it with one ``interrupted`` line (130); SIGTERM while a command runs
+    with ``terminated`` (143)."""
+    try:
+        return _main(argv)
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> typing.NoReturn:
+    """The ``workflow-rl`` program (its console script, ``python -m workflow_rl.cli``): :func:`main`, then exit
+    with its status. A second Ctrl-C while the first is reported still ends in 130, and from then on one during
+    the interpreter's shutdown (worker pools, Ray, buffered output) ends the process at once: no traceback from
+    wherever the shutdown was. (Set here, not in :func:`main`, which tests call in-process.)"""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    signal.signal(signal.SIGINT, _exit_interrupted)
+    sys.exit(code)
+
+
+def _exit_interrupted(signum, frame) -> None:
+    """A Ctrl-C once :func:`main` has returned: end now, with the interrupt's status."""
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+def _main(argv: list[str] | None) -> int:
+    from workflow_rl.cli.flags import given
     from workflow_rl.envs.cyborg import CybORGUnavailable
     from workflow_rl.rl.checkpoint import CheckpointError
 
@@ -49,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with terminate_as_interrupt():
             try:
+                if args.command in COMPUTING:   # acting-sized first; train and search size up once configured
+                    from workflow_rl import threads
+
+                    threads.configure(threads.Work(), args.threads)
                 return args.func(args)
             except Exception as e:
                 stop = _interrupt_behind(e)
@@ -74,12 +137,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         raise
-    except Terminated:
-        print("terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -134,4 +191,4 @@ def _stdout_closed() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

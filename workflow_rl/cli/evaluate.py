@@ -6,13 +6,23 @@ import json
 import time
 from pathlib import Path
 
-from workflow_rl.checks import check_memory, check_out_dir
-from workflow_rl.cli.numbers import episode_count, episode_length, positive_int, seed_int
+from workflow_rl.checks import check_memory, check_out_files
+from workflow_rl.cli.numbers import episode_count, episode_length, positive_int, seed_int, worker_count
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
-from workflow_rl.cli.train import add_cyborg_flags, engine_opts
+from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
 
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
+DEVICE_HELP = ("where the agent and the native engine run: cpu or cuda (cuda:N); the agent is loaded onto it "
+               "(rl.pretrained.load_agent); --plan plans on a CPU copy of the agent; the cyborg engine runs on the "
+               "CPU whatever the device")
+"""``--device`` of the commands that play an agent (``evaluate``, ``replay``)."""
+
+
+def _typed_none(args) -> bool:
+    """Whether ``--workflow none`` was typed: an agent trained across workflows then plays unconstrained (a zero
+    workflow encoding), as ``train --none-share`` trained it to."""
+    return str(getattr(args, "workflow", None) or "").strip().lower() == "none"
 
 
 def _policies(args, workflow, lengths: list[int], per_env: bool = False):
@@ -42,26 +52,21 @@ def _policies(args, workflow, lengths: list[int], per_env: bool = False):
         return {"greedy": scripted_act(args.checkpoint, args.seed)}, args.checkpoint, workflow
     import torch
 
-    from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
+    from workflow_rl.rl.pretrained import PREFIX, load_agent
     from workflow_rl.workflow import Workflow
 
-    if args.checkpoint.startswith("pretrained:"):
-        from workflow_rl.rl import pretrained
-
-        file = pretrained.path(args.checkpoint)
-    else:
-        file = Path(args.checkpoint)
-        if not file.exists():
-            raise ValueError(f"no checkpoint at {args.checkpoint} and no baseline of that name: pass a checkpoint "
-                             f"file, pretrained:NAME or one of the baselines {', '.join(BASELINES)}")
-    ck = load_checkpoint(file)
-    agent = agent_from_checkpoint(ck)
+    if not args.checkpoint.startswith(PREFIX) and not Path(args.checkpoint).exists():
+        raise ValueError(f"no checkpoint at {args.checkpoint} and no baseline of that name: pass a checkpoint "
+                         f"file, pretrained:NAME or one of the baselines {', '.join(BASELINES)}")
+    agent, ck = load_agent(args.checkpoint, args.device)
     if workflow is None and ck.get("workflow"):
         workflow = Workflow.parse(ck["workflow"])
-    if workflow is None and not per_env and is_workflow_list(ck["config"].get("workflow")):
+    across = is_workflow_list(ck["config"].get("workflow"))
+    if workflow is None and not per_env and across and not _typed_none(args):
         raise ValueError(f"{args.checkpoint} was trained across workflows: name the workflow(s) to evaluate it "
-                         "under with --workflow (one, a ';'-separated list, or all)")
-    gen = torch.Generator().manual_seed(args.seed)
+                         "under with --workflow (one, a ';'-separated list, all, or none: unconstrained play, what "
+                         "an agent trained with --none-share also learned)")
+    gen = torch.Generator().manual_seed(args.seed)   # on the CPU on any --device: the same draws (sample_actions)
     if per_env:
         modes = ["greedy", "sampled"] if args.mode == "both" else [args.mode]
         return {m: (lambda enc, m=m: agent_act(agent, None, greedy=m == "greedy", generator=gen, encodings=enc))
@@ -74,24 +79,57 @@ def _policies(args, workflow, lengths: list[int], per_env: bool = False):
     if plan is not None:
         from workflow_rl.rl.planner import agent_acting
 
+        if agent.device.type != "cpu":
+            print(f"note: --plan plans on a CPU copy of the agent (the planner's model is the native engine's CPU "
+                  f"kernel); greedy and sampled run on {args.device}", flush=True)
         acts["planned"] = {L: agent_acting(agent, workflow, plan, args.seed, episode_length=L)
                            for L in lengths}
     return acts, args.checkpoint, workflow
+
+
+def check_devices(device: str, engines) -> None:
+    """``--device`` usable here and by the native engine where it is asked for (real CybORG runs on the CPU
+    whatever the device: ``cli.train.engine_device``), checked before anything loads or plays: one line naming the
+    fix, not a CUDA traceback or a refusal halfway through."""
+    from workflow_rl.rl.config import check_device_available, check_engine_device
+
+    check_device_available(device)
+    if "native" in ([engines] if isinstance(engines, str) else engines):
+        check_engine_device("native", device)
+
+
+def read_files(args) -> list[Path | None]:
+    """The files an evaluation or a replay reads, which nothing it writes may be: the agent's checkpoint (a file
+    or a shipped agent's), the ground truths, the CybORG scenario folder."""
+    from workflow_rl.rl.pretrained import spec_file
+
+    agent = None if args.checkpoint in BASELINES else spec_file(args.checkpoint)
+    truths = getattr(args, "ground_truth", None) or []   # replay has none
+    return [agent, *map(Path, truths), Path(args.scenario) if args.scenario else None]
+
+
+def _out_files(args) -> list[str]:
+    """The files ``evaluate --out DIR`` writes into DIR (one workflow, or a list of workflows)."""
+    from workflow_rl.rl.episodes import FILE
+    from workflow_rl.workflow import is_workflow_list
+
+    mine = (("workflows.csv", "workflows.png", "workflows.json") if is_workflow_list(args.workflow)
+            else ("evaluation.json", "evaluation.md"))
+    return [*mine, FILE]
 
 
 def cmd_evaluate(args) -> int:
     """CAGE2 protocol: red agents x lengths (one episode of the longest length per red agent gives every length's
     running return), per engine and mode; mean ± 95% CI, compliance, and the leaderboard winner's cells."""
     from workflow_rl import parse_red_agent
-    from workflow_rl.rl.config import check_device_available
     from workflow_rl.rl.episodes import FILE as EPISODES
     from workflow_rl.rl.episodes import write_episodes
     from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_cells, result_dict
     from workflow_rl.workflow import is_workflow_list, parse_workflow_arg
 
-    check_device_available(args.device)
+    check_devices(args.device, args.engine)
     if args.out:
-        check_out_dir("--out", args.out)
+        check_out_files("--out", args.out, _out_files(args), read_files(args))
     if is_workflow_list(args.workflow):
         return _evaluate_workflows(args)
     if args.ground_truth:
@@ -110,7 +148,8 @@ def cmd_evaluate(args) -> int:
                         else None)
             cells = evaluate_cells(act, reds, lengths, episodes, engine=engine, workflow=workflow,
                                    seed=EVAL_SEED if args.episode_seed is None else args.episode_seed,
-                                   device=args.device, workers=args.workers, deadline=deadline,
+                                   device=engine_device(engine, args.device), workers=args.workers,
+                                   deadline=deadline,
                                    **engine_opts(args.vectorization, args.parallel_start_method, args.scenario,
                                                  engine))
             took = time.monotonic() - t0
@@ -248,13 +287,13 @@ def add_evaluate(sub) -> None:
                         "(checks.MAX_EPISODES: no evaluation needs more, and a mistyped count must not run forever)")
     e.add_argument("--cyborg-episodes", type=episode_count, default=None,
                    help="episodes per red agent on real CybORG (default: --episodes)")
-    e.add_argument("--workers", type=positive_int, default=None,
+    e.add_argument("--workers", type=worker_count, default=None,
                    help="real CybORG: env processes playing episodes in parallel (default: the CPU cores)")
     e.add_argument("--time-limit", type=positive_int, default=None, metavar="SECONDS",
                    help="real CybORG: start no new round of episodes after this many seconds (shared evenly by "
                         "the modes); each cell reports the episodes it finished (at least one round)")
     e.add_argument("--mode", default="both", choices=["greedy", "sampled", "both"])
-    e.add_argument("--device", default="cpu")
+    e.add_argument("--device", default="cpu", help=DEVICE_HELP)
     e.add_argument("--seed", type=seed_int, default=0, help="sampling seed (the evaluation episodes' seeds are fixed)")
     e.add_argument("--episode-seed", type=seed_int, default=None,
                    help="seed of the evaluation episodes (default: the fixed held-out evaluation seed; another one "

@@ -90,6 +90,14 @@ diluting a violation with extra fixes, the habit the violations form trained awa
 trained after a fixed opening plays badly after another (RESULTS.md, issue M)."""
 
 
+def shown_setting(value) -> str:
+    """A setting as a line names it: a list's items space-separated as typed, an empty list or None as 'none' (an
+    agent trained without an opening has the opening (), which printed as nothing)."""
+    if isinstance(value, (tuple, list)):
+        return " ".join(map(str, value)) or "none"
+    return "none" if value is None else str(value)
+
+
 def inherit_settings(args: argparse.Namespace, command: str, spec: str | None, given: dict) -> dict:
     """``given`` (a run's flat settings) with each :data:`INHERITED` setting the command line does not type taken
     from the checkpoint ``spec`` the run starts from (said in one line where that differs from the default)."""
@@ -103,9 +111,8 @@ def inherit_settings(args: argparse.Namespace, command: str, spec: str | None, g
             continue
         value = getattr(trained.ppo, name) if hasattr(trained.ppo, name) else getattr(trained, name)
         if value != given[name]:
-            shown = " ".join(map(str, value)) if isinstance(value, tuple) else value
-            print(f"{flag(name)[2:].replace('-', ' ')}: {shown}, {what} {spec} was trained with ({flag(name)} to "
-                  "choose another)")
+            print(f"{flag(name)[2:].replace('-', ' ')}: {shown_setting(value)}, {what} {spec} was trained with "
+                  f"({flag(name)} to choose another)")
             setattr(args, name, value)   # said once: a command that reads its settings again finds it chosen
             given = {**given, name: value}
     return given

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.checks import check_out_file
-from workflow_rl.cli.evaluate import BASELINES, _policies
+from workflow_rl.checks import check_out_file, check_replay_steps
+from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags
-from workflow_rl.cli.train import add_cyborg_flags, engine_opts
+from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
+from workflow_rl.rundir import atomic_write
 
 
 def cmd_replay(args) -> int:
@@ -19,14 +20,17 @@ def cmd_replay(args) -> int:
     from workflow_rl.rl import viewer
     from workflow_rl.workflow import parse_workflow_arg
 
-    out = check_out_file("--out", args.out)
+    check_replay_steps(args.episodes, args.length)
+    out = check_out_file("--out", args.out, read_files(args), mine="replay")
     red = parse_red_agent(args.red_agent)
+    check_devices(args.device, args.engine)
     args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (rl/planner.py)
     acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), [args.length])
     act = acts.get(args.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     act = act[args.length] if isinstance(act, dict) else act   # planned: told the episode's length
     episodes = viewer.record_episodes(act, red, args.episodes, args.length, engine=args.engine,
                                       seed=args.seed, workflow=workflow,
+                                      device=engine_device(args.engine, args.device),
                                       **engine_opts(args.vectorization, args.parallel_start_method, args.scenario,
                                                     args.engine))
     meta = {"agent": label, "workflow": workflow.codes if workflow else None, "red_agent": red,
@@ -37,7 +41,8 @@ def cmd_replay(args) -> int:
         comp = "n/a" if s["compliance"] is None else f"{s['compliance']:.3f}"
         print(f"episode {ep['index'] + 1}: return {s['return']:.2f}, compliance {comp}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(viewer.html(episodes, meta), encoding="utf-8")
+    with atomic_write(out, "w", encoding="utf-8") as f:   # replaces the file (checked above), never writes through it
+        f.write(viewer.html(episodes, meta))
     print(f"wrote {out} (open it in a browser)")
     return 0
 
@@ -54,6 +59,7 @@ def add_replay(sub) -> None:
     r.add_argument("--mode", default="greedy", choices=["greedy", "sampled", "planned"],
                    help="how a trained agent acts (planned: with the planner, settings --plan-*)")
     r.add_argument("--seed", type=seed_int, default=0, help="seed of the episodes (and of sampling)")
+    r.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_cyborg_flags(r, "sync")
     add_plan_flags(r)
     r.add_argument("--out", type=Path, default=Path("runs/replay.html"), help="the HTML file to write")

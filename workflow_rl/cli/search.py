@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
+from workflow_rl import threads
 from workflow_rl.checks import check_out_dir
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
@@ -52,14 +54,25 @@ def _search(args):
 
     if args.resume:
         _check_resume_alone(args)
+        check_run_folder(args.resume, "search", True, False)   # a run's files are plain files (a FIFO would block)
         return WorkflowSearch.resume(args.resume, progress=not args.no_progress)
     check_out_dir("--out", args.out)
     given = settings(args, args.config_names)
     given = inherit_settings(args, "search", given["init_checkpoint"], given)
     cfg = SearchConfig(**{**given, "workflows": _workflow_list(args)})
     search = WorkflowSearch(cfg, args.out, progress=not args.no_progress)
-    check_run_folder(args.out, "search", False, args.overwrite)
+    check_run_folder(args.out, "search", False, args.overwrite, _inputs(cfg))
     return search
+
+
+def _inputs(cfg: SearchConfig) -> list[Path | None]:
+    """The files a search reads, which ``--overwrite`` must not delete: its starting checkpoint, its ground truth
+    and the CybORG scenario folder."""
+    from workflow_rl.rl.pretrained import spec_file
+
+    scenario = cfg.train.scenario
+    return [spec_file(cfg.init_checkpoint) if cfg.init_checkpoint else None,
+            Path(cfg.ground_truth) if cfg.ground_truth else None, Path(scenario) if scenario else None]
 
 
 def _check_resume_alone(args) -> None:
@@ -92,6 +105,7 @@ def cmd_search(args) -> int:
     _search(args)   # every flag and the state file checked before the folder is touched
     with RunDirLock(args.resume or args.out):
         search = _search(args)   # again under the lock: what another process left is what counts
+        threads.configure(search.cfg.thread_work(), args.threads)
         executor = _ray_executor(args, search.cfg)
         if args.overwrite:
             remove_run(args.out)
@@ -118,7 +132,7 @@ def _run(search, executor, fresh: bool) -> int:
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     except Exception:
         if fresh and not search.state.iterations:   # the folder held no run before (or --overwrite cleared it)
-            remove_run(search.out)
+            remove_run(search.out, "search")
         raise
     print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
           f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")

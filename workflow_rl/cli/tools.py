@@ -6,8 +6,9 @@ import time
 
 import numpy as np
 
-from workflow_rl.checks import check_out_dir, check_out_file
-from workflow_rl.cli.numbers import episode_count, positive_int, seed_int
+from workflow_rl import threads
+from workflow_rl.checks import check_out_file, check_out_files, written_by
+from workflow_rl.cli.numbers import bench_cyborg_steps, bench_repeats, episode_count, positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
 
@@ -20,6 +21,7 @@ def cmd_demo(args) -> int:
         raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
     policy = POLICIES[args.policy]
     reds = [parse_red_agent(r) for r in args.red_agents]
+    threads.configure(threads.Work(envs=args.n_envs), args.threads)   # it steps --n-envs envs at once
     rng = np.random.default_rng(args.seed)
     print(f"native engine, {args.n_envs} envs, defender '{args.policy}', {args.episodes} episodes per red agent")
     print(f"{'red agent':16s} {'30 steps':>18s} {'50 steps':>18s} {'100 steps':>18s} {'env-steps/s':>12s}")
@@ -77,7 +79,7 @@ def cmd_parity(args) -> int:
     if unknown:
         raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
     if args.out:
-        check_out_file("--out", args.out)
+        check_out_file("--out", args.out, [args.scenario], mine="parity")
     print(f"parity: {len(policies)} policies x {len(args.red_agents)} red agents, {args.episodes} CybORG episodes "
           f"and {args.native_episodes} native episodes per cell")
     cells = parity(args.red_agents, policies, args.episodes, args.native_episodes, args.seed, args.vectorization,
@@ -85,20 +87,21 @@ def cmd_parity(args) -> int:
     md = markdown(cells)
     print(md)
     if args.out:
-        _write_report(args.out, md + "\n")
+        _write_report(args.out, md + "\n", "parity")
     return 0 if all(c.equivalent for c in cells) else 1
 
 
-def _write_report(out: str, text: str) -> None:
-    """Write a command's Markdown report to ``--out`` (checked before the command ran: ``check_out_file``), whole
-    or not at all, and say where."""
+def _write_report(out: str, text: str, command: str) -> None:
+    """Write ``command``'s Markdown report to ``--out`` (checked before the command ran: ``check_out_file``), whole
+    or not at all, and say where. Its first line, an HTML comment (invisible where the Markdown is shown), marks it
+    as that command's (``checks.written_by``), so running the command again may replace it and nothing else."""
     from pathlib import Path
 
     from workflow_rl.rundir import atomic_write
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w") as f:
-        f.write(text)
+        f.write(f"<!-- {written_by(command)} -->\n{text}")
     print(f"wrote {out}")
 
 
@@ -110,14 +113,19 @@ def cmd_curves(args) -> int:
     return run(args)
 
 
+BENCH_FILES = ("engines.md", "engines.csv", "engines.png")
+"""What ``bench --out DIR`` writes into DIR (``bench._write``)."""
+
+
 def cmd_bench(args) -> int:
     """Transitions/s of every engine mode over n_envs; Markdown + CSV + PNG."""
-    from workflow_rl.bench import run_bench
+    from workflow_rl.bench import NATIVE_SIZES, run_bench
     from workflow_rl.rl.config import check_device_available
 
-    check_out_dir("--out", args.out)
+    check_out_files("--out", args.out, BENCH_FILES, [args.scenario])
     if args.modes and "native-cuda" in args.modes:
         check_device_available("cuda")
+    threads.configure(threads.Work(envs=max(*args.sizes, *NATIVE_SIZES)), args.threads)   # its largest batch
     run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
               args.parallel_start_method)
     print(f"wrote {args.out}/engines.md, engines.csv and engines.png")
@@ -130,14 +138,24 @@ def cmd_compare(args) -> int:
     from workflow_rl.rl.episodes import compare, markdown, read_episodes
 
     if args.out:
-        check_out_file("--out", args.out)
+        check_out_file("--out", args.out, [_episodes_read(args.a), _episodes_read(args.b)], mine="compare")
     rows = compare(read_episodes(args.a), read_episodes(args.b), tuple(args.modes) if args.modes else None,
                    args.any_workflow, args.common)
     md = markdown(rows, args.a, args.b)
     print(md, end="")
     if args.out:
-        _write_report(args.out, md)
+        _write_report(args.out, md, "compare")
     return 0
+
+
+def _episodes_read(where: str):
+    """The episodes.csv ``compare`` reads for its argument ``where`` (None where there is none: reading it says so)."""
+    from workflow_rl.rl.episodes import episodes_file
+
+    try:
+        return episodes_file(where)
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------- cyborg-setup
@@ -183,8 +201,8 @@ def add_tools(sub) -> None:
                    choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
                             "native-cpu", "native-cuda"])
     b.add_argument("--red-agent", default="B_lineAgent")
-    b.add_argument("--cyborg-steps", type=positive_int, default=400, help="vector steps x n_envs per CybORG cell")
-    b.add_argument("--repeats", type=positive_int, default=3, help="native cells: median of this many runs")
+    b.add_argument("--cyborg-steps", type=bench_cyborg_steps, default=400, help="vector steps x n_envs per CybORG cell")
+    b.add_argument("--repeats", type=bench_repeats, default=3, help="native cells: median of this many runs")
     b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
     b.add_argument("--scenario", default=None)
     b.add_argument("--out", default="benchmarks/results")

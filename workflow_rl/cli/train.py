@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workflow_rl.checks import check_out_dir, check_seed, flag
+from workflow_rl import threads
+from workflow_rl.checks import check_out_dir, check_out_files, check_seed, flag
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
@@ -15,7 +16,7 @@ from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.recipes import RECIPES, recipe
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.schedule import check_first_update
-from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
+from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run, run_config
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
@@ -61,14 +62,24 @@ def add_train(sub) -> None:
 
 
 def _eval_block(agent, workflow, cfg: TrainConfig, args) -> dict:
+    """The held-out evaluation of a trained agent, where it is (the run's device), on the engine's device
+    (:func:`engine_device`: a CUDA run evaluated on real CybORG is not refused after it has trained)."""
     from workflow_rl.rl.evaluate import agent_act, evaluate_policy
 
     r = evaluate_policy(agent_act(agent, workflow, greedy=not args.eval_sampled), cfg.red_agent, args.eval_length,
-                        args.eval_episodes, engine=args.eval_engine, workflow=workflow, device=cfg.device,
+                        args.eval_episodes, engine=args.eval_engine, workflow=workflow,
+                        device=engine_device(args.eval_engine, cfg.device),
                         **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, args.eval_engine))
     return {"length": r.length, "episodes": r.episodes, "mean": r.mean, "ci95": r.ci95, "std": r.std,
             "compliance": r.compliance, "engine": args.eval_engine,
             "mode": "sampled" if args.eval_sampled else "greedy"}
+
+
+def engine_device(engine: str, device: str) -> str:
+    """Where an evaluation's engine runs: the native engine on the run's ``device`` (its CPU or CUDA build), real
+    CybORG on the CPU whatever the device. The agent stays on the run's device either way: its acting function
+    moves the observations to it and the actions back (``rl.evaluate.agent_act``)."""
+    return device if engine == "native" else "cpu"
 
 
 def engine_opts(vectorization: str, start_method: str | None, scenario: str | None, engine: str) -> dict:
@@ -101,7 +112,8 @@ def cmd_train(args) -> int:
     ckpt_dir = check_out_dir("--checkpoint-dir", args.checkpoint_dir or out / "checkpoints")
     check_seed("--seed + --seeds - 1", cfg.seed + args.seeds - 1)
     cfg.check_memory(args.seeds)
-    _check_existing_run(out, ckpt_dir, args)
+    threads.configure(cfg.thread_work(args.seeds), args.threads)
+    _check_existing_run(out, ckpt_dir, args, _inputs(args, cfg))
     if args.resume:   # every checkpoint usable and of this run before anything is written
         _check_resume(cfg, out, ckpt_dir, args.seeds)
     with RunDirLock(out):
@@ -130,15 +142,50 @@ def with_recipe(args, flat: dict) -> dict:
     return {**flat, **chosen}
 
 
-def _check_existing_run(out: Path, ckpt_dir: Path, args) -> None:
+def _check_existing_run(out: Path, ckpt_dir: Path, args, inputs) -> None:
     """``--out`` onto a finished or running run is refused unless ``--resume`` continues it or ``--overwrite``
-    replaces it; so is one that holds another command's run or files that are no run's (``check_run_folder``)."""
+    replaces it; so is one that holds another command's run or files that are no run's (``check_run_folder``).
+    The checkpoint the run writes replaces only a plain file, never one of the ``inputs`` it reads, and with
+    ``--overwrite`` only this run's own (:func:`_checkpoint_of_run`): another run's ``latest.pt`` is not replaced."""
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
-    check_run_folder(out, "train", args.resume, args.overwrite)
-    if (ckpt_dir / "latest.pt").exists() and not (args.resume or args.overwrite):
+    check_run_folder(out, "train", args.resume, args.overwrite, inputs)
+    latest = ckpt_dir / "latest.pt"
+    check_out_files("--checkpoint-dir", ckpt_dir, [latest.name], inputs)
+    if not latest.exists() or args.resume:
+        return
+    if not args.overwrite:
         raise ValueError(f"{ckpt_dir} already holds a training run's checkpoint: continue it with --resume, replace "
                          "it with --overwrite, or choose another --checkpoint-dir")
+    if not _checkpoint_of_run(latest, out):
+        raise ValueError(f"--checkpoint-dir {ckpt_dir} holds a checkpoint that is not of the run in {out} (another "
+                         "run's, or no run's): --overwrite replaces only this run's; choose another --checkpoint-dir, "
+                         f"or delete {latest} yourself if it may go")
+
+
+def _checkpoint_of_run(latest: Path, out: Path) -> bool:
+    """Whether the checkpoint ``latest`` is the run's in ``out``, which ``--overwrite`` may replace: the run's own
+    ``checkpoints/`` (removed with it: ``check_run_folder`` told it is the run's), or a checkpoint whose settings
+    are the run's ``config.json`` (a run saves the same settings in both; another run's differ)."""
+    if latest.parent.resolve() == (out / "checkpoints").resolve():
+        return True
+    config = run_config(out)
+    if config is None:
+        return False
+    try:
+        saved = load_checkpoint(latest, "cpu")["config"]
+    except (ValueError, OSError, KeyError):   # CheckpointError is a ValueError: no run's checkpoint
+        return False
+    return json.loads(json.dumps(saved, default=str)) == config
+
+
+def _inputs(args, cfg: TrainConfig) -> list[Path | None]:
+    """The files a ``train`` run reads, which nothing it writes or removes may be: its starting checkpoint and the
+    CybORG scenario folder."""
+    from workflow_rl.rl.pretrained import spec_file
+
+    init = spec_file(args.init_checkpoint) if args.init_checkpoint else None
+    return [init, Path(cfg.scenario) if cfg.scenario else None]
 
 
 def _check_resume(cfg: TrainConfig, out: Path, ckpt_dir: Path, seeds: int) -> None:

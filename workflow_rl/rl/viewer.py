@@ -36,11 +36,15 @@ def _at(info: dict, key: str, truncated: np.ndarray) -> np.ndarray:
 
 
 def record_episodes(act: ActFn, red_agent: str, episodes: int, length: int = 100, engine: str = "native",
-                    seed: int = 0, workflow: Workflow | None = None, **engine_options) -> list[dict]:
+                    seed: int = 0, workflow: Workflow | None = None, device: str = "cpu",
+                    **engine_options) -> list[dict]:
     """Play ``episodes`` episodes of ``length`` steps side by side (env i: episode i of ``reset(seed)``) and return
-    one dict per episode (see :func:`_episode`). ``workflow`` (or None) is the order compliance is judged by."""
+    one dict per episode (see :func:`_episode`). ``workflow`` (or None) is the order compliance is judged by.
+    ``device``: where the engine runs and ``act`` is handed the observations (the native engine's CPU or CUDA
+    build, as in ``evaluate``); what the page records is read back on the CPU."""
     red = parse_red_agent(red_agent)
-    env = make_vector_env(episodes, red, engine=engine, episode_length=length, seed=seed, **engine_options)
+    env = make_vector_env(episodes, red, engine=engine, episode_length=length, seed=seed, device=device,
+                          **engine_options)
     rank = torch.as_tensor(workflow.rank if workflow else np.arange(5))
     tracker = ComplianceTracker(episodes)
     try:
@@ -49,7 +53,7 @@ def record_episodes(act: ActFn, red_agent: str, episodes: int, length: int = 100
         rows = {k: [] for k in ("access", "red", "blue", "reward", "target", "fix", "compliance")}
         start_access = access.copy()
         for t in range(length):
-            a = act(torch.as_tensor(np.asarray(obs), dtype=torch.float32), t).to(torch.int64).cpu()
+            a = act(torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=device), t).to(torch.int64).cpu()
             before = torch.as_tensor(access)   # blue's fix is judged on the state it acted in
             target, any_comp = target_types(before, rank)
             counts = (tracker.compliant.clone(), tracker.violations.clone(), tracker.neutral.clone())
@@ -124,9 +128,22 @@ def layout() -> dict:
             "subnets": list(T.SUBNETS), "access": list(ACCESS)}
 
 
+SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+"""JSON escapes of the characters that mean something to an HTML parser inside a ``<script>`` element: ``</script``
+ends it, ``<!--`` (then ``<script``) switches it into a state where the real ``</script>`` no longer ends it, so the
+page's own code is swallowed and the page comes up empty. As ``\\u003c`` and so on, the same strings come out of
+``JSON.parse`` and the HTML parser sees no markup. (U+2028 and U+2029 are escaped for older JavaScript engines.)"""
+
+
+def script_json(obj) -> str:
+    """``obj`` as JSON that can sit inside a ``<script>`` element whatever its strings hold (a checkpoint path with
+    ``<!--<script>`` in it included): every character of :data:`SCRIPT_ESCAPES` escaped."""
+    text = json.dumps(obj, separators=(",", ":"))
+    return text.translate(str.maketrans(SCRIPT_ESCAPES))
+
+
 def html(episodes: list[dict], meta: dict) -> str:
     """One self-contained page (no network): ``viewer.html`` with the recordings inlined as JSON."""
-    data = json.dumps({"meta": meta, "layout": layout(), "episodes": episodes}, separators=(",", ":"))
-    data = data.replace("</", "<\\/")   # a "</script>" inside a string must not end the script element
+    data = script_json({"meta": meta, "layout": layout(), "episodes": episodes})
     page = resources.files("workflow_rl.rl").joinpath("viewer.html").read_text(encoding="utf-8")
     return page.replace("/*DATA*/null", data, 1)
