@@ -330,3 +330,20 @@ def test_opening_benchmark_pairs_an_agent_with_a_forced_opening(tmp_path):
     own = forced(["59", "38"])
     assert len(own) == 6 and all(c["difference"] == 0 and c["better"] == c["worse"] == 0 for c in own)
     assert any(c["worse"] > 0 for c in forced(["51", "116", "55"]))
+
+
+def test_shared_machine_benchmark_dry_run(tmp_path):
+    """benchmarks/shared_machine.py at a trivial size: every cell runs (policy and baseline, alone and beside the
+    busy loop, which it stops again) and both CSVs are written; the ratios themselves are measured on a quiet
+    machine, not here."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "shared_machine.py"), "--command",
+                        f"{sys.executable} -c pass", "--label", "noop", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open(tmp_path / "runs.csv") as f:
+        runs = list(csv.DictReader(f))
+    assert sorted((x["threads"], x["condition"]) for x in runs) == [
+        ("auto", "alone"), ("auto", "beside_busy"), ("off", "alone"), ("off", "beside_busy")]
+    with open(tmp_path / "ratios.csv") as f:
+        ratios = list(csv.DictReader(f))
+    assert [x["threads"] for x in ratios] == ["auto", "off"] and all(float(x["ratio"]) > 0 for x in ratios)

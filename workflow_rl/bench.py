@@ -20,6 +20,8 @@ import numpy as np
 
 from workflow_rl.sim import tables
 
+NATIVE_SIZES = (256, 4096, 65536)
+"""The native engine's batch sizes ``bench`` adds beyond ``--sizes`` (its best are far beyond CybORG's)."""
 CYBORG_MODES = ("cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes")
 
 
@@ -84,7 +86,7 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
 
 def run_bench(sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cyborg_steps: int = 300,
               repeats: int = 3, scenario=None, out: str | Path = "benchmarks/results", start_method=None,
-              log=print, native_sizes=(256, 4096, 65536)) -> list[dict]:
+              log=print, native_sizes=NATIVE_SIZES) -> list[dict]:
     import torch
 
     modes = list(modes or (*CYBORG_MODES, "native-cpu", *(["native-cuda"] if torch.cuda.is_available() else [])))

@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from workflow_rl.checks import check_bool, check_episode_length, check_int
 from workflow_rl.envs.names import red_weights
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
@@ -23,6 +24,12 @@ def red_kind_weights(red_agent: str) -> np.ndarray:
 
 def _fresh_seed() -> int:
     return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+
+
+def _plain(value):
+    """A numpy integer as a Python int (a count read from an array is one), anything else as it is, for the checks
+    to judge."""
+    return int(value) if isinstance(value, np.integer) else value
 
 
 class NativeVectorEnv(VectorEnv):
@@ -46,10 +53,12 @@ class NativeVectorEnv(VectorEnv):
                  seed: int | None = None, official_bugs: bool = True, copy: bool = True):
         """``red_agent``: a fixed red kind (``sim.tables.RED_*``, or one per env) or mixture weights over the three
         kinds (floats, see :func:`red_kind_weights`), from which each env draws one red agent per episode."""
-        self.num_envs = int(num_envs)
-        self.episode_length = int(episode_length)
-        self.official_bugs = bool(official_bugs)
-        self.copy = bool(copy)
+        # checked where every native env is built (``gym.make``, ``NativeEnv``, ``make_vector_env``, by hand), so a
+        # negative length, a float or 'no' is refused here rather than stepping forever or meaning True
+        self.num_envs = check_int("num_envs", _plain(num_envs), 1)
+        self.episode_length = check_episode_length("episode_length", _plain(episode_length))
+        self.official_bugs = check_bool("official_bugs", official_bugs)
+        self.copy = check_bool("copy", copy)
         self.single_observation_space = gym.spaces.Box(0.0, 1.0, (4 * T.N_HOSTS,), np.float32)
         self.single_action_space = gym.spaces.Discrete(T.N_ACTIONS)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)

@@ -9,12 +9,13 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from workflow_rl.checks import (check_episode_length, check_float, check_int, check_memory, check_seed,  # noqa: F401
-                                check_types, flag, gib)
+                                check_types, check_workers, flag, gib)
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import N_ACTIONS, PPOConfig, input_dim, network_bytes
+from workflow_rl.threads import Work
 from workflow_rl.workflow import Workflow, WorkflowMix, is_workflow_list
 
 EPISODE_WORKERS = "episodes"
@@ -82,6 +83,36 @@ def check_engine_device(engine: str, device: str) -> None:
         raise ValueError(f"the {engine} engine runs on the CPU: use --device cpu, not {device}")
     if engine == "native" and device != "cpu" and not device.startswith("cuda"):
         raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use --device cpu or cuda, not {device}")
+
+
+MAX_LEARNING_RATE = 1.0
+"""Largest ``--learning-rate``: Adam moves each weight by about the step size per step whatever the gradient, so
+above 1 the tanh layers saturate within a few steps and the weights run to inf and NaN (PPO's step sizes are
+1e-5 to 1e-3; 1e30 trained to NaN weights and wrote them as the run's checkpoint)."""
+MAX_REWARD_SCALE = 100.0
+"""Largest ``--reward-scale``: CAGE2's rewards reach about -13 per step, so at 100 the returns the critic learns
+reach 1e5 and its squared error 1e10, still finite in float32 (the scale exists to bring returns near 1: 0.1 for
+the shipped agents); 1e30 made the value loss inf, then NaN."""
+MAX_ALIGNMENT_LAMBDA = 10_000.0
+"""Largest ``--alignment-lambda``: the bonus sums to lambda x the episode's compliance, so 10,000 already
+outweighs the worst CAGE2 return (about -1,300 over 100 steps) several times over (the shipped agents use 10 to
+30); 1e30 made the value loss NaN."""
+DIVERGENCE_SETTINGS = (("learning_rate", MAX_LEARNING_RATE), ("reward_scale", MAX_REWARD_SCALE),
+                       ("alignment_lambda", MAX_ALIGNMENT_LAMBDA))
+"""The settings that can drive training to non-finite losses or weights, each with its upper bound."""
+
+
+def divergence_message(cfg: "TrainConfig", where: str) -> str:
+    """What to say when training went non-finite (``where``: what, e.g. "update 7's value loss"): the settings
+    that drive it, the one furthest above its default first (by ratio), with their values, so the line names
+    the setting to lower."""
+    defaults = TrainConfig().flat()
+    values = cfg.flat()
+    ranked = sorted(DIVERGENCE_SETTINGS, key=lambda nb: -(values[nb[0]] / defaults[nb[0]] if defaults[nb[0]] else 0))
+    names = [f"{flag(n)} (now {values[n]:g}, default {defaults[n]:g})" for n, _ in ranked
+             if not (n == "alignment_lambda" and cfg.workflow is None)]
+    return (f"training diverged: {where} is not finite (NaN or inf); the run stopped without saving it, so its last "
+            f"checkpoint is the last good one: lower {', or '.join(names)} and run again")
 
 
 PER_RUN = ("workflow", "hold_out", "none_share", "num_episodes", "max_episodes", "min_episodes", "compliance_threshold", "min_fixes",
@@ -171,6 +202,8 @@ class TrainConfig:
         """Every setting usable, the device present, the backend decided and the batch's memory available, before
         a run allocates or writes anything; each refusal names its flag and the fix."""
         self.validate_settings()
+        if self.n_workers is not None:   # machine-dependent: at most a few worker processes per usable core
+            check_workers(flag("n_workers"), self.n_workers)
         check_device_available(self.device)
         check_engine_device(self.engine, self.device)
         self.check_memory(1)
@@ -199,17 +232,18 @@ class TrainConfig:
         if self.vectorization == EPISODE_WORKERS and self.update_every_steps != self.episode_length:
             raise ValueError("episode workers return whole episodes: use update-every-steps = episode-length")
         check_float(flag("compliance_threshold"), self.compliance_threshold, 0.0, 1.0, lo_open=True)
-        check_float(flag("alignment_lambda"), self.alignment_lambda, 0.0)
+        check_float(flag("alignment_lambda"), self.alignment_lambda, 0.0, MAX_ALIGNMENT_LAMBDA)
         self._validate_ppo()
 
     def _validate_ppo(self) -> None:
         """PPO's settings: finite, in range, and no more minibatches than one update has transitions."""
         p = self.ppo
-        check_float(flag("learning_rate"), p.learning_rate, 0.0, lo_open=True)
+        check_float(flag("learning_rate"), p.learning_rate, 0.0, MAX_LEARNING_RATE, lo_open=True)
         for name in ("gamma", "gae_lambda"):
             check_float(flag(name), getattr(p, name), 0.0, 1.0)
-        for name in ("clip_coef", "max_grad_norm", "reward_scale"):
+        for name in ("clip_coef", "max_grad_norm"):
             check_float(flag(name), getattr(p, name), 0.0, lo_open=True)
+        check_float(flag("reward_scale"), p.reward_scale, 0.0, MAX_REWARD_SCALE, lo_open=True)
         for name in ("ent_coef", "vf_coef"):
             check_float(flag(name), getattr(p, name), 0.0)
         check_int(flag("update_epochs"), p.update_epochs, 1)
@@ -268,6 +302,14 @@ class TrainConfig:
         fix = ("use smaller --hidden layers" if network > rollout else
                "use fewer envs (or fewer steps per update)") + ("; or fewer runs at once" if slots > 1 else "")
         check_memory(what, rollout + network, fix, *_device_memory(self.device))
+
+    def thread_work(self, slots: int = 1) -> Work:
+        """What a batch of ``slots`` runs computes at once, for the thread policy (``workflow_rl.threads``): a
+        minibatch of every run through the widest layer (the update's largest matrix product) and every run's
+        envs stepped together."""
+        sizes = [input_dim(Memory.of(self.ppo)), *self.ppo.hidden, N_ACTIONS]
+        minibatch = -(-self.n_envs * self.update_every_steps // self.ppo.num_minibatches)
+        return Work(macs=slots * minibatch * max(i * o for i, o in zip(sizes, sizes[1:])), envs=slots * self.n_envs)
 
     def engine_options(self) -> dict:
         """``make_vector_env`` options of this run's engine."""

@@ -52,7 +52,6 @@ def _make_single_env(engine: str, red: str, length: int, scenario):
 
 
 def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = ALIGNMENT_REWARDS[0]) -> Trajectory:
-    torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(int(sample_seed))
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
@@ -91,6 +90,9 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
 
 
 def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, memory):
+    from workflow_rl import threads
+
+    threads.configure(cores=1)   # one env at a time, beside the other workers: a thread each, not one per core
     try:
         env = _make_single_env(engine, red, length, scenario)
         agent = Agent(hidden, memory)

@@ -21,14 +21,19 @@ from typing import Callable
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_memory, check_seed, check_types
 from workflow_rl.envs.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
+from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED, policy_input
 from workflow_rl.rl.ppo import WORKFLOW_DIM, opening_at
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
+
+POLICY_ROW_BYTES = 4096
+"""Bytes of one rollout env's pass through the policy: its input (up to 208 float32), two 256-wide hidden layers
+and 145 logits, rounded up (the shipped agents' sizes; the planner's estimate does not see the agent's)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,29 @@ class PlanConfig:
         check_float("--plan-gamma", self.gamma, 0.0, 1.0)
         check_float("--plan-value-scale", self.value_scale, 0.0)
         self.belief().validate()
+        self.check_memory(1)
         return self
+
+    def memory_bytes(self, envs: int = 1) -> int:
+        """Bytes planning ``envs`` envs at once holds, estimated from the settings alone: each env's belief, its
+        particles' engine states about three times over (the particles, their filtered copy, a re-seeded set:
+        ``envs.belief``), plus the one rollout batch all decisions share: (top-k + fix candidates) x rollouts engine
+        envs, their drawn states and step buffers, and a policy row each (:data:`POLICY_ROW_BYTES`). Each setting
+        has its own range, but their product can still be terabytes."""
+        engine = engine_bytes_per_env()
+        batch = (self.top_k + self.fix_candidates) * self.rollouts
+        return envs * 3 * self.particles * engine + batch * (2 * engine + POLICY_ROW_BYTES)
+
+    def check_memory(self, envs: int) -> None:
+        """Refuse settings (and a batch of ``envs`` envs) whose planner would not fit in memory, naming the
+        settings that cost the most."""
+        beliefs = envs * 3 * self.particles * engine_bytes_per_env()
+        fix = ("lower --plan-particles" + (" or plan fewer envs at once" if envs > 1 else "")
+               if beliefs > self.memory_bytes(envs) - beliefs else "lower --plan-rollouts or --plan-top-k")
+        what = (f"planning with --plan-particles {self.particles:,}, --plan-rollouts {self.rollouts:,} x (--plan-top-k "
+                f"{self.top_k} + --plan-fix-candidates {self.fix_candidates}) candidates"
+                + (f" for {envs:,} envs at once" if envs > 1 else ""))
+        check_memory(what, self.memory_bytes(envs), fix)
 
     def belief(self) -> BeliefConfig:
         return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty)
@@ -223,13 +250,16 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
     st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
 
     def act(obs, t: int):
+        t = check_step(t)
         if episode_length is not None and not 0 <= t < episode_length:
             raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
                              f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
+        o = torch.as_tensor(check_observation(obs))
         single = np.ndim(obs) == 1
-        o = torch.as_tensor(np.asarray(obs, np.float32)).reshape(-1, 4 * T.N_HOSTS)
         n = o.shape[0]
         if t == 0 or st["n"] != n:   # a new episode (or a new batch): blank memory, beliefs at the start state
+            if planner is not None and len(st["beliefs"]) != n:
+                plan.check_memory(n)   # a belief per env of the batch
             st["n"], st["mem"] = n, memory.blank(n)
             st["episode"] += 1
             if planner is not None:
@@ -264,6 +294,35 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
     return act
 
 
+def check_observation(obs) -> np.ndarray:
+    """``obs`` as the (N, 52) float32 batch ``act`` computes on, or one ValueError saying what ``act`` takes: one
+    CAGE2 observation of 52 bits (4 per host, as the native engine and CybORG's ChallengeWrapper give them) or a
+    batch (N, 52) of them, every value 0 or 1. A wrong length or a NaN would otherwise surface as a reshape error or
+    a silent wrong action, and the belief weighs particles by the bits they match."""
+    width = 4 * T.N_HOSTS
+    try:
+        a = np.asarray(obs)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"act takes an observation of {width} values (or a batch (N, {width})): {e}") from None
+    if a.dtype != bool and not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise ValueError(f"act takes an observation of {width} numbers 0 or 1, got values of type {a.dtype}")
+    if a.ndim not in (1, 2) or a.shape[-1] != width or a.size == 0:
+        raise ValueError(f"act takes one observation of shape ({width},) or a batch (N, {width}), got shape "
+                         f"{a.shape}")
+    bits = a.astype(np.float32)
+    if not np.all((bits == 0) | (bits == 1)):
+        bad = a.reshape(-1)[~((bits == 0) | (bits == 1)).reshape(-1)][0]
+        raise ValueError(f"act takes observation bits 0 or 1 (CAGE2's {width}-bit observation), got {bad}")
+    return bits.reshape(-1, width)
+
+
+def check_step(t) -> int:
+    """``t`` as an int, or a ValueError: the step within the episode, an integer >= 0 (0 starts an episode)."""
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) or t < 0:
+        raise ValueError(f"act takes the step within the episode as an integer t >= 0 (0 first), got {t!r}")
+    return int(t)
+
+
 def _sub_seed(seed: int, i: int) -> int:
     """A seed for env ``i`` of a batch, independent of the others'."""
     return int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint64)[0] >> 1)
@@ -281,8 +340,10 @@ def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, see
         for t in range(100):
             obs, reward, done, info = wrapper.step(act(obs, t))
     """
+    from workflow_rl import threads
     from workflow_rl.rl import pretrained
 
+    threads.configure()   # one env at a time: one thread (``workflow_rl.threads``; WORKFLOW_RL_THREADS overrides)
     agent, own = pretrained.load(name)
     return agent_acting(agent, workflow or own, plan, seed, episode_length=episode_length)
 

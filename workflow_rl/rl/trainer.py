@@ -46,7 +46,7 @@ from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save
 from workflow_rl.rl.compliance import ComplianceTracker, WorkflowWindow
-from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig
+from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig, divergence_message
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.memory import Memory, forget, policy_input
@@ -60,6 +60,11 @@ from workflow_rl.workflow import Workflow
 
 _SHARED = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in PER_RUN)
 """TrainConfig fields every slot of one batch must share (they shape the batch or the update)."""
+
+
+class TrainingDiverged(ValueError):
+    """Training went non-finite (NaN or inf losses or weights): a setting drives it there, so it is refused like
+    bad input (one error line, exit status 2), and nothing of the diverged update is saved."""
 
 
 ENDED = ("compliant", "violations", "neutral", "env_return", "align_return", "ended", "workflow_id")
@@ -254,10 +259,26 @@ class BatchedTrainer:
             slots = {k: self.slots[k] for k in live}
             self.opt.set_lr({k: learning_rate(s.cfg, s.total_episodes / s.cfg.budget) for k, s in slots.items()})
         stats = dict(zip(live, self.updater.run(batch, mask, self.gen, live)))
+        self._check_finite(live, stats)
         t2 = time.perf_counter()
         self.global_step += steps
         sps = steps * int(active.sum()) / (t2 - t0)
         return {k: self._record(k, steps, finished[k], stats[k], t1 - t0, t2 - t1, sps) for k in live}
+
+    def _check_finite(self, live: list[int], stats: dict[int, dict | None]) -> None:
+        """Stop training the moment an update's losses or a member's weights are not finite: from then on every
+        update is NaN, and a checkpoint written now would replace the last good one with weights ``evaluate``
+        refuses. Raised before the update is counted, logged or saved (``TrainingDiverged``: one error line naming
+        the settings to lower). Costs one host read per update, beside the one the statistics already take."""
+        finite = torch.isfinite(self.agents.flat[live]).all(1).tolist()
+        for k, ok in zip(live, finite):
+            bad = [name for name, v in (stats.get(k) or {}).items() if not math.isfinite(v)]
+            if bad or not ok:
+                s = self.slots[k]
+                what = f"update {s.update + 1}'s {' and '.join(bad) if bad else 'weights'}"
+                if self.q > 1 and s.workflow is not None:
+                    what += f" (workflow {s.workflow})"
+                raise TrainingDiverged(divergence_message(s.cfg, what))
 
     def _record(self, k: int, steps: int, fin: dict, stats: dict, t_collect: float, t_update: float,
                 sps: float) -> dict:

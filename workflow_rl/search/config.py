@@ -230,6 +230,11 @@ class SearchConfig:
             bounds.append((self.max_iterations, "--max-iterations stops after that many"))
         return min(bounds, key=lambda b: b[0])
 
+    def thread_work(self):
+        """What the search computes at once, for the thread policy: a batch of its runs (``TrainConfig.thread_work``
+        with its slots and seeds)."""
+        return self.train.thread_work(self.batch_slots * self.seeds_per_workflow)
+
     @property
     def batch_slots(self) -> int:
         """The workflows a batched search trains at once: ``batch_workflows``, but no more than

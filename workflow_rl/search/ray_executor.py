@@ -26,10 +26,10 @@ class SearchWorkerError(RuntimeError):
 def _ray_train(cfg_dict: dict, prop_dict: dict, parent_bytes: bytes | None, threads: int):
     """Body of the remote task: train + evaluate in a scratch folder, return (record, {relative path: bytes}).
     Settings and proposal travel as plain dicts, their saved form."""
-    import torch
+    from workflow_rl import threads as thread_policy
 
-    torch.set_num_threads(max(1, threads))
     cfg, prop = SearchConfig.from_dict(cfg_dict), Proposal.from_dict(prop_dict)
+    thread_policy.configure(cfg.train.thread_work(), cores=max(1, threads))   # the task's CPUs, not the machine's
     with tempfile.TemporaryDirectory(prefix="workflow-rl-") as d:
         if parent_bytes is not None:
             (Path(d) / "parent.pt").write_bytes(parent_bytes)

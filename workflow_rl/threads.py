@@ -1,0 +1,110 @@
+"""How many threads torch and numba compute with: one policy (:func:`pick`), applied at each command's start (the
+command line), by :func:`~workflow_rl.rl.planner.make_act` and in every worker process (:func:`configure`).
+
+Why: torch's and numba's thread pools default to one thread per core, and their threads meet at the end of every
+parallel operation. Beside another busy process the thread that lands on its core runs only in the scheduler's
+time slices, and every operation waits for it; the waiting threads spin meanwhile. Measured on a 2-core machine
+beside ``python3 -c "while True: pass"``: ``make run``'s search took 3.5x its quiet time, a planned evaluation
+3.4x; beside other jobs a 200 x 256 matrix product took 0.5 ms on one thread and 23 ms on two, and stepping 512
+native envs 0.6 ms on one numba thread and 17 ms on two. Our networks are small and the engine's steps cheap, so
+an operation is short next to a time slice, and a second thread pays only where its share of one operation lasts
+tens of milliseconds. So torch gets a thread per :data:`MACS_PER_THREAD` multiply-adds of the largest matrix
+product the run computes at once, numba one per :data:`ENVS_PER_THREAD` envs stepped at once, each at least 1 and
+at most the cores this process may use (``checks.usable_cores``); acting one env at a time (the planner,
+``make_act``, an episode worker) gets one thread of each. On a quiet many-core machine a large native batch then
+steps on fewer threads than it could: ``--threads N`` (or ``WORKFLOW_RL_THREADS=N``) gives it N.
+
+Overrides, strongest first: ``--threads`` (the computing commands), then ``WORKFLOW_RL_THREADS`` (N, or ``off``:
+leave both libraries at their own defaults, one thread per core: the behaviour before this policy), then
+``OMP_NUM_THREADS`` (torch) and ``NUMBA_NUM_THREADS`` (numba) where set: a library the user sized is left alone.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from workflow_rl.checks import usable_cores
+
+ENV_VAR = "WORKFLOW_RL_THREADS"
+"""The environment variable that overrides the policy: a thread count, ``auto`` (the policy) or ``off``."""
+MACS_PER_THREAD = 2**29
+"""Multiply-adds of one matrix product per torch thread: about 27 ms of one core (20 GMAC/s measured on the 2-core
+CPU), longer than the waits a thread without a core of its own costs each operation (~20 ms measured)."""
+ENVS_PER_THREAD = 16_384
+"""Native envs stepped at once per numba thread: about 20 ms of one core (1.2 us per env and step measured), for
+the same reason."""
+LIBRARY_VARS = {"torch": "OMP_NUM_THREADS", "numba": "NUMBA_NUM_THREADS"}
+"""The variable each library reads for its own thread count: where the user set it, the policy leaves it alone."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a run computes at once, as far as threads go: the multiply-adds of its largest matrix product (a
+    training minibatch through its widest layer, all runs of a batch together) and the envs it steps in one call.
+    The default is acting one env at a time."""
+
+    macs: int = 0
+    envs: int = 1
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Threads for torch and numba; None leaves that library as it is."""
+
+    torch: int | None
+    numba: int | None
+
+
+def parse_threads(text) -> int | str:
+    """A ``--threads`` or ``WORKFLOW_RL_THREADS`` value: a thread count >= 1, ``auto`` or ``off`` (ValueError
+    otherwise, naming what it takes)."""
+    value = str(text).strip().lower()
+    if value in ("auto", "off"):
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"threads must be a count >= 1, 'auto' (pick from the work and the cores) or 'off' (the "
+                         f"libraries' own defaults), got {text!r}")
+    return int(value)
+
+
+def _share(amount: int, per_thread: int, cores: int) -> int:
+    """One thread per ``per_thread`` of ``amount``, at least 1 and at most ``cores``."""
+    return max(1, min(cores, amount // per_thread))
+
+
+def pick(work: Work = Work(), cores: int = 1, override=None, environ=None) -> Threads:
+    """The policy (see the module docstring): threads for ``work`` on ``cores`` cores, ``override`` (``--threads``)
+    first, then ``environ``'s (default ``os.environ``) ``WORKFLOW_RL_THREADS``, then its library variables."""
+    environ = os.environ if environ is None else environ
+    choice = parse_threads(override if override is not None else environ.get(ENV_VAR, "auto"))
+    if choice == "off":
+        return Threads(None, None)
+    if isinstance(choice, int):
+        return Threads(choice, choice)
+    want = {"torch": _share(work.macs, MACS_PER_THREAD, cores), "numba": _share(work.envs, ENVS_PER_THREAD, cores)}
+    return Threads(**{lib: None if environ.get(var) else want[lib] for lib, var in LIBRARY_VARS.items()})
+
+
+def apply(threads: Threads) -> None:
+    """Size torch's intra-op (and, while it still can be, inter-op) pool and numba's; numba never beyond the
+    threads it launched (``NUMBA_NUM_THREADS``, fixed at its import)."""
+    if threads.torch is not None:
+        import torch
+
+        torch.set_num_threads(threads.torch)
+        try:
+            torch.set_num_interop_threads(threads.torch)
+        except RuntimeError:   # settable once, before any inter-op work: the first call's value stays
+            pass
+    if threads.numba is not None:
+        import numba
+
+        numba.set_num_threads(min(threads.numba, numba.config.NUMBA_NUM_THREADS))
+
+
+def configure(work: Work = Work(), override=None, cores: int | None = None) -> Threads:
+    """Pick and apply the threads for ``work`` (``cores``: default the cores this process may use); returns
+    them."""
+    threads = pick(work, usable_cores() if cores is None else cores, override)
+    apply(threads)
+    return threads
