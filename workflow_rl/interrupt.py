@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -28,13 +29,30 @@ class GracefulInterrupt:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"\ninterrupt: finishing {self.unit}, then saving (Ctrl-C again to abort without saving)")
+        say_from_handler(f"\ninterrupt: finishing {self.unit}, then saving (Ctrl-C again to abort without saving)")
 
     def __exit__(self, *exc) -> bool:
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
             self._old = None
         return False
+
+
+def say_from_handler(text: str) -> None:
+    """Print ``text`` from a signal handler. The handler runs wherever the main thread was, possibly inside a write
+    to stdout (a run printing its log rows, blocked on a full pipe): there ``print`` raises "reentrant call inside
+    <_io.BufferedWriter>", which would end a run that asked to stop cleanly with a traceback and status 1. Then the
+    line goes straight to the file descriptor instead, or, if even that fails, is dropped: the stop itself is the
+    flag, not the message."""
+    try:
+        print(text, flush=True)
+    except RuntimeError:
+        try:
+            os.write(sys.stdout.fileno(), (text + "\n").encode())
+        except (OSError, ValueError, AttributeError):   # closed, or not a real file
+            pass
+    except (OSError, ValueError):   # stdout closed or gone: nothing to tell
+        pass
 
 
 def threading_is_main() -> bool:

@@ -135,7 +135,7 @@ def test_slots_keep_their_own_budget_workflow_and_checkpoint(tmp_path):
     assert bt.slots[0].total_episodes == 40 and bt.slots[1].total_episodes == 25   # exact, each its own
     ck = load_checkpoint(tmp_path / "b" / "checkpoints" / "latest.pt")
     assert ck["workflow"] == ["user", "op_host", "op_server", "enterprise", "defender"]
-    agent = agent_from_checkpoint(ck)
+    agent = agent_from_checkpoint(ck, "cpu")
     assert all(torch.equal(p, r) for p, r in zip(agent.parameters(), bt.member(1).parameters()))
     assert {int(r["workflow_id"]) for r in _log(tmp_path / "b")} == {bt.slots[1].workflow.index}
     # a new workflow in a released slot starts with fresh Adam state; the other member keeps its own

@@ -176,7 +176,7 @@ def test_a_run_with_memory_resumes_mid_episode_exactly_and_loads_for_evaluation(
     resumed.run()
     assert read_log(tmp_path / "full") == read_log(tmp_path / "part")
     assert all(torch.equal(p, r) for p, r in zip(full.agent.parameters(), resumed.agent.parameters()))
-    agent = agent_from_checkpoint(load_checkpoint(tmp_path / "full" / "checkpoints" / "latest.pt"))
+    agent = agent_from_checkpoint(load_checkpoint(tmp_path / "full" / "checkpoints" / "latest.pt"), "cpu")
     assert agent.memory == BOTH and agent.actor[0].in_features == input_dim(BOTH)
 
 

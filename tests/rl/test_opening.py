@@ -52,7 +52,7 @@ def test_training_plays_the_opening_and_masks_its_steps_out(tmp_path):
 def test_a_run_with_an_opening_saves_it_and_the_loaded_agent_plays_it(tmp_path):
     t = _trainer(tmp_path)
     t.run()
-    agent = agent_from_checkpoint(load_checkpoint(tmp_path / "checkpoints" / "latest.pt"))
+    agent = agent_from_checkpoint(load_checkpoint(tmp_path / "checkpoints" / "latest.pt"), "cpu")
     assert agent.opening == OPENING
     act = agent_act(agent, None, greedy=True)
     obs = torch.zeros(3, 52)

@@ -13,7 +13,7 @@ from workflow_rl.search.records import Screened
 from workflow_rl.workflow import all_workflows
 
 SETTINGS = C.ScreenSettings(episodes=500, length=100, red_agent="B_lineAgent", engine="native", seed=20_240_601,
-                            mode="greedy", device="cpu")
+                            mode="greedy")
 
 
 def _screen(comp=lambda i: 0.99) -> list[Screened]:
@@ -44,8 +44,7 @@ def ckpt(tmp_path, monkeypatch):
 def test_the_key_changes_with_the_weights_and_every_setting(ckpt):
     key = C.screen_key(ckpt, SETTINGS)
     assert key == C.screen_key(ckpt, SETTINGS)
-    changed = dict(episodes=499, length=50, red_agent="RedMeanderAgent", engine="cyborg", seed=1, mode="sampled",
-                   device="cuda")
+    changed = dict(episodes=499, length=50, red_agent="RedMeanderAgent", engine="cyborg", seed=1, mode="sampled")
     for name, value in changed.items():
         assert C.screen_key(ckpt, dataclasses.replace(SETTINGS, **{name: value})) != key, name
     ckpt.write_bytes(b"weights v2")
@@ -163,6 +162,28 @@ def test_the_shipped_universal_screen_is_valid_and_keyed_to_the_default_search_s
     assert json.loads(path.read_text())["settings"] == dataclasses.asdict(_search_settings())
 
 
+def test_a_search_on_cuda_reads_the_shipped_screen(monkeypatch, tmp_path):
+    """The issue's crash: the shipped screen was keyed by device "cpu", so a search with ``--device cuda`` missed it
+    and recomputed it (on an agent left on the CPU). The screen is the same agent and settings on either device
+    (``ScreenSettings``), so a CUDA search is served the shipped file and computes nothing."""
+    import dataclasses as dc
+
+    from workflow_rl.search.config import SearchConfig
+
+    monkeypatch.setenv(C.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(C.NO_CACHE_ENV, raising=False)
+    cfg = SearchConfig(init_checkpoint="pretrained:universal")
+    cuda = dc.replace(cfg, train=dc.replace(cfg.train, device="cuda"))
+    assert U.screen_settings(cuda) == U.screen_settings(cfg)
+
+    def no_compute(*a, **k):
+        raise AssertionError("the shipped screen should have been read")
+
+    monkeypatch.setattr(U, "compute_screen", no_compute)
+    got, source = U.screen(cuda, tmp_path)
+    assert source == "shipped" and len(got) == len(all_workflows())
+
+
 @pytest.mark.slow
 def test_the_shipped_universal_screen_equals_a_recomputation():
     """Bit-equal to the evaluation itself. All 120 are recomputed: ``evaluate_workflows`` deals every workflow's
@@ -172,7 +193,7 @@ def test_the_shipped_universal_screen_equals_a_recomputation():
 
     weights = pretrained.path("universal")
     shipped = C.from_json(C.shipped_file(weights).read_text(), C.screen_key(weights, _search_settings()))
-    assert U.compute_screen(weights, _search_settings()) == shipped
+    assert U.compute_screen(weights, _search_settings(), "cpu") == shipped
 
 
 # ------------------------------------------------------------------------------------------------ pick margin

@@ -224,7 +224,10 @@ def check_same_run(ck: dict, cfg: TrainConfig) -> None:
                                   "--init-checkpoint")
 
 
-def agent_from_checkpoint(ck: dict, device: str = "cpu") -> Agent:
+def agent_from_checkpoint(ck: dict, device: str | torch.device) -> Agent:
+    """The network a loaded checkpoint ``ck`` holds, built on ``device``. No default: an agent built where the run
+    does not compute fails at its first step ("Expected all tensors to be on the same device"); commands load
+    through :func:`workflow_rl.rl.pretrained.load_agent`, which passes the run's device."""
     ppo = ck["config"]["ppo"]
     agent = Agent(tuple(ppo["hidden"]), Memory.of(ppo), tuple(ppo.get("opening", ()))).to(device)
     try:

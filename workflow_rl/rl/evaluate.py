@@ -236,21 +236,28 @@ def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.G
     """Acting function of a trained agent under a workflow (zeros for an unconditioned agent), or with
     ``encodings`` (N, 25) each env under its own (``evaluate_workflows``); an agent with an episode memory
     (``--decoy-memory``, ``--red-memory``) keeps it from step ``t`` 0 of each episode on, as in training
-    (``rl.memory``)."""
+    (``rl.memory``).
+
+    Where it computes: on the agent's device (:attr:`Agent.device`). Observations, the workflow encodings and the
+    memory are put there, and the actions are handed back on the observations' device, so an agent on a GPU acts
+    in a CPU engine and the reverse (with the run's device for both, as the commands load it, nothing moves)."""
+    dev = agent.device
     enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32)) \
         if encodings is None else encodings
+    enc = enc.to(dev)
     memory, mem = agent.memory, None
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
         nonlocal mem
-        if t == 0 or mem is None or mem.shape[0] != obs.shape[0]:
-            mem = memory.blank(obs.shape[0], obs.device)
-        memory.saw(mem, obs)
-        x = policy_input(obs, enc.to(obs.device).expand(obs.shape[0], WORKFLOW_DIM), mem)
+        o = obs.to(dev)
+        if t == 0 or mem is None or mem.shape[0] != o.shape[0]:
+            mem = memory.blank(o.shape[0], dev)
+        memory.saw(mem, o)
+        x = policy_input(o, enc.expand(o.shape[0], WORKFLOW_DIM), mem)
         with torch.no_grad():
             a = opening_action(agent.opening, t, agent.act(x, generator, greedy=greedy)[0])
         memory.took(mem, a)
-        return a
+        return a.to(obs.device)
 
     return act
 

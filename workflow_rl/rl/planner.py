@@ -134,7 +134,7 @@ class Planner:
 
     def __init__(self, agent, workflow: Workflow | None, config: PlanConfig = PlanConfig(), seed: int = 0,
                  official_bugs: bool = True):
-        self.agent, self.config = agent, config.validate()
+        self.agent, self.config = on_cpu(agent), config.validate()
         self.seed = check_seed("seed", seed)
         self.official_bugs = official_bugs
         self.enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
@@ -233,17 +233,32 @@ def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]
 ActFn = Callable[[object, int], object]
 
 
+def on_cpu(agent):
+    """``agent`` if it is on the CPU, else a CPU copy of it (the caller's agent stays where it is). The planner
+    computes on the CPU: its model is the native engine's CPU kernel, its particles and rollout buffers are numpy
+    arrays, and it calls the network once per rollout step on a small batch, where a GPU's launch and copy costs
+    would outweigh its arithmetic. So ``evaluate --plan --device cuda`` plans on a CPU copy of the agent while its
+    greedy and sampled modes run on the GPU."""
+    if agent.device.type == "cpu":
+        return agent
+    import copy
+
+    return copy.deepcopy(agent).to("cpu")
+
+
 def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = None, seed: int = 0,
                  official_bugs: bool = True, episode_length: int | None = None) -> ActFn:
     """``act(obs, t)`` of a loaded agent, greedy (``plan`` None) or planned. ``obs`` is one observation (52,) --
     then ``act`` returns an int -- or a batch (N, 52) of independent envs -- then an (N,) int64 tensor; numpy, torch
-    or a list. ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the episode's
-    memory and belief); the action it returns is the one the belief assumes blue took. ``episode_length``: the
-    steps every episode has, when the harness knows it (CAGE2's cells: 30, 50 or 100); the planner then plays
-    only the steps left (``t`` must stay below it). None: unknown, rollouts play their full horizon. The greedy
-    policy does not use it (it never sees the length)."""
+    or a list (a torch batch on a GPU gets its actions back on that GPU: the agent acts on a CPU copy,
+    :func:`on_cpu`). ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the
+    episode's memory and belief); the action it returns is the one the belief assumes blue took.
+    ``episode_length``: the steps every episode has, when the harness knows it (CAGE2's cells: 30, 50 or 100); the
+    planner then plays only the steps left (``t`` must stay below it). None: unknown, rollouts play their full
+    horizon. The greedy policy does not use it (it never sees the length)."""
     if episode_length is not None:
         check_episode_length("episode_length", episode_length)
+    agent = on_cpu(agent)   # it acts on the CPU, planned or greedy; a batch comes back on its own device
     enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
     memory = agent.memory
     planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
@@ -254,6 +269,8 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
         if episode_length is not None and not 0 <= t < episode_length:
             raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
                              f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
+        where = obs.device if isinstance(obs, torch.Tensor) else None   # a GPU engine's batch: read on the CPU
+        obs = obs.detach().cpu() if where is not None else obs
         o = torch.as_tensor(check_observation(obs))
         single = np.ndim(obs) == 1
         n = o.shape[0]
@@ -288,7 +305,7 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
                                  for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
         memory.took(mem, a)
         st["last"] = a.numpy().copy()
-        return int(a[0]) if single else a
+        return int(a[0]) if single else a if where is None else a.to(where)
 
     act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
     return act
@@ -344,7 +361,7 @@ def make_act(name: str = "pretrained:cage2", plan: PlanConfig | None = None, see
     from workflow_rl.rl import pretrained
 
     threads.configure()   # one env at a time: one thread (``workflow_rl.threads``; WORKFLOW_RL_THREADS overrides)
-    agent, own = pretrained.load(name)
+    agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
     return agent_acting(agent, workflow or own, plan, seed, episode_length=episode_length)
 
 

@@ -120,6 +120,12 @@ class Agent(nn.Module):
         self.actor = _mlp(input_dim(memory), self.hidden, N_ACTIONS, 0.01)
         self.critic = _mlp(input_dim(memory), self.hidden, 1, 1.0)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are: every acting function moves its inputs here (``rl.evaluate.agent_act``), so an
+        agent on a GPU is fed from a CPU engine and the reverse."""
+        return next(self.parameters()).device
+
     def value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x).squeeze(-1)
 
@@ -137,12 +143,18 @@ class Agent(nn.Module):
 
 
 def sample_actions(logits: torch.Tensor, generator: torch.Generator | None, greedy: bool = False):
-    """(action, log_prob) from logits of any batch shape; sampling is Gumbel-max with ``generator`` (seeded)."""
+    """(action, log_prob) from logits of any batch shape; sampling is Gumbel-max with ``generator`` (seeded).
+
+    The uniforms are drawn on the generator's own device and moved to the logits': an evaluation's CPU generator
+    (``evaluate --mode sampled --seed S``) then draws the same numbers whether the agent runs on the CPU or a GPU,
+    so a sampled evaluation on CUDA plays the CPU's episodes up to float rounding of the logits (training's
+    generator lives on the run's device: there the move is no move, and CUDA graphs capture it)."""
     logp_all = torch.log_softmax(logits, -1)
     if greedy:
         action = logits.argmax(-1)
     else:
-        u = torch.rand(logits.shape, generator=generator, device=logits.device).clamp_(1e-20, 1.0)
+        where = generator.device if generator is not None else logits.device
+        u = torch.rand(logits.shape, generator=generator, device=where).to(logits.device).clamp_(1e-20, 1.0)
         action = (logits - torch.log(-torch.log(u))).argmax(-1)
     return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
 

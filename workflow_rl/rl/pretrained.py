@@ -45,26 +45,42 @@ def card(name: str) -> dict:
     return json.loads(path(name).with_suffix(".json").read_text())
 
 
-def load(name: str, device: str = "cpu") -> tuple[Agent, Workflow | None]:
+def spec_file(spec: str | Path) -> Path:
+    """The checkpoint file an agent argument names: a shipped agent's (``pretrained:NAME``) or the path itself (the
+    one reading of ``evaluate AGENT``, ``replay AGENT``, ``--init-checkpoint`` and ``search``'s universal agent)."""
+    spec = str(spec)
+    return path(spec) if spec.startswith(PREFIX) else Path(spec)
+
+
+def load_agent(spec: str | Path, device: str | torch.device) -> tuple[Agent, dict]:
+    """The agent of ``spec`` (a checkpoint file or ``pretrained:NAME``) in evaluation mode on ``device``, and its
+    checkpoint (config, workflow, counters). The one place a command loads an agent and puts it on the run's
+    device: ``evaluate`` (greedy, sampled, ``--workflow``, ``--plan``), ``replay``, ``search``'s screen of a
+    universal agent and :func:`make_act` all call it with their run's device, so weights and inputs meet on one
+    device (the planner then copies the agent to the CPU, where it plans: ``rl.planner``). ``device`` has no
+    default on purpose: an agent left on the CPU while a CUDA engine feeds it fails at its first step. (``train
+    --init-checkpoint`` and a search's warm starts read only the weights, :func:`starting_weights`, which the
+    trainer copies into its own network on its device.) The file is read on the CPU, where its checks run, and
+    only the network is put on ``device``."""
+    ck = load_checkpoint(spec_file(spec), "cpu")
+    return agent_from_checkpoint(ck, device).eval(), ck
+
+
+def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow | None]:
     """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``), or the agent of a checkpoint file ``name``,
-    and its workflow (None: unconstrained). Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
+    and its workflow (None: unconstrained), on ``device`` (for a user's own loop; :func:`load_agent` underneath).
+    Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
     with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one trained with it), or
     ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)`` for one without either."""
-    file = Path(name) if not name.startswith(PREFIX) and Path(name).is_file() else path(name)
-    ck = load_checkpoint(file, device)
-    agent = agent_from_checkpoint(ck, device).eval()
+    spec = name if name.startswith(PREFIX) or Path(name).is_file() else PREFIX + name
+    agent, ck = load_agent(spec, device)
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 
 def trained_config(spec: str) -> TrainConfig:
     """The training settings of the checkpoint ``spec`` (a file or ``pretrained:NAME``); a setting a checkpoint
     from before it existed lacks has its only value then, the default (the ratio alignment reward, no opening)."""
-    return TrainConfig.from_dict(load_checkpoint(_spec_file(spec))["config"])
-
-
-def _spec_file(spec: str) -> Path:
-    """The file of an ``--init-checkpoint`` argument: a shipped agent's (``pretrained:NAME``) or the path itself."""
-    return path(spec) if spec.startswith(PREFIX) else Path(spec)
+    return TrainConfig.from_dict(load_checkpoint(spec_file(spec))["config"])
 
 
 def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
@@ -74,7 +90,7 @@ def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
 
     A run may add the clock (``--clock-memory``) to weights trained without it: the clock is the last input, and
     its weights start at zero, so the run starts from exactly the checkpoint's policy."""
-    ck = load_checkpoint(_spec_file(spec), device)
+    ck = load_checkpoint(spec_file(spec), device)
     saved = ck["config"]["ppo"]
     have = (tuple(saved["hidden"]), Memory.of(saved))
     want = (tuple(ppo.hidden), Memory.of(ppo))

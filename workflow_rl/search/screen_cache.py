@@ -1,8 +1,8 @@
 """Reuse of a universal agent's *screen* (its greedy evaluation under all 120 workflows, ``search.universal``).
 
 The screen is a deterministic function of the checkpoint's bytes and the evaluation settings
-(:class:`ScreenSettings`: episodes, episode length, red agent, engine, evaluation seed, mode, device kind), so a
-search need not recompute it when it has been computed before. Three sources, tried in this order:
+(:class:`ScreenSettings`: episodes, episode length, red agent, engine, evaluation seed, mode; not the device, see
+there), so a search need not recompute it when it has been computed before. Three sources, tried in this order:
 
 * ``shipped``: a shipped agent (``pretrained:NAME``) may ship its screen at the default search settings beside its
   weights (``workflow_rl/pretrained/NAME.screen.json``, written by ``python -m workflow_rl.search.ship_screen
@@ -54,8 +54,14 @@ class ScreenSettings:
     seed: int
     mode: str
     """'greedy' (the search's screen) or 'sampled'"""
-    device: str
-    """'cpu' or 'cuda' (the network's float arithmetic differs, so greedy ties may too)"""
+
+    # Not the device. The native engine plays the same episodes bit for bit on the CPU and on CUDA (one rule source,
+    # counter-based streams), and a greedy agent's action is the argmax of the same network on the same inputs:
+    # the devices' float arithmetic differs in the last bits, so an action can differ only where two logits tie
+    # within that rounding, which moves a workflow's mean by far less than the screen's own 95% interval (the
+    # screen is the search's low-fidelity observation; each fine-tuned workflow is observed afresh). So a search
+    # on CUDA reads the screen shipped with ``pretrained:universal`` (computed on the CPU) instead of spending
+    # minutes recomputing it, and a screen computed on either device serves both.
 
 
 def file_sha256(path: Path) -> str:

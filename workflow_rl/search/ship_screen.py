@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"error: {e}\n")
     settings = universal.screen_settings(SearchConfig())
     t0 = time.perf_counter()
-    screened = universal.compute_screen(weights, settings)
+    screened = universal.compute_screen(weights, settings, "cpu")
     sha = file_sha256(weights)
     write(shipped_file(weights), screened, screen_key(weights, settings, sha), settings, sha)
     print(f"{shipped_file(weights)}: {len(screened)} workflows, {time.perf_counter() - t0:.0f} s")

@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
+from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_workflows
+from workflow_rl.rl.pretrained import PREFIX, load_agent, spec_file, starting_weights
 from workflow_rl.search.fidelity import Observations, fit, posterior_high
 from workflow_rl.search.gp import seed_noise
 from workflow_rl.search.records import Record, Screened, SearchInterrupted
@@ -44,13 +45,7 @@ design or an eligibility classifier to learn)."""
 def trained_across_workflows(spec: str) -> bool:
     """Whether the checkpoint ``spec`` (a file or pretrained:NAME) was trained across workflows (its config's
     ``workflow`` is a list: 'all', 'named' or several)."""
-    return is_workflow_list(load_checkpoint(_file(spec))["config"].get("workflow"))
-
-
-def _file(spec: str) -> Path:
-    from workflow_rl.rl import pretrained
-
-    return pretrained.path(spec) if spec.startswith(pretrained.PREFIX) else Path(spec)
+    return is_workflow_list(load_checkpoint(spec_file(spec))["config"].get("workflow"))
 
 
 def universal_episodes(cfg) -> int:
@@ -117,19 +112,20 @@ def train_universal(cfg, out: Path, progress: bool) -> int:
 def screen_settings(cfg):
     """What besides the weights determines a search's screen (``screen_cache``'s key): ``--eval-episodes`` greedy
     episodes of ``--eval-length`` steps per workflow against the search's red agent, native engine, the fixed
-    evaluation seed."""
+    evaluation seed. Not the device: a search on CUDA reads the screen computed on the CPU (shipped or cached) and
+    the reverse (``screen_cache.ScreenSettings`` says why that is the same screen)."""
     from workflow_rl.envs.names import parse_red_agent
     from workflow_rl.search.screen_cache import ScreenSettings
 
     return ScreenSettings(episodes=cfg.eval_episodes, length=cfg.eval_length,
                           red_agent=parse_red_agent(cfg.train.red_agent), engine="native", seed=EVAL_SEED,
-                          mode="greedy", device="cuda" if str(cfg.train.device).startswith("cuda") else "cpu")
+                          mode="greedy")
 
 
-def compute_screen(checkpoint: Path, settings, device: str = "cpu") -> list[Screened]:
-    """The universal agent's held-out evaluation under every workflow (the low-fidelity observations), on
-    ``device`` (of ``settings.device``'s kind)."""
-    agent = agent_from_checkpoint(load_checkpoint(checkpoint, device))
+def compute_screen(checkpoint: Path, settings, device: str) -> list[Screened]:
+    """The universal agent's held-out evaluation under every workflow (the low-fidelity observations), agent and
+    engine on ``device`` (the search's)."""
+    agent, _ = load_agent(checkpoint, device)
     greedy = settings.mode == "greedy"
     results = evaluate_workflows(lambda enc: agent_act(agent, None, greedy=greedy, encodings=enc),
                                  list(all_workflows()), [settings.red_agent], [settings.length], settings.episodes,
@@ -141,11 +137,10 @@ def compute_screen(checkpoint: Path, settings, device: str = "cpu") -> list[Scre
 def screen(cfg, out: Path) -> tuple[list[Screened], str]:
     """The screen of the search's universal agent and where it came from: shipped beside a ``pretrained:`` agent,
     found in the cache, or computed (``search.screen_cache``; the numbers are the same either way)."""
-    from workflow_rl.rl.pretrained import PREFIX
     from workflow_rl.search.screen_cache import screen_of
 
     spec = cfg.init_checkpoint if cfg.universal_fraction is None else str(out / UNIVERSAL_CHECKPOINT)
-    file, settings = _file(spec), screen_settings(cfg)
+    file, settings = spec_file(spec), screen_settings(cfg)
     return screen_of(file, settings, lambda: compute_screen(file, settings, cfg.train.device),
                      shipped=spec.startswith(PREFIX))
 
@@ -154,8 +149,6 @@ def initial_state(cfg, out: Path) -> dict | None:
     """The weights every fine-tuned workflow starts from: the universal agent's."""
     if cfg.universal_fraction is not None:
         return load_checkpoint(out / UNIVERSAL_CHECKPOINT, cfg.train.device)["agent"]
-    from workflow_rl.rl.pretrained import starting_weights
-
     return starting_weights(cfg.init_checkpoint, cfg.train.ppo, cfg.train.device)
 
 
