@@ -146,6 +146,14 @@ STATE_CASES = {
                               "obs has shape"),
     "batch state slots text": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c.update(slots="x")),
                                "slots"),
+    "batch state red kind 9": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c["env_state"]["red_kind"].fill(
+        9)), "env_state.red_kind holds 9"),
+    "batch state rank 9": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c["rank"].fill_(9)),
+                           "rank holds a row that is not an ordering"),
+    "batch state members 3e38": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c["members"].fill_(3e38)),
+                                 "beyond 1e\\+06"),
+    "search_state.json 200,000 deep": (lambda d: (d / "search_state.json").write_text("[" * 200_000 + "]" * 200_000),
+                                       "nested deeper than Python can read"),
     "batch state run_dir out": (lambda d: _edit_checkpoint(d / STATE_FILE, lambda c: c["slots"].__setitem__(
         0, {**next(e for e in c["slots"] if e), "run_dir": "../.."})), "leaves the run folder"),
 }
@@ -209,8 +217,12 @@ def saved_serial(tmp_path_factory):
     (lambda c: c.update(obs=c["obs"][:, :7]), "obs has shape"),
     (lambda c: c["episode_running"].update(env="x"), "episode_running.env"),
     (lambda c: c["counters"].update(round_active=-1), "round_active"),
+    (lambda c: c["env_state"]["t"].fill(49), "env_state.t is not 50 in every env"),
+    (lambda c: c["tracker"]["compliant"].fill_(51.0), "tracker counts more fixes than the 50 steps"),
+    (lambda c: c["episode_running"]["env"].fill_(-1e4), "episode_running.env holds a return outside"),
     (lambda c: None, None),
-], ids=["obs", "episode_running", "round_active", "sound"])
+], ids=["obs", "episode_running", "round_active", "mid-episode step", "mid-episode counts", "mid-episode return",
+        "sound"])
 def test_a_serial_search_checks_its_running_checkpoint_first(edit, match, saved_serial, tmp_path, capsys):
     d = tmp_path / "s"
     shutil.copytree(saved_serial, d)
@@ -276,6 +288,30 @@ TRAIN_CASES = {
     "last_compliance 7": (lambda c: c["counters"].update(last_compliance=7.0), "last_compliance"),
     "round_active 10**6": (lambda c: c["counters"].update(round_active=10**6), "round_active"),
     "optimizer text": (lambda c: c.update(optimizer=[]), "optimizer"),
+    # every number of the engine snapshot for what the engine can write (issue Q)
+    "env step counter -5": (lambda c: c["env_state"]["t"].fill(-5), "env_state.t holds -5"),
+    "env step counter 2**31-1": (lambda c: c["env_state"]["t"].fill(2**31 - 1), "env_state.t holds 2147483647"),
+    "env step counter off the batch's": (lambda c: c["env_state"]["t"].fill(3), "env_state.t is not 0"),
+    "red kind 7": (lambda c: c["env_state"]["red_kind"].fill(7), "env_state.red_kind holds 7"),
+    "B_line state 20": (lambda c: c["env_state"]["bl_state"].fill(20), "env_state.bl_state holds 20"),
+    "B_line target the Defender": (lambda c: c["env_state"]["bl_target"].fill(0), "env_state.bl_target"),
+    "sessions -1": (lambda c: c["env_state"]["sess_priv"].fill(-1), "env_state.sess_priv holds -1"),
+    "sessions 10**4": (lambda c: c["env_state"]["sess_user"].fill(10**4), "env_state.sess_user holds 10000"),
+    "red-agent odds": (lambda c: c["env_state"]["red_cdf"].fill(0.5), "red_cdf"),
+    "compliance count at step 0": (lambda c: c["tracker"]["compliant"].fill_(3.0), "tracker counts more fixes"),
+    "compliance count -1": (lambda c: c["tracker"]["violations"].fill_(-1.0), "tracker holds counts"),
+    "observation bit 2": (lambda c: c["obs"].fill_(2.0), "obs holds values other than"),
+    "access level 5": (lambda c: c["access"].fill_(5), "access holds values outside"),
+    "episode return +1": (lambda c: c["episode_running"]["env"].fill_(1.0), "episode_running.env"),
+    "optimizer step -1": (lambda c: [e.update(step=torch.tensor(-1.0)) for e in c["optimizer"]["state"].values()],
+                          "optimizer step must be in \\[1, "),
+    "optimizer step 1.5": (lambda c: c["optimizer"]["state"][0].update(step=torch.tensor(1.5)),
+                           "optimizer step of weight 0 is not a whole number"),
+    "optimizer moment shape": (lambda c: c["optimizer"]["state"][0].update(
+        exp_avg=c["optimizer"]["state"][0]["exp_avg"].t()), "optimizer exp_avg of weight 0 has shape"),
+    "optimizer entry missing": (lambda c: c["optimizer"]["state"].pop(3), "optimizer state has 11 entries"),
+    "optimizer second moment < 0": (lambda c: c["optimizer"]["state"][1]["exp_avg_sq"].fill_(-1.0),
+                                    "exp_avg_sq of weight 1 holds negative"),
 }
 
 
@@ -466,3 +502,67 @@ def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, sig)
     assert r.returncode == 0, r.stderr
     _same_search(tmp_path / "full", tmp_path / "part")
     assert not list((tmp_path / "part").rglob("*.tmp*"))
+
+
+# ------------------------------------------------------------------------- the engine state's ranges (issue Q)
+@pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent", "mixture"])
+def test_every_state_the_engine_writes_passes_its_range_check(red):
+    """``sim.native.state_values`` is what the rules can write, not narrower: a batch stepped through episodes of
+    random blue actions (decoys, restores and all) stays inside it at every step, with every env at the batch's
+    step; and a value one past a range is refused, so the check is not vacuous."""
+    import numpy as np
+
+    from workflow_rl.envs.native import NativeVectorEnv
+    from workflow_rl.sim import tables as T
+    from workflow_rl.sim.native import check_state
+
+    length = 30
+    kind = np.array([0.2, 0.4, 0.4]) if red == "mixture" else T.RED_AGENT_NAMES[red]
+    env = NativeVectorEnv(64, kind, episode_length=length, seed=3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for step in range(1, 3 * length + 1):
+        env.step(rng.integers(0, T.N_ACTIONS, 64))
+        state = dict(zip(env.sim_state()._fields, env.sim_state()))
+        check_state(state, length, step % length)
+    state["bl_state"] = state["bl_state"].copy()
+    state["bl_state"][5] = len(T.BLINE_JUMPS)
+    with pytest.raises(ValueError, match="bl_state holds 15"):
+        check_state(state, length)
+
+
+# ------------------------------------------------------------------------------------- hostile CSV files (issue Q)
+def test_compare_refuses_a_csv_field_over_the_csv_limit_in_one_line(tmp_path, capsys):
+    """A field over csv's 131,072-character limit raised csv.Error (a traceback); in the header or in a row it is
+    one line naming the file."""
+    from workflow_rl.rl.episodes import COLUMNS
+
+    good = ",".join(COLUMNS) + "\n" + "native,greedy,B_lineAgent,30,none,1,0,0,0,-1.0,,\n"
+    for where, text in (("row", good + "native,greedy," + "x" * 200_000 + ",30,none,1,1,0,1,-1.0,,\n"),
+                        ("header", "x" * 200_000 + "," + good)):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "episodes.csv").write_text(text)
+        rc, _, err = _run_main(["compare", str(tmp_path / where), str(tmp_path / where), "--modes", "greedy",
+                                "greedy"], capsys)
+        _assert_one_error_line(rc, err, f"{where}/episodes.csv line \\d+ is damaged .*field larger than field limit")
+
+
+def test_a_ground_truth_of_named_workflows_reads_as_their_codes(tmp_path):
+    """A row naming its workflow (critical_first) raised KeyError; it is that workflow's row, keyed and named by
+    its codes like a row written by the search, and a row short of fields is refused in one message."""
+    from workflow_rl.search.ground_truth import COLUMNS, read_ground_truth
+    from workflow_rl.workflow import Workflow
+
+    row = {c: "" for c in COLUMNS} | {"workflow": "critical_first", "mean": "-12.5", "eligible": "True",
+                                      "seed_values": "-12;-13"}
+    with open(tmp_path / "gt.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerow(row)
+    table, _ = read_ground_truth(tmp_path / "gt.csv")
+    codes = Workflow.parse("critical_first").codes
+    assert list(table) == [codes] and table[codes]["workflow"] == codes and table[codes]["mean"] == -12.5
+    with open(tmp_path / "gt.csv", "a") as f:
+        f.write('"D,E,OS,OH,U"\n')   # a row with its workflow only
+    with pytest.raises(ValueError, match="is not a ground_truth.csv"):
+        read_ground_truth(tmp_path / "gt.csv")

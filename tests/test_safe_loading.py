@@ -2,7 +2,9 @@
 ``--init-checkpoint``, ``--resume``, ``train --seeds`` batch state, the shipped agents) goes through torch's
 weights-only unpickler, so a file whose pickle calls ``os.system`` is refused with one ``error:`` line before any of
 its code runs; and weights that are not finite are refused where they are read."""
+import collections
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +118,112 @@ def test_a_checkpoint_config_passes_the_command_lines_checks(tmp_path):
     torch.save({**good, "config": cfg}, tmp_path / "bad.pt")
     with pytest.raises(CheckpointError, match="--learning-rate must be > 0"):
         load_checkpoint(tmp_path / "bad.pt")
+
+
+# ------------------------------------------------------------------------------- what every tensor is (issue Q)
+def _nan_with_a_planted_method(w: torch.Tensor) -> torch.Tensor:
+    """NaN weights whose ``is_floating_point`` is shadowed by an instance attribute the unpickler's tensor rebuild
+    restores: ``OrderedDict()`` (an allowed global) is falsy, so a check asking the tensor itself saw no floats."""
+    t = torch.full_like(w, float("nan"))
+    t.is_floating_point = collections.OrderedDict
+    return t
+
+
+HOSTILE_WEIGHTS = {
+    "planted attribute": (_nan_with_a_planted_method, "carrying attributes \\(is_floating_point\\)"),
+    "complex with NaN parts": (lambda w: torch.complex(torch.full_like(w, float("nan")), w), "complex64 tensor"),
+    "half precision": (lambda w: w.half(), "float16 tensor"),
+    "absurd finite size": (lambda w: torch.full_like(w, 3e38), "3e\\+38, beyond 1e\\+06"),
+    "sparse": (lambda w: w.to_sparse(), "sparse tensor"),
+    "zero-stride expansion": (lambda w: torch.zeros(1).expand(10**7, 10**7), "strides \\(0, 0\\), 4 bytes stored"),
+    "meta": (lambda w: torch.empty_like(w, device="meta"), "meta tensor"),
+    "parameter with an attribute": (lambda w: _with_attr(torch.nn.Parameter(w.clone())), "carrying attributes"),
+}
+
+
+def _with_attr(p: torch.nn.Parameter) -> torch.nn.Parameter:
+    p.note = "x"
+    return p
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_WEIGHTS))
+def test_every_tensor_is_checked_for_what_it_is_before_use(case, tmp_path, capsys):
+    """Each of these got past the old finite check (evaluated, replayed, trained on) or raised a traceback deep in
+    torch (the expansion tried to allocate 400 TB). Now refused on loading, before any value is read."""
+    good = load_checkpoint(pretrained.path("cage2"))
+    make, match = HOSTILE_WEIGHTS[case]
+    first = next(iter(good["agent"]))
+    torch.save({**good, "agent": {**good["agent"], first: make(good["agent"][first])}}, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match=match):
+        load_checkpoint(tmp_path / "bad.pt")
+    rc = main(["evaluate", str(tmp_path / "bad.pt"), "--episodes", "1", "--out", str(tmp_path / "ev")])
+    _one_error_line(rc, capsys.readouterr().err, match)
+    assert not (tmp_path / "ev").exists()
+
+
+def test_a_planted_tensor_in_an_optimizer_state_is_refused_too(tmp_path):
+    """Every tensor of the file, not only the weights: the Adam state, the engine snapshot."""
+    good = load_checkpoint(pretrained.path("cage2"))
+    w = next(iter(good["agent"].values()))
+    opt = {"state": {0: {"step": torch.tensor(1.0), "exp_avg": _nan_with_a_planted_method(w)}}, "param_groups": []}
+    torch.save({**good, "optimizer": opt}, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match="carrying attributes"):
+        load_checkpoint(tmp_path / "bad.pt")
+
+
+def test_a_numpy_array_of_a_dtype_no_file_holds_is_refused(tmp_path):
+    """Half precision passes the unpickler's numeric allow-list; no workflow-rl file holds it."""
+    good = load_checkpoint(pretrained.path("cage2"))
+    per_env = np.asarray(good["counters"]["episodes_per_env"]).astype(np.float16)
+    torch.save({**good, "counters": {**good["counters"], "episodes_per_env": per_env}}, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match="array of dtype <f2"):
+        load_checkpoint(tmp_path / "bad.pt")
+
+
+class _RawPickle:
+    """A ``pickle_module`` for ``torch.save`` that writes the bytes it is given as the file's pickle: how a test
+    builds a pickle no Python object could be dumped to (the pickler itself recurses)."""
+
+    class Pickler:
+        def __init__(self, f, protocol=None):
+            self.f = f
+
+        def dump(self, raw: bytes) -> None:
+            self.f.write(raw)
+
+
+def _deep_pickle(depth: int) -> bytes:
+    """{"agent": [[[...]]]}, ``depth`` lists deep, in the opcodes torch's weights-only unpickler reads."""
+    key = pickle.BINUNICODE + len(b"agent").to_bytes(4, "little") + b"agent"
+    return (pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + key + pickle.EMPTY_LIST * depth
+            + pickle.APPEND * (depth - 1) + pickle.SETITEM + pickle.STOP)
+
+
+def test_200000_deep_nesting_is_refused_not_a_recursion_error(tmp_path, capsys):
+    path = tmp_path / "deep.pt"
+    torch.save(_deep_pickle(200_000), path, pickle_module=_RawPickle)
+    assert isinstance(torch.load(path, weights_only=True)["agent"], list)   # it loads: the unpickler is a loop
+    with pytest.raises(CheckpointError, match="nested deeper than 32 levels"):
+        load_checkpoint(path)
+    rc = main(["evaluate", str(path), "--episodes", "1"])
+    _one_error_line(rc, capsys.readouterr().err, "nested deeper")
+
+
+@pytest.mark.parametrize("hidden,match", [([10**9], "--hidden must be in"),
+                                          ([4096, 4096], "do not fit the network its config describes")])
+def test_a_config_claiming_a_huge_network_is_refused_before_building_it(hidden, match, tmp_path, capsys):
+    """The saved hidden sizes are bounded like the flag's, and the weights must be the network's the config
+    describes, name for name and shape for shape, checked on the meta device before any network is built."""
+    good = load_checkpoint(pretrained.path("cage2"))
+    torch.save({**good, "config": {**good["config"], "ppo": {**good["config"]["ppo"], "hidden": hidden}}},
+               tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match=match):
+        load_checkpoint(tmp_path / "bad.pt")
+    rc = main(["evaluate", str(tmp_path / "bad.pt"), "--episodes", "1"])
+    _one_error_line(rc, capsys.readouterr().err, match)
+
+
+def test_the_hidden_flag_is_bounded(tmp_path, capsys):
+    rc = main(["train", *TINY, "--hidden", str(10**9), "--out", str(tmp_path / "run")])
+    _one_error_line(rc, capsys.readouterr().err, "--hidden must be in")
+    assert not (tmp_path / "run").exists()

@@ -2,6 +2,7 @@
 that a checkpoint belongs to the run that wants to continue it."""
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field, fields
@@ -121,12 +122,35 @@ def _numpy_globals() -> list:
             np.ndarray, np.dtype, *{type(np.dtype(c)) for c in "?bhilqBHILQefdg"}]
 
 
+MAX_DEPTH = 32
+"""How deeply a file's containers may nest. A workflow-rl file nests at most six deep (checkpoint, optimizer, its
+state, a parameter's entry, a moment); a pickle of 200,000 nested lists loads (the unpickler is a loop), but every
+reader that walks it would exhaust Python's recursion, and a list holding itself would never end."""
+
+TENSOR_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+                 torch.bool)
+"""The tensor dtypes workflow-rl files hold: float32 weights, observations and Adam state, float64 episode sums and
+compliance counts, integer red access, workflow ranks and memory, uint8 random-generator states. Anything else
+(complex numbers, whose NaN parts ``is_floating_point`` does not see; half precision; quantized integers) is no
+file of this project."""
+
+ARRAY_DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"))
+"""The numpy dtypes workflow-rl files hold (engine state, per-env counters), in this machine's byte order: an
+object array could carry arbitrary objects, a byte-swapped one reaches the compiled kernels as another number."""
+
+MAX_WEIGHT = 1e6
+"""The largest weight (and Adam first moment) a checkpoint may hold. Adam moves a weight by about one learning
+rate a step (its update is the ratio of two moments), so a run of a million steps at the default 2.5e-4 drifts by
+a few hundred at most; the shipped agents' weights are below 1. A weight of 3e38 is finite, yet every forward pass
+through it overflows to inf and NaN: an edited or broken file, refused like a NaN weight."""
+
+
 def safe_load(path: Path, device: str = "cpu", what: str = "checkpoint",
               fix: str = "use another checkpoint or retrain"):
     """``torch.load`` that cannot run code: torch's weights-only unpickler (tensors, containers, numbers, strings)
-    with numeric numpy arrays allowed and nothing else, then every numpy array checked to hold numbers (an object
-    array could carry arbitrary Python objects). Raises ``CheckpointError`` naming the file for anything else:
-    a checkpoint from another user is data, never a program."""
+    with numeric numpy arrays allowed and nothing else, then every container, tensor and array checked for what it
+    is (:func:`check_contents`) before anything reads a value from it. Raises ``CheckpointError`` naming the file
+    for anything else: a checkpoint from another user is data, never a program."""
     path = Path(path)
     try:
         with torch.serialization.safe_globals(_numpy_globals()):
@@ -139,30 +163,95 @@ def safe_load(path: Path, device: str = "cpu", what: str = "checkpoint",
                 from None
         raise CheckpointError(f"{what} {path} is damaged: corrupt or not a workflow-rl {what} "
                               f"({type(e).__name__}); {fix}") from None
-    # defence in depth: a hand-made pickle can build an object dtype without the BUILD step the unpickler refuses
-    if any(a.dtype.kind not in "biuf" for a in _leaves(obj, np.ndarray)):
-        raise CheckpointError(f"{what} {path} holds a non-numeric array, which no workflow-rl file does: {fix}")
+    try:
+        check_contents(obj)
+    except ValueError as e:
+        raise CheckpointError(f"{what} {path} holds {e}, which no workflow-rl file does: {fix}") from None
     return obj
 
 
-def _leaves(obj, kind: type):
-    """Every ``kind`` (numpy array, torch tensor) inside nested dicts, lists and tuples."""
-    if isinstance(obj, kind):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _leaves(v, kind)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _leaves(v, kind)
+def check_contents(obj) -> None:
+    """Everything in a loaded file checked for what it is, without reading a value (a ValueError saying what, to
+    follow "holds"): containers nested at most :data:`MAX_DEPTH` deep; every tensor a plain one
+    (:func:`tensor_problem`), every numpy array a plain numeric one (:func:`array_problem`). Only then may a reader
+    compute on it: a zero-stride 10^7 x 10^7 tensor (4 bytes on disk) would be materialised by the first
+    ``isfinite``, a sparse one fails in the first operation, a planted attribute can shadow a tensor's methods."""
+    for leaf in _leaves(obj, (torch.Tensor, np.ndarray)):
+        problem = tensor_problem(leaf) if isinstance(leaf, torch.Tensor) else array_problem(leaf)
+        if problem:
+            raise ValueError(problem)
 
 
-def check_finite(what: str, obj) -> None:
-    """Every floating-point tensor in ``obj`` finite: a NaN weight evaluates to numbers and trains on to NaN
-    losses without a word, so it is refused where it is read."""
+def tensor_problem(t: torch.Tensor) -> str | None:
+    """What makes ``t`` something other than a tensor workflow-rl writes, or None: its exact type is
+    ``torch.Tensor`` (or a ``Parameter``) with no instance attributes (the unpickler's tensor rebuild can set any:
+    ``is_floating_point`` shadowed by a callable returning a falsy value hid NaN weights), no gradient attached,
+    a dense strided layout (not sparse, quantized, nested or meta), a dtype of :data:`TENSOR_DTYPES`, and no
+    more elements than its storage holds (a view of part of a storage is fine; a zero-stride expansion, many
+    elements from a few bytes, is not: the first operation would materialise it). Checked in this order, so each
+    test runs on what the earlier ones established."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return f"a tensor of type {type(t).__name__}"
+    if vars(t):
+        return f"a tensor carrying attributes ({', '.join(map(str, vars(t)))})"
+    special = [k for k, is_k in (("sparse", t.layout != torch.strided), ("quantized", t.is_quantized),
+                                 ("nested", t.is_nested), ("meta", t.is_meta)) if is_k]
+    if special:
+        return f"a {'/'.join(special)} tensor, not a plain dense array"
+    if t.dtype not in TENSOR_DTYPES:
+        return f"a {t.dtype} tensor (files hold {', '.join(str(d).replace('torch.', '') for d in TENSOR_DTYPES)})"
+    if t.grad is not None:
+        return "a tensor with a gradient attached"
+    if t.numel() * t.element_size() > t.untyped_storage().nbytes():
+        return (f"a tensor of shape {tuple(t.shape)} with more elements than its data holds (strides {t.stride()}, "
+                f"{t.untyped_storage().nbytes()} bytes stored)")
+    return None
+
+
+def array_problem(a: np.ndarray) -> str | None:
+    """What makes ``a`` something other than a numpy array workflow-rl writes, or None: exactly ``np.ndarray``, a
+    dtype of :data:`ARRAY_DTYPES`, and contiguous data (as numpy's unpickling makes it: no zero or overlapping
+    strides)."""
+    if type(a) is not np.ndarray:
+        return f"an array of type {type(a).__name__}"
+    if a.dtype not in ARRAY_DTYPES:
+        return f"an array of dtype {a.dtype.str} (files hold {', '.join(d.str for d in ARRAY_DTYPES)})"
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        return f"an array of shape {a.shape} whose data is not laid out in full (strides {a.strides})"
+    return None
+
+
+def _leaves(obj, kind):
+    """Every ``kind`` (numpy array, torch tensor, or a tuple of such types) inside nested dicts, lists and tuples,
+    each container visited once (a pickle can share one container many times, or make one hold itself); a
+    ValueError where they nest deeper than :data:`MAX_DEPTH`. A loop, not a recursion: a deep file is refused,
+    never a ``RecursionError``."""
+    stack, seen = [(obj, 0)], set()
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, kind):
+            yield x
+        elif isinstance(x, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"containers nested deeper than {MAX_DEPTH} levels")
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            stack.extend((v, depth + 1) for v in reversed(list(x.values() if isinstance(x, dict) else x)))
+
+
+def check_finite(what: str, obj, bound: float = math.inf) -> None:
+    """Every floating-point tensor in ``obj`` finite and, with ``bound``, at most that in magnitude: a NaN weight
+    evaluates to numbers and trains on to NaN losses without a word, so it is refused where it is read. The dtype
+    is read from the tensor's class (``torch.Tensor.dtype``, which no attribute can shadow); files are loaded by
+    :func:`safe_load`, which admits real dtypes only."""
     for t in _leaves(obj, torch.Tensor):
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{what} hold NaN or infinite values")
+        if torch.Tensor.dtype.__get__(t).is_floating_point:
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{what} hold NaN or infinite values")
+            if t.numel() and float(t.abs().max()) > bound:
+                raise ValueError(f"{what} hold a value of {float(t.abs().max()):.3g}, beyond {bound:g}: the file is "
+                                 "broken or edited")
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> dict:
@@ -190,7 +279,8 @@ def check_fields(ck: dict) -> None:
     cfg.validate_settings()
     if not isinstance(ck["agent"], dict) or not ck["agent"]:
         raise ValueError("agent weights are missing")
-    check_finite("its weights", ck["agent"])
+    check_network(ck["agent"], cfg)
+    check_finite("its weights", ck["agent"], MAX_WEIGHT)
     check_finite("its optimizer state", ck.get("optimizer"))
     c = ck["counters"]
     for name in ("update", "global_step", "total_episodes", "round_active"):
@@ -202,6 +292,27 @@ def check_fields(ck: dict) -> None:
     if int(per_env.sum()) > c["total_episodes"]:
         raise ValueError(f"episodes_per_env sums to {int(per_env.sum())}, more than total_episodes "
                          f"{c['total_episodes']}")
+
+
+def network_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
+    """{name: shape} of the weights of the network ``cfg`` describes (``Agent.state_dict()``), from the network
+    itself built on the meta device: no memory, no draw from the random streams."""
+    with torch.device("meta"):
+        agent = Agent(tuple(cfg.ppo.hidden), Memory.of(cfg.ppo))
+    return {k: tuple(v.shape) for k, v in agent.state_dict().items()}
+
+
+def check_network(weights: dict, cfg: TrainConfig) -> None:
+    """The weights are those of the network the checkpoint's config describes, name for name and shape for shape,
+    checked before any network is built from the config: a config claiming layers the file does not hold (hidden
+    [10**9] beside 64-wide weights) would otherwise allocate first and fail after."""
+    want = network_shapes(cfg)
+    got = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__ for k, v in weights.items()}
+    if got != want:
+        diff = next((k for k in want if got.get(k) != want[k]), None) or next(k for k in got if k not in want)
+        raise ValueError(f"its weights do not fit the network its config describes (--hidden "
+                         f"{' '.join(map(str, cfg.ppo.hidden))}, {Memory.of(cfg.ppo).flags}): {diff} is "
+                         f"{got.get(diff, 'missing')}, the network's is {want.get(diff, 'absent')}")
 
 
 SAME_RUN = ("workflow", "hold_out", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",

@@ -135,6 +135,18 @@ class ComplianceTracker:
         for k in ("compliant", "violations", "neutral"):
             getattr(self, k).copy_(d[k])
 
+    @staticmethod
+    def check_state(d: dict, steps: int) -> None:
+        """A ValueError unless ``d`` (a saved :meth:`state_dict`, its tensors' shapes checked by the caller) holds
+        what ``steps`` steps of an episode can count: whole numbers >= 0, and at most one fix a step in all
+        (``classify_fixes`` puts an action in one class at most). An edited count would steer the resumed
+        alignment reward and the episode's compliance without a word."""
+        counts = [torch.as_tensor(d[k], dtype=torch.float64) for k in ("compliant", "violations", "neutral")]
+        if any(bool(((c < 0) | (c != c.round())).any()) for c in counts):
+            raise ValueError("tracker holds counts that are not whole numbers >= 0")
+        if bool((sum(counts) > steps).any()):
+            raise ValueError(f"tracker counts more fixes than the {steps} steps the episodes have taken")
+
 
 WINDOW_EPISODES = 20
 """Episodes per workflow in a run across workflows' per-workflow compliance (``WorkflowWindow``)."""

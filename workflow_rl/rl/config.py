@@ -235,6 +235,13 @@ class TrainConfig:
         check_float(flag("alignment_lambda"), self.alignment_lambda, 0.0, MAX_ALIGNMENT_LAMBDA)
         self._validate_ppo()
 
+    MAX_HIDDEN = 2**20
+    """The widest hidden layer: two layers of it are 4 TiB of float32 weights, beyond any machine. Wider is a typo
+    or an edited checkpoint config (``hidden [10**9]``), refused where settings are checked, before anything is
+    allocated; narrower but too big for this machine is the memory check's (``check_memory``) to refuse."""
+    MAX_LAYERS = 16
+    """The most hidden layers: the project trains two."""
+
     def _validate_ppo(self) -> None:
         """PPO's settings: finite, in range, and no more minibatches than one update has transitions."""
         p = self.ppo
@@ -247,8 +254,10 @@ class TrainConfig:
         for name in ("ent_coef", "vf_coef"):
             check_float(flag(name), getattr(p, name), 0.0)
         check_int(flag("update_epochs"), p.update_epochs, 1)
+        if len(p.hidden) > self.MAX_LAYERS:
+            raise ValueError(f"--hidden lists {len(p.hidden)} layers, more than {self.MAX_LAYERS}: give fewer")
         for h in p.hidden:
-            check_int(flag("hidden"), h, 1)
+            check_int(flag("hidden"), h, 1, self.MAX_HIDDEN)
         check_int(flag("num_minibatches"), p.num_minibatches, 1)
         if p.mask_decoys and not p.decoy_memory:
             raise ValueError("--mask-decoys reads the decoy memory: add --decoy-memory")

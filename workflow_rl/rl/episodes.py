@@ -87,7 +87,13 @@ def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
     cells: dict[tuple, list] = {}
     with open(f, newline="") as fh:
         reader = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        # csv.Error: a field over csv's size limit (131,072 characters), a NUL byte; UnicodeDecodeError (a
+        # ValueError): a binary file; TypeError: a row short of fields
+        try:
+            columns = reader.fieldnames or []
+        except (ValueError, csv.Error) as e:
+            raise ValueError(f"{f} line 1 is damaged ({e}): evaluate again to rewrite it") from None
+        missing = [c for c in COLUMNS if c not in columns]
         if missing:
             raise ValueError(f"{f} is not an {FILE} of `workflow-rl evaluate` (no column {', '.join(missing)})")
         try:
@@ -95,7 +101,7 @@ def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
                 key = (row["engine"], row["mode"], row["red_agent"], int(row["length"]), row["workflow"])
                 cells.setdefault(key, []).append((int(row["episode_seed"]), int(row["episode"]), int(row["round"]),
                                                   int(row["slot"]), float(row["return"])))
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, csv.Error) as e:
             raise ValueError(f"{f} line {reader.line_num} is damaged ({e}): evaluate again to rewrite it") from None
     out = {}
     for key, rows in cells.items():

@@ -108,6 +108,18 @@ class Memory:
         """The memory of ``n`` envs at an episode's start, (n, dim) zeros; None without memory."""
         return torch.zeros((n, self.dim), device=device) if self.dim else None
 
+    def check_state(self, mem: torch.Tensor, steps: int) -> None:
+        """A ValueError unless ``mem`` (n, dim; its shape checked by the caller), a saved memory ``steps`` steps
+        into the envs' episodes, holds what :meth:`took` and :meth:`saw` write: 0/1 bits, and a clock of ``steps``
+        steps (float32 sums of :data:`CLOCK_STEP`: each addition rounds by at most 2**-24 of the sum, hence the
+        tolerance growing with ``steps`` squared)."""
+        m = torch.as_tensor(mem, dtype=torch.float64)
+        bits = m[:, :self.dim - self.clock]
+        if not bool(((bits == 0) | (bits == 1)).all()):
+            raise ValueError("memory holds values other than 0/1 bits")
+        if self.clock and bool(((m[:, -1] - steps * CLOCK_STEP).abs() > 1e-5 + 6e-10 * steps ** 2).any()):
+            raise ValueError(f"memory's clock is not {steps} steps")
+
     def took(self, mem: torch.Tensor | None, actions: torch.Tensor) -> None:
         """Mark, in place, each env's action in ``actions`` (n,) as placed where it is a decoy action; when
         ``masked``, a Restore clears its host's decoys; advance the clock by a step."""

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from workflow_rl.checks import check_int
-from workflow_rl.rl.checkpoint import RECENT, CheckpointError, check_same_run
+from workflow_rl.rl.checkpoint import MAX_WEIGHT, RECENT, CheckpointError, check_finite, check_same_run
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 
@@ -83,6 +83,50 @@ def check_counters(ck: dict) -> None:
         raise ValueError(f"recent holds {len(recent)} returns, more than total_episodes {total}")
     if not isinstance(ck["optimizer"], dict):
         raise ValueError("optimizer state is not a mapping")
+    check_optimizer(ck["optimizer"], ck["agent"], saved, c["update"])
+
+
+def check_optimizer(opt: dict, weights: dict, cfg: TrainConfig, updates: int) -> None:
+    """The Adam state ``StackedAdam.load_member_state`` reads, against the weights it goes with and the run that
+    wrote it: no state (before a first step), or one entry per weight tensor, in order, each a step count and two
+    moments of that tensor's shape (an edited shape would fail inside the optimizer, or reshape silently); the
+    second moment >= 0 (its square root divides), the first within :data:`MAX_WEIGHT`; one step count for all, a
+    whole number in 1..the optimizer steps ``updates`` updates can take (every epoch's minibatches, each of at
+    least one transition): a step of -1 or 1e9 would bend Adam's bias correction for the rest of the run."""
+    state = opt.get("state")
+    if not isinstance(state, dict):
+        raise ValueError("optimizer state has no 'state' mapping")
+    if not state:
+        return
+    shapes = [tuple(w.shape) for w in weights.values()]
+    if set(state) != set(range(len(shapes))):
+        raise ValueError(f"optimizer state has {len(state)} entries ({', '.join(map(repr, list(state)[:3]))}, ...), "
+                         f"the network's weights are 0..{len(shapes) - 1}")
+    most = updates * cfg.ppo.update_epochs * cfg.n_envs * max(cfg.update_every_steps, cfg.episode_length)
+    steps = set()
+    for i, shape in enumerate(shapes):
+        e = state[i]
+        if not isinstance(e, dict) or set(e) != {"step", "exp_avg", "exp_avg_sq"}:
+            raise ValueError(f"optimizer state of weight {i} is not a step and two moments")
+        for name in ("exp_avg", "exp_avg_sq"):
+            m = e[name]
+            if not isinstance(m, torch.Tensor) or not m.dtype.is_floating_point or tuple(m.shape) != shape:
+                raise ValueError(f"optimizer {name} of weight {i} has shape "
+                                 f"{tuple(m.shape) if isinstance(m, torch.Tensor) else type(m).__name__}, the "
+                                 f"weight's is {shape}")
+        check_finite(f"optimizer moments of weight {i}", e["exp_avg"], MAX_WEIGHT)
+        check_finite(f"optimizer moments of weight {i}", e["exp_avg_sq"], MAX_WEIGHT ** 2)
+        if bool((e["exp_avg_sq"] < 0).any()):
+            raise ValueError(f"optimizer exp_avg_sq of weight {i} holds negative values")
+        step = e["step"]
+        if isinstance(step, torch.Tensor) and step.numel() == 1 and not step.dtype == torch.bool:
+            step = step.item()
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
+            raise ValueError(f"optimizer step of weight {i} is not a whole number (got {step!r})")
+        steps.add(int(step))
+    if len(steps) != 1:
+        raise ValueError(f"optimizer steps differ between weights ({', '.join(map(str, sorted(steps)))})")
+    check_int("optimizer step", steps.pop(), 1, max(1, most))
 
 
 def snapshot_reference(cfg: TrainConfig, total_envs: int) -> dict:
@@ -110,12 +154,37 @@ def check_snapshot(snap: dict, cfg: TrainConfig, total_envs: int) -> None:
     check_like("env_state", snap["env_state"], ref["env_state"], partial=True)   # older snapshots lack newer fields
     for name in ("obs", "access", "tracker", "episode_running"):
         check_like(name, snap.get(name), ref[name])
+    saved = None
     if ref["memory"] is not None:
         saved = snap.get("memory", snap.get("decoys_placed"))
         if saved is None:
             raise ValueError("memory is missing: the run was written with other --decoy-memory/--red-memory "
                              "settings")
         check_like("memory", saved, ref["memory"])
+    check_snapshot_values(snap, cfg, saved)
+
+
+def check_snapshot_values(snap: dict, cfg: TrainConfig, memory) -> None:
+    """Every number of an engine snapshot (its types and shapes already checked) against what a run under ``cfg``
+    can have written, each by the code that owns the field: the engine state (``sim.native.check_state``, which
+    also wants every env at the batch's step in the episode), the observations, access levels and episode returns
+    (``sim.native.check_outputs``), the compliance counts (``ComplianceTracker.check_state``) and the episode
+    memory (``Memory.check_state``). The batch's step is its ``global_step`` (a batch state's own, or the
+    checkpoint's counter), every env being ``global_step % episode_length`` steps into its episode."""
+    from workflow_rl.rl.compliance import ComplianceTracker
+    from workflow_rl.sim.native import check_outputs, check_state
+
+    steps = (snap["global_step"] if "global_step" in snap else snap["counters"]["global_step"]) % cfg.episode_length
+    check_state(snap["env_state"], cfg.episode_length, steps)
+    check_outputs(_host(snap["obs"]), _host(snap["access"]), _host(snap["episode_running"]["env"]), steps)
+    ComplianceTracker.check_state(snap["tracker"], steps)
+    if memory is not None:
+        Memory.of(cfg.ppo).check_state(memory, steps)
+
+
+def _host(x) -> np.ndarray:
+    """A saved array (a numpy array, or a tensor on whatever device the file was loaded to) as a numpy array."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def check_like(name: str, value, ref, partial: bool = False) -> None:

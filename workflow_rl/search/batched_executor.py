@@ -26,7 +26,8 @@ import torch
 
 from workflow_rl.checks import check_bool, check_inside, check_int
 from workflow_rl.interrupt import GracefulInterrupt
-from workflow_rl.rl.checkpoint import CheckpointError, atomic_save, load_batch_state, load_checkpoint
+from workflow_rl.rl.checkpoint import (MAX_WEIGHT, CheckpointError, atomic_save, check_finite, load_batch_state,
+                                       load_checkpoint)
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 from workflow_rl.rl.resumable import check_like, check_snapshot
@@ -305,6 +306,18 @@ class BatchedExecutor:
         self.runs.clear()
 
 
+def check_workflow_tables(enc: torch.Tensor, rank: torch.Tensor, lam: torch.Tensor) -> None:
+    """A saved batch's workflow inputs (their shapes checked) hold what workflows give: 0/1 encodings, each env's
+    type ranks an ordering of the five unit types, alignment weights >= 0. A rank of 9 would index past the unit
+    types; a negative weight would pay for violations."""
+    if not bool(((enc == 0) | (enc == 1)).all()):
+        raise ValueError("wf_enc holds values other than the 0/1 bits of workflow encodings")
+    if not bool((rank.sort(-1).values == torch.arange(rank.shape[-1], device=rank.device)).all()):
+        raise ValueError("rank holds a row that is not an ordering of the five unit types")
+    if bool((lam < 0).any()):
+        raise ValueError("lam holds a negative alignment weight")
+
+
 def check_batch_state(out: Path, cfg, state) -> None:
     """(resume) The batch state a batched search (``cfg``, a SearchConfig, with ``state`` its SearchState) will
     read, checked before anything is written: readable, and every field of the type and shape its batch has."""
@@ -326,6 +339,8 @@ def check_batch_state(out: Path, cfg, state) -> None:
         check_like("rank", snap["rank"], torch.zeros(total, 5, dtype=torch.int64))
         check_like("lam", snap["lam"], torch.zeros(total, dtype=torch.float64))
         check_like("members", snap["members"], torch.zeros(q, params))
+        check_finite("members (the empty slots' weights)", snap["members"], MAX_WEIGHT)
+        check_workflow_tables(snap["wf_enc"], snap["rank"], snap["lam"])
         for name in ("stalled", "returned"):
             check_bool(name, snap[name])
         check_int("submitted", snap["submitted"], 0, state.dispatched)

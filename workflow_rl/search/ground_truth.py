@@ -132,7 +132,8 @@ def read_ground_truth(path: str | Path) -> tuple[dict[str, dict], list[dict]]:
             raise ValueError("no rows" if not rows else f"missing columns {', '.join(missing)}")
         table = {}
         for r in rows:
-            wf = Workflow.parse(r["workflow"]).codes
+            wf = Workflow.parse(r["workflow"]).codes   # a named order (critical_first) is its codes' row
+            r = {**r, "workflow": wf}
             if wf in table:
                 raise ValueError(f"workflow {wf} has two rows")
             mean = float(r["mean"])
@@ -142,7 +143,7 @@ def read_ground_truth(path: str | Path) -> tuple[dict[str, dict], list[dict]]:
                 raise ValueError(f"eligible workflow {wf} has mean {r['mean']} and seed values {r['seed_values']}: "
                                  "an eligible row's values are finite numbers")
             table[wf] = {**r, "mean": mean, "eligible": r["eligible"] == "True"}
-    except (ValueError, csv.Error, UnicodeDecodeError) as e:
+    except (ValueError, TypeError, csv.Error, UnicodeDecodeError) as e:   # TypeError: a row short of fields
         raise ValueError(f"--ground-truth {path} is not a ground_truth.csv ({e})") from None
     return table, rows
 

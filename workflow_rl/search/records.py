@@ -39,6 +39,16 @@ class _Saved:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+def read_json(text: str, **kw):
+    """``json.loads``, with text nested too deeply for Python's parser (200,000 nested arrays raise a
+    ``RecursionError``) refused as a ValueError like any other damage: no workflow-rl file nests more than a few
+    levels."""
+    try:
+        return json.loads(text, **kw)
+    except RecursionError:
+        raise ValueError("arrays or objects nested deeper than Python can read") from None
+
+
 @dataclass(kw_only=True)
 class Proposal(_Saved):
     """A workflow the search chose, and why; :meth:`dispatched` adds where and from what it trains."""
@@ -197,7 +207,7 @@ class SearchState:
             raise ValueError(f"no search to resume in {path.parent} (missing {path.name}): start one with "
                              f"`workflow-rl search --out {path.parent}`")
         try:
-            state = cls.from_dict(json.loads(path.read_text()))
+            state = cls.from_dict(read_json(path.read_text()))
             state.check()
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as e:
             why = str(e) if isinstance(e, ValueError) and not isinstance(e, json.JSONDecodeError) else \

@@ -130,6 +130,72 @@ def allocate_state(num_envs: int) -> SimState:
     )
 
 
+_HOST_MASK = (1 << _N) - 1
+_SUBNET_MASK = (1 << len(T.SUBNETS)) - 1
+_PORT_MASK = (1 << len(T.PORT_NUMBERS)) - 1
+_DECOY_MASK = (1 << T.N_DECOYS) - 1
+_BLINE_LAST = len(T.BLINE_JUMPS) - 1
+_FLAGS = ("red_file", "ot_down", "ot_broken", "red_scanned", "ot_known", "last_success", "last_dns_empty", "bl_s12")
+_BITMASKS = {"decoys": _DECOY_MASK, "red_ports": _PORT_MASK, "m_known_ips": _HOST_MASK, "m_scanned_ips": _HOST_MASK,
+             "m_exploited": _HOST_MASK, "m_escalated": _HOST_MASK, "m_mapped": _HOST_MASK,
+             "m_known_subnets": _SUBNET_MASK, "m_scanned_subnets": _SUBNET_MASK}
+_PER_STEP_COUNTS = ("sess_priv", "sess_rem", "sess_user", "vsftpd")
+"""Counts the rules raise by at most one per step and clear at a reset (red's sessions: one exploit a step;
+Vsftpd copies: one decoy a step)."""
+
+
+def state_values(episode_length: int) -> dict[str, tuple[int, int] | tuple[int, ...]]:
+    """Per :class:`SimState` field, what a state the rules wrote can hold in an episode of ``episode_length``
+    steps: an inclusive ``(lo, hi)`` range, or (``bl_target``) the values it can take. The one place these are
+    written down, so that a saved state (a checkpoint's engine snapshot) is checked against what the kernels can
+    reach (:func:`check_state`) rather than trusted: a step counter past the episode's end never truncates it (the
+    run trains on, finishing no episode), a red kind of 7 plays no red agent, a B_line state of 20 reads past its
+    jump table. ``key`` (any 64-bit key) and ``red_cdf`` (floats: :func:`check_state`) are not listed."""
+    def per_step(dtype) -> tuple[int, int]:
+        info = np.iinfo(dtype)   # a count that can pass its dtype's top wraps (long episodes): any value then
+        return (0, episode_length) if episode_length <= info.max else (int(info.min), int(info.max))
+
+    values: dict = {"episode": (0, np.iinfo(np.int64).max), "t": (0, episode_length - 1),
+                    "red_kind": (T.RED_SLEEP, T.RED_MEANDER), "obs_comp": (0, 3), "bl_state": (0, _BLINE_LAST),
+                    "bl_target": (-1, T.USER1, T.USER2, T.USER3, T.USER4),
+                    "m_last_ip": (-1, _N - 1), "m_last_host": (-1, _N - 1)}
+    values.update({f: (0, 1) for f in _FLAGS})
+    values.update({f: (0, m) for f, m in _BITMASKS.items()})
+    dtypes = {f: a.dtype for f, a in zip(SimState._fields, allocate_state(0))}
+    values.update({f: per_step(dtypes[f]) for f in _PER_STEP_COUNTS})
+    return values
+
+
+def check_state(state: dict, episode_length: int, step: int | None = None) -> None:
+    """A ValueError naming the first field of ``state`` (a :class:`SimState` as a dict, e.g. a checkpoint's
+    ``env_state``; fields it lacks are skipped) holding a value the rules cannot write in an episode of
+    ``episode_length`` steps (:func:`state_values`); ``red_cdf`` must be cumulative odds as :func:`red_cdf_of`
+    writes them. ``step``: every env's step counter must be it (envs of one batch step together from a common
+    start, which the trainer relies on to know when episodes end). Shapes and dtypes are the caller's to check."""
+    for name, allowed in state_values(episode_length).items():
+        if name not in state:
+            continue
+        a = np.asarray(state[name])
+        if len(allowed) == 2:
+            bad = (a < allowed[0]) | (a > allowed[1])
+            what = f"in {allowed[0]}..{allowed[1]}"
+        else:
+            bad = ~np.isin(a, allowed)
+            what = f"one of {', '.join(map(str, allowed))}"
+        if bad.any():
+            raise ValueError(f"env_state.{name} holds {a[bad].flat[0]}, which the engine never writes (values are "
+                             f"{what}{' for --episode-length ' + str(episode_length) if name == 't' else ''})")
+    if step is not None and "t" in state and (np.asarray(state["t"]) != step).any():
+        raise ValueError(f"env_state.t is not {step} in every env, the step its batch is at")
+    if "red_cdf" in state:
+        cdf = np.asarray(state["red_cdf"], np.float64)
+        ok = np.isfinite(cdf).all() and (((cdf >= 0) & (cdf <= 1)) | (cdf == 2.0)).all() and \
+            (np.diff(cdf, axis=-1) >= 0).all() and (cdf[..., -1] == 2.0).all()
+        if not ok:
+            raise ValueError("env_state.red_cdf is not the cumulative odds of a red-agent mixture (nondecreasing "
+                             "values in [0, 1], 2.0 from the last kind that can be drawn on)")
+
+
 def allocate_buffers(num_envs: int) -> StepBuffers:
     n = num_envs
     return StepBuffers(
@@ -137,6 +203,28 @@ def allocate_buffers(num_envs: int) -> StepBuffers:
         access=np.zeros((n, _N), np.int8), final_obs=np.zeros((n, 4 * _N), np.float32),
         final_access=np.zeros((n, _N), np.int8), red_action=np.zeros((n, 3), np.int8),
     )
+
+
+WORST_REWARD = float(rules.REWARD_OF_TENTHS[-1])
+"""The lowest reward of one step (a Restore, every host's confidentiality lost and the Impact penalty); a step's
+reward is in ``[WORST_REWARD, 0]``."""
+
+
+def check_outputs(obs, access, returns=None, steps: int = 0) -> None:
+    """A ValueError unless ``obs`` (N, 52) holds only the 0/1 bits the rules write, ``access`` (N, 13) red access
+    levels (``ACCESS_NONE`` .. ``ACCESS_PRIVILEGED``) and ``returns`` (N,) sums of ``steps`` rewards (each in
+    ``[WORST_REWARD, 0]``): what a saved batch's current observations and episode sums can be."""
+    o, a = np.asarray(obs), np.asarray(access)
+    if not ((o == 0) | (o == 1)).all():
+        raise ValueError("obs holds values other than the 0/1 bits of an observation")
+    if ((a < T.ACCESS_NONE) | (a > T.ACCESS_PRIVILEGED)).any():
+        raise ValueError(f"access holds values outside the red access levels {T.ACCESS_NONE}..{T.ACCESS_PRIVILEGED}")
+    if returns is not None:
+        r = np.asarray(returns, np.float64)
+        lo = steps * WORST_REWARD * (1 + 1e-6) - 1e-6   # float rounding of the sum
+        if ((r < lo) | (r > 0)).any():
+            raise ValueError(f"episode_running.env holds a return outside {steps * WORST_REWARD:g}..0, what {steps} "
+                             "steps of an episode can earn")
 
 
 def state_bytes_per_env(state: SimState) -> int:
@@ -270,7 +358,8 @@ def obs_distance(obs: np.ndarray, target: np.ndarray) -> np.ndarray:
     return ((np.asarray(obs) > 0.5) != (np.asarray(target).reshape(1, -1) > 0.5)).sum(1)
 
 
-__all__ = ["GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state", "allocate_buffers", "seed_state", "red_weights_of",
-           "red_cdf_of", "reset_envs", "step",
-           "env_keys", "state_bytes_per_env", "take_state", "put_state", "rekey", "obs_distance"]
+__all__ = ["GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state",
+           "allocate_buffers", "state_values", "check_state", "check_outputs", "WORST_REWARD", "seed_state",
+           "red_weights_of", "red_cdf_of", "reset_envs", "step", "env_keys", "state_bytes_per_env", "take_state",
+           "put_state", "rekey", "obs_distance"]
 
