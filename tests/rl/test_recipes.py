@@ -39,7 +39,8 @@ def test_train_with_a_recipe_runs_its_settings_and_typed_flags_win(capsys, tmp_p
     rc, stdout, err = run_main(["train", "--recipe", "universal", "--n-envs", "8", "--num-episodes", "16",
                                 "--hidden", "16", "16", "--opening", "51", "--out", str(out), "--no-progress"], capsys)
     assert rc == 0, err
-    assert re.search(r"recipe universal on cpu: .*--none-share 0.25", stdout) and "typed: --hidden, --n-envs" in stdout
+    assert re.search(r"recipe universal on cpu: .*--none-share 0.25 .*--hidden 16 16 .*--n-envs 8 ", stdout)
+    assert "typed over the recipe: --n-envs, --num-episodes, --hidden, --opening" in stdout
     cfg = TrainConfig.from_dict(json.loads((out / "config.json").read_text()))
     assert (cfg.workflow, cfg.none_share, cfg.red_agent) == ("all", 0.25, "B_lineAgent:0.5,RedMeanderAgent:0.5")
     assert cfg.ppo.decoy_memory and cfg.ppo.mask_decoys and cfg.ppo.opening == (51,)

@@ -13,7 +13,7 @@ from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import EPISODE_WORKERS, TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.rl.pretrained import starting_weights
-from workflow_rl.rl.recipes import RECIPES, recipe
+from workflow_rl.rl.recipes import RECIPES, as_flags, recipe
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.schedule import check_first_update
 from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run, run_config
@@ -131,11 +131,12 @@ def with_recipe(args, flat: dict) -> dict:
     if args.recipe is None:
         return flat
     r = recipe(args.recipe)
-    typed = set(args.given("train", list(flat)))
-    chosen = {k: v for k, v in r.for_device(flat["device"]).items() if k not in typed}
-    print(f"recipe {r.name} on {flat['device']}: {r.command(flat['device'])}"
-          + (f" (typed: {', '.join(flag(k) for k in sorted(typed & set(r.for_device(flat['device']))))})"
-             if typed & set(r.for_device(flat["device"])) else ""))
+    wanted = r.for_device(flat["device"])
+    typed = [k for k in args.given("train", list(flat)) if k in wanted]
+    chosen = {k: v for k, v in wanted.items() if k not in typed}
+    run = {k: flat[k] if k in typed else v for k, v in wanted.items()}
+    print(f"recipe {r.name} on {flat['device']}: {as_flags(run)}"
+          + (f" (typed over the recipe: {', '.join(flag(k) for k in typed)})" if typed else ""))
     typed_only = args.given
     args.given = lambda command, dests: [d for d in dests if d in chosen] + typed_only(
         command, [d for d in dests if d not in chosen])

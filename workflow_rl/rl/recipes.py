@@ -36,15 +36,20 @@ class Recipe:
 
     def command(self, device: str) -> str:
         """The ``workflow-rl train`` flags the recipe stands for on ``device``: what a user could type instead."""
-        parts = []
-        for name, value in self.for_device(device).items():
-            if isinstance(value, bool):
-                parts.append(flag(name) if value else f"--no-{flag(name)[2:]}")
-            elif isinstance(value, (tuple, list)):
-                parts.append(f"{flag(name)} {' '.join(map(str, value))}")
-            else:
-                parts.append(f"{flag(name)} {value}")
-        return " ".join(parts)
+        return as_flags(self.for_device(device))
+
+
+def as_flags(settings: dict) -> str:
+    """Flat settings as the ``train`` flags that set them (``--x`` / ``--no-x`` for booleans)."""
+    parts = []
+    for name, value in settings.items():
+        if isinstance(value, bool):
+            parts.append(flag(name) if value else f"--no-{flag(name)[2:]}")
+        elif isinstance(value, (tuple, list)):
+            parts.append(f"{flag(name)} {' '.join(map(str, value))}")
+        else:
+            parts.append(f"{flag(name)} {value}")
+    return " ".join(parts)
 
 
 _UNIVERSAL = {
