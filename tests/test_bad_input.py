@@ -273,7 +273,7 @@ CASES = [
     (["search", "--eval-length", HUGE], "--eval-length must be in"),
     (["train", "--update-every-steps", HUGE], "GiB of memory"),
     (["train", "--hidden", "100000", "100000"], "GiB of memory, .*: use smaller --hidden layers"),
-    (["train", "--hidden", str(10**19)], "use smaller --hidden layers"),
+    (["train", "--hidden", str(10**19)], r"--hidden must be in \[1, 1048576\]"),
     (["search", "--hidden", "100000", "100000"], "use smaller --hidden layers"),
     (["train", "--out", "{d}/" + LONG], "--out: the name x+\\.\\.\\. is 300 bytes long, more than the 255"),
     (["train", "--out", "{d}/" + LONG + "/run"], "more than the 255"),
