@@ -39,11 +39,11 @@ def test_train_with_a_recipe_runs_its_settings_and_typed_flags_win(capsys, tmp_p
     rc, stdout, err = run_main(["train", "--recipe", "universal", "--n-envs", "8", "--num-episodes", "16",
                                 "--hidden", "16", "16", "--opening", "51", "--out", str(out), "--no-progress"], capsys)
     assert rc == 0, err
-    assert re.search(r"recipe universal on cpu: .*--none-share 0.25 .*--hidden 16 16 .*--n-envs 8 ", stdout)
+    assert re.search(r"recipe universal on cpu: .*--none-share 0.5 .*--hidden 16 16 .*--n-envs 8 ", stdout)
     assert "typed over the recipe: --n-envs, --num-episodes, --hidden, --opening" in stdout
     cfg = TrainConfig.from_dict(json.loads((out / "config.json").read_text()))
-    assert (cfg.workflow, cfg.none_share, cfg.red_agent) == ("all", 0.25, "B_lineAgent:0.5,RedMeanderAgent:0.5")
+    assert (cfg.workflow, cfg.none_share, cfg.red_agent) == ("all", 0.5, "B_lineAgent:0.5,RedMeanderAgent:0.5")
     assert cfg.ppo.decoy_memory and cfg.ppo.mask_decoys and cfg.ppo.opening == (51,)
     assert (cfg.alignment_reward, cfg.anneal_lr, cfg.n_envs, cfg.ppo.hidden) == ("violations", True, 8, (16, 16))
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["recipe"] == "universal" and summary["episodes"] == 16 and summary["none_share"] == 0.25
+    assert summary["recipe"] == "universal" and summary["episodes"] == 16 and summary["none_share"] == 0.5
