@@ -127,13 +127,14 @@ def truth(args) -> dict:
                       value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
-    greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed)
-    t0 = time.perf_counter()
-    planned = play_true_state(agent, workflow, plan, kind, args.episodes, max(LENGTHS), args.episode_seed, args.seed)
-    g = greedy[max(LENGTHS)][0]
-    return {"red_agent": red, "episodes": args.episodes, "plan": vars(plan), "greedy": ci(g),
-            "planned_true_state": ci(planned), "difference": ci(planned - g),
-            "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * max(LENGTHS))}
+    greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed, lengths=args.lengths)
+    cells, t0 = {}, time.perf_counter()
+    for length in args.lengths:   # each cell its own episodes of that length, as the CLI's planned cells
+        planned = play_true_state(agent, workflow, plan, kind, args.episodes, length, args.episode_seed, args.seed)
+        g = greedy[length][0]
+        cells[length] = {"greedy": ci(g), "planned_true_state": ci(planned), "difference": ci(planned - g)}
+    return {"red_agent": red, "episodes": args.episodes, "plan": vars(plan), **cells[max(args.lengths)],
+            "cells": cells, "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * sum(args.lengths))}
 
 
 def figure(args) -> dict:
@@ -295,7 +296,7 @@ def main() -> None:
     p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--min-gain", type=float, default=d.min_gain)
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS),
-                   help="compare: the episode lengths (cells) to play")
+                   help="compare, truth: the episode lengths (cells) to play")
     p.add_argument("--length-unknown", action="store_true",
                    help="compare: do not tell the planner the episode's length (one 100-step run serves every cell)")
     p.add_argument("--workflow", default=None, help="compare: act and count compliance under this workflow "

@@ -259,6 +259,21 @@ def test_planning_gap_refuses_results_of_different_episodes_in_one_line(tmp_path
     assert lines[0].startswith("error: the two results are not the same episodes (episode_seed: 1 vs 2)")
 
 
+def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
+    """benchmarks/planning.py truth --lengths: the planner given the true state in each cell (issue P's limit), each
+    cell paired with the greedy agent on its episodes; the top-level numbers are the longest cell's."""
+    import argparse
+
+    planning = _benchmark_module("planning")
+    args = argparse.Namespace(agent="pretrained:cage2", red="B_lineAgent", episodes=2, episode_seed=5, seed=0,
+                              top_k=2, horizon=2, rollouts=1, min_gain=0.0, value_scale=1.0, lengths=[6, 10])
+    res = planning.truth(args)
+    assert sorted(res["cells"]) == [6, 10] and res["difference"] == res["cells"][10]["difference"]
+    for cell in res["cells"].values():
+        (g, _), (p, _), (d, _) = cell["greedy"], cell["planned_true_state"], cell["difference"]
+        assert d == pytest.approx(p - g) and g <= 0 and p <= 0
+
+
 def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_path, capsys):
     """benchmarks/price.py: per red agent, the ground-truth-eligible workflows' gap to the reference (mean, largest,
     how many within 1.0), their gate count with the held-out ones apart, the ineligible ones that reach the gate;
