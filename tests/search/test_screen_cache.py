@@ -86,8 +86,9 @@ def _damage(rows_edit=None, text=None):
     _damage(lambda d: d.__setitem__("key", "0" * 64)),                          # another key under this name
     _damage(lambda d: d.__setitem__("format", 0)),
     _damage(lambda d: d.__setitem__("rows", {})),
+    _damage(text="[" * 200_000 + "]" * 200_000),                                # deeper than Python's parser
 ], ids=["syntax", "empty", "missing", "twice", "nan", "string", "compliance", "ci95", "fixes", "key", "format",
-        "rows"])
+        "rows", "deep"])
 def test_a_damaged_cache_file_is_ignored_with_one_warning_and_recomputed(ckpt, capsys, damage):
     compute = Counter()
     good, _ = C.screen_of(ckpt, SETTINGS, compute)

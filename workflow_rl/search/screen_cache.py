@@ -30,7 +30,7 @@ from pathlib import Path
 
 from workflow_rl.checks import check_float, check_int
 from workflow_rl.search.records import SCREEN_SOURCES as SOURCES
-from workflow_rl.search.records import Screened, atomic_json
+from workflow_rl.search.records import Screened, atomic_json, read_json
 from workflow_rl.workflow import all_workflows
 
 FORMAT = 1
@@ -121,7 +121,7 @@ def _no_constant(name: str):
 
 def from_json(text: str, key: str) -> list[Screened]:
     """The screen a file holds, validated against ``key``; a ValueError saying what is wrong otherwise."""
-    d = json.loads(text, parse_constant=_no_constant)
+    d = read_json(text, parse_constant=_no_constant)   # 200,000-deep nesting: damage, not a RecursionError
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ValueError(f"not a format-{FORMAT} screen file")
     if d.get("key") != key:
