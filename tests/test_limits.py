@@ -2,32 +2,17 @@
 with one error line and keeps its last good checkpoint, the memory check holds requests against every limit on
 the process (ulimit -v and -d, a container's), the planner's settings against memory together, worker counts
 against the cores, and the public API checks what it is handed."""
-import re
-
 import numpy as np
 import pytest
 import torch
 
+from helpers import run_main
+from test_bad_input import _assert_one_error_line   # tests/ is on the path (conftest.py)
+
 from workflow_rl import checks
-from workflow_rl.cli import main
 
 TINY = ["--n-envs", "4", "--max-episodes", "3", "--min-episodes", "1", "--update-every-steps", "50",
         "--eval-episodes", "0", "--no-progress", "--checkpoint-every", "1"]
-
-
-def _run(args, capsys) -> tuple[int, str]:
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = e.code
-    return rc, capsys.readouterr().err
-
-
-def _one_error_line(rc, err, match) -> None:
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert rc == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err, err
-    assert re.search(match, lines[0]), lines[0]
 
 
 @pytest.mark.parametrize("args,match", [
@@ -50,7 +35,8 @@ def _one_error_line(rc, err, match) -> None:
 def test_sizes_and_settings_refused_in_one_line(args, match, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # a refused command writes nothing: its default folders would land here
     monkeypatch.setattr(checks, "usable_cores", lambda: 2)
-    _one_error_line(*_run(args, capsys), match)
+    rc, _, err = run_main(args, capsys)
+    _assert_one_error_line(rc, err, match)
     assert not list(tmp_path.iterdir()), "a refused command wrote"
 
 
@@ -74,8 +60,8 @@ def test_training_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(
 
     monkeypatch.setattr(StackedUpdate, "run", run)
     out = tmp_path / "run"
-    rc, err = _run(["train", *TINY, "--reward-scale", "50", "--out", str(out)], capsys)
-    _one_error_line(rc, err, "training diverged: update 2's " + ("value_loss" if poison == "loss" else "weights")
+    rc, _, err = run_main(["train", *TINY, "--reward-scale", "50", "--out", str(out)], capsys)
+    _assert_one_error_line(rc, err, "training diverged: update 2's " + ("value_loss" if poison == "loss" else "weights")
                     + " is not finite .* lower --reward-scale \\(now 50, default 0.1\\), or --learning-rate")
     ck = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
     assert ck["counters"]["update"] == 1   # the first update's checkpoint, not the diverged one
