@@ -164,8 +164,11 @@ class WorkflowWindow:
             self.counts[int(w)] = [[int(c), int(v)] for c, v in pairs][-WINDOW_EPISODES:]
 
     def add(self, workflow_ids, compliant, violations) -> None:
-        """Count finished episodes: each one's workflow index and its compliant and violating fixes."""
+        """Count finished episodes: each one's workflow index and its compliant and violating fixes; an episode
+        played with no workflow (index -1: ``--none-share``) has no window and is skipped."""
         for w, c, v in zip(workflow_ids, compliant, violations):
+            if w < 0:
+                continue
             q = self.counts[int(w)]
             q.append([int(round(c)), int(round(v))])
             del q[:-WINDOW_EPISODES]

@@ -287,9 +287,8 @@ class BatchedTrainer:
         ep = episode_stats(fin)
         counted = ep.pop("counted")
         s.finish_update(steps, fin["env_return"], ep["compliance"], counted)
-        if s.mix is not None:   # the workflows' windows; episodes with no workflow (--none-share) have none
-            played = [i for i, w in enumerate(fin["workflow_id"]) if w >= 0]
-            s.window.add(*([fin[key][i] for i in played] for key in ("workflow_id", "compliant", "violations")))
+        if s.mix is not None:
+            s.window.add(fin["workflow_id"], fin["compliant"], fin["violations"])
         worst, c_worst = s.worst()
         label = str(s.workflow) if s.workflow else (f"mix of {len(s.mix.train)}" if s.mix else "none")
         row = {"workflow_id": s.workflow.index if s.workflow else -1, "workflow": label, "update": s.update,
