@@ -6,7 +6,9 @@ is typed by hand; the reproduce command, training time and machine are given, as
 An agent trained across workflows (``train --workflow all``) also gets the folders ``evaluate AGENT --workflow all
 --out DIR`` wrote (``--workflows DIR...``: every workflow's row of ``workflows.csv`` and the summaries of
 ``workflows.json``), its held-out list from the checkpoint, and ``eval_workflow``, the one workflow its CAGE2 cells
-(``--native``, ``--cyborg``) were played under (the cards of the other agents: their own workflow, or None).
+(``--native``, ``--cyborg``) were played under, or "none" when they were played unconstrained (``evaluate AGENT
+--workflow none``, an agent trained with ``--none-share``); the cards of the other agents: their own workflow, or
+None.
 
     PYTHONPATH=. python benchmarks/ship_agent.py cage2 runs/long-red/seed_0/checkpoints/latest.pt \
         --reproduce "workflow-rl train ..." --seconds 1500 --machine "..." --kind "..." --status "..." \
@@ -83,7 +85,7 @@ def card(name: str, ck: dict, a: argparse.Namespace) -> dict:
     held = cfg.get("hold_out")
     return {**c, "train_workflows": cfg["workflow"],
             "held_out": [w.codes for w in parse_workflow_list(held, "hold_out")] if held else [],
-            "eval_workflow": cells_workflow(a.native), "eval_native": results(a.native, tag=True),
+            "eval_workflow": cells_workflow(a.native) or "none", "eval_native": results(a.native, tag=True),
             "eval_cyborg": results(a.cyborg, tag=True), "eval_workflows": workflow_tables(a.workflows),
             "eval_commands": a.eval_command}
 

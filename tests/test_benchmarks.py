@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,13 +112,16 @@ def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_
     row = {"engine": "native", "mode": "greedy", "red_agent": "B_lineAgent", "length": 100, "episodes": 7,
            "mean": -1.5, "ci95": 0.1, "compliance": None}
     (ev / "evaluation.json").write_text(json.dumps({"results": [row]}))
-    base = [sys.executable, str(ROOT / "benchmarks" / "ship_agent.py"), "x", str(pretrained.path("cage2")),
+    # an unconstrained agent (the shipped one, issue P's, is trained across workflows): its file, one workflow none
+    ck = load_checkpoint(pretrained.path("universal"))
+    ck = {**ck, "config": {**ck["config"], "workflow": None, "none_share": 0.0}}
+    torch.save(ck, tmp_path / "plain.pt")
+    base = [sys.executable, str(ROOT / "benchmarks" / "ship_agent.py"), "x", str(tmp_path / "plain.pt"),
             "--reproduce", "workflow-rl train ...", "--seconds", "12", "--machine", "m", "--kind", "k", "--status",
             "s", "--dir", str(tmp_path)]
     r = subprocess.run([*base, "--native", str(ev)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     card = json.loads((tmp_path / "x.json").read_text())
-    ck = load_checkpoint(pretrained.path("cage2"))
     assert card["episodes_trained"] == ck["counters"]["total_episodes"] and card["eval_native"] == [row]
     assert card["eval_cyborg"] == [] and card["training_seconds"] == 12 and card["workflow"] is None
     assert load_checkpoint(tmp_path / "x.pt")["optimizer"] is None
@@ -163,7 +167,8 @@ def test_ship_agent_puts_an_across_workflow_agents_tables_and_held_out_list_on_i
     assert r.returncode == 0, r.stderr[-2000:]
     card = json.loads((tmp_path / "x.json").read_text())
     ck = load_checkpoint(agent)
-    assert card["held_out"] == ck["config"]["hold_out"].split(";") and card["train_workflows"] == "all"
+    held = ck["config"].get("hold_out")
+    assert card["held_out"] == (held.split(";") if held else []) and card["train_workflows"] == "all"
     assert card["eval_workflow"] == ["defender", "op_server", "enterprise", "op_host", "user"]
     assert card["eval_native"] == [{**row, "workflow": "D,OS,E,OH,U"}]
     assert [c["workflow"] for c in card["eval_cyborg"]] == ["D,OS,E,OH,U", "U,E,D,OS,OH"]

@@ -14,7 +14,8 @@ from workflow_rl.search.outputs import answer_line
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 RESULTS = ROOT / "benchmarks" / "results"
-MAKERUN = [f"makerun-universal-s{i}" for i in range(4)]   # `make run`: the search from pretrained:universal
+MAKERUN = [f"makerun-s{i}" for i in range(4)]   # `make run`: the search from pretrained:universal (issue P's agent)
+MAKERUN_DIR = RESULTS / "recipe" / "makerun"
 SCRATCH = ["makerun-q1", "makerun-s1-q1", "makerun-s2-q1"]   # `make run RUN_FROM=`: one workflow per batch
 GROUND_TRUTH_KEYS = {"ground_truth", "ground_truth_best", "regret", "answer_rank", "answer_in_top_set",
                      "answer_eligible_in_ground_truth"}
@@ -40,12 +41,14 @@ def _cyborg_greedy(agent: str) -> dict:
 def _cpu_seconds() -> dict[str, float]:
     """The CPU time (user) of each measured search, as /usr/bin/time recorded it: the box was shared, so the
     README quotes CPU, not the summaries' loaded wall times."""
-    return {r["run"]: float(r["user_s"]) for r in csv.DictReader((RESULTS / "universal_search_v" / "times.csv").open())}
+    return {r["run"]: float(r["user_s"]) for times in (RESULTS / "universal_search_v" / "times.csv",
+                                                       MAKERUN_DIR / "times.csv")
+            for r in csv.DictReader(times.open())}
 
 
 def test_the_answer_line_is_a_committed_make_run_answer():
     """The quoted last line is what `make run` prints (``answer_line``) for a committed summary of its search."""
-    summary = _json(RESULTS / "makerun" / "makerun-universal-s0-summary.json")
+    summary = _json(MAKERUN_DIR / "makerun-s0-summary.json")
     assert summary["batch_workflows"] == 1 and summary["total_episodes"] == 9000
     assert summary["universal"]["agent"] == "pretrained:universal"
     shown = {k: v for k, v in summary.items() if k not in GROUND_TRUTH_KEYS}
@@ -60,7 +63,7 @@ def test_the_answer_line_is_a_committed_make_run_answer():
 def test_make_run_rows():
     """make run's search (from the shipped universal agent: answers, CPU, the ground truth's best beside them) and
     the from-scratch search it replaced (RUN_FROM=)."""
-    runs = [_json(RESULTS / "makerun" / f"{name}-summary.json") for name in MAKERUN]
+    runs = [_json(MAKERUN_DIR / f"{name}-summary.json") for name in MAKERUN]
     cpu = _cpu_seconds()
     row = _row("`make run` answers")
     gt = list(csv.DictReader((RESULTS / "ground_truth" / "ground_truth.csv").open()))
@@ -69,14 +72,17 @@ def test_make_run_rows():
         assert s["total_episodes"] == 9000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
         assert s["universal"]["training_episodes_counted"] == 0 and s["best_reward"] > gt_best
         assert (f"{s['best_workflow_codes']} −{-s['best_reward']:.2f} ({s['workflows_evaluated']}"
-                f"{' workflow fine-tuned' if i == 0 else ''}, {cpu[f'c9k-s{i}']:.0f} s") in row
+                f"{' workflow fine-tuned' if i == 0 else ''}, {cpu[f'makerun-s{i}']:.0f} s") in row
     assert f"best eligible workflow: −{-gt_best:.2f}" in row
-    secs = sorted(cpu[f"c9k-s{i}"] for i in range(len(runs)))
+    secs = sorted(cpu[f"makerun-s{i}"] for i in range(len(runs)))
     text = " ".join(README.split())
     assert f"each of four runs took {secs[0]:.0f}–{secs[-1]:.0f} s of one core's CPU" in text
     assert all(s["workflows_evaluated"] == 1 for s in runs) and "9,000 episodes fine-tune 1 workflow" in text
-    beside = [cpu["c9k-s2"], cpu["c9k-s3"]]   # the two run beside the from-scratch search scratch-s1
-    assert max(beside) < cpu["scratch-s1"] and f"against {cpu['scratch-s1']:.0f} s for the from-scratch search" in text
+    assert f"against {cpu['scratch-s1']:.0f} s for a from-scratch search" in text
+    share = sum(secs) / len(secs) / cpu["scratch-s1"]
+    assert f"in {len(runs)} of {len(runs)} seeds, at about {share:.1f} times the from-scratch search's CPU" in text
+    answers = sorted(s["best_reward"] for s in runs)
+    assert f"four seeds gave −{-answers[-1]:.2f} to −{-answers[0]:.2f}" in text
     big = [_json(RESULTS / "universal_search_v" / f"u60k-s{i}-summary.json") for i in range(4)
            if (RESULTS / "universal_search_v" / f"u60k-s{i}-summary.json").exists()]
     assert big and all(s["workflows_evaluated"] == 7 for s in big) and "RUN_EPISODES=60000`: 7" in text
@@ -138,43 +144,40 @@ def test_speed_rows():
 
 
 def test_shipped_agent_rows():
+    """The one shipped agent unconstrained on real CybORG against the winner, and the planned play of the agent
+    shipped before it."""
     cells = sorted(CAGE2_WINNER)   # (red, length), B_line first
-    cage2 = _cyborg_greedy("cage2")
-    row = _row("`pretrained:cage2` vs")
-    assert {cage2[c]["episodes"] for c in cells} == {200} and "200 episodes per cell" in row
+    one = _cyborg_greedy("universal")
+    row = _row("`pretrained:universal` unconstrained")
+    assert all(one[c]["workflow"] is None for c in cells)
+    assert {one[c]["episodes"] for c in cells} == {1000} and "1,000 episodes per cell" in row
     for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
-        ours = " / ".join(f"−{-cage2[(red, n)]['mean']:.2f}" for n in (30, 50, 100))
+        ours = " / ".join(f"−{-one[(red, n)]['mean']:.2f}" for n in (30, 50, 100))
         theirs = " / ".join(f"−{-CAGE2_WINNER[(red, n)]:.2f}" for n in (30, 50, 100))
         assert f"{name}{ours} (winner {theirs})" in row
-    total = sum(cage2[c]["mean"] for c in cells)
+    total = sum(one[c]["mean"] for c in cells)
     assert f"six-cell sum −{-total:.2f} vs −{-sum(CAGE2_WINNER.values()):.2f}" in row
-    opening = _cyborg_greedy("cage2-opening")
-    row = _row("`pretrained:cage2-opening` (`cage2`")
-    assert {opening[c]["episodes"] for c in cells} == {600} and "600 episodes per cell" in row
-    for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
-        assert name + " / ".join(f"−{-opening[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
-    assert f"six-cell sum −{-sum(opening[c]['mean'] for c in cells):.2f} vs" in row
+    ahead = [c for c in cells if one[c]["mean"] - one[c]["ci95"] > CAGE2_WINNER[c]]
+    behind = [c for c in cells if one[c]["mean"] + one[c]["ci95"] < CAGE2_WINNER[c]]
+    assert f"ahead beyond noise in {len(ahead)} cells" in row and f"behind beyond noise in {len(behind)}" in row
     planned = {(r["red_agent"], r["length"]): r for r in _json(RESULTS / "planning" / "cyborg-opening-planned" /
                                                                "evaluation.json")["results"] if r["mode"] == "planned"}
-    row = _row("`pretrained:cage2-opening` planned")
+    row = _row("`cage2-opening` planned")
     assert {planned[c]["episodes"] for c in cells} == {200} and "200 episodes per cell" in row
     for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
         assert name + " / ".join(f"−{-planned[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
     ahead = sum(planned[c]["mean"] >= CAGE2_WINNER[c] for c in cells)
     assert f"six-cell sum −{-sum(planned[c]['mean'] for c in cells):.2f} vs" in row and f"winner in {ahead} cells" in row
-    compliant = _cyborg_greedy("cage2-compliant")
-    row = _row("`pretrained:cage2-compliant`")
-    assert f"six-cell sum −{-sum(compliant[c]['mean'] for c in cells):.2f}" in row
-    floor = min(compliant[c]["compliance"] for c in cells)
-    assert floor >= 0.997 and "compliance ≥ 99.7% in every cell" in row
 
 
 def test_universal_row_and_section():
-    """The across-workflow agent's row and the price quoted in "One network, any workflow", from its card."""
+    """The one agent's row across the workflows, its training cost, and the price quoted in "One network, any
+    workflow" (against its own unconstrained play), from its card."""
     card = _json(ROOT / "workflow_rl" / "pretrained" / "universal.json")
-    cage2 = {r["red_agent"]: r["mean"] for r in _json(ROOT / "workflow_rl" / "pretrained" / "cage2.json")["eval_native"]
-             if r["mode"] == "greedy" and r["length"] == 100}
-    rows, row = card["eval_workflows"]["rows"], _row("`pretrained:universal`")
+    assert card["eval_workflow"] == "none"
+    none = {r["red_agent"]: r["mean"] for r in card["eval_native"]
+            if r["mode"] == "greedy" and r["length"] == 100 and r["workflow"] is None}
+    rows, row = card["eval_workflows"]["rows"], _row("`pretrained:universal` under the workflows")
     text = " ".join(README.split())
     assert {r["episodes"] for r in rows} == {500} and "500 episodes per workflow and red agent" in row
     for red, name in (("B_lineAgent", "B_line"), ("RedMeanderAgent", "Meander")):
@@ -183,24 +186,30 @@ def test_universal_row_and_section():
         follows = sum(r["compliance"] >= 0.95 for r in mine)
         assert f"{follows} of 120" in row and all(r["compliance"] >= 0.95 for r in mine if r["gt_eligible"])
         mean = sum(r["mean"] for r in mine) / 120
-        assert f"−{-mean:.2f} {name}" in row and f"−{-cage2[red]:.2f}" in row
+        assert f"−{-mean:.2f} {name}" in row and f"−{-none[red]:.2f}" in row
         eligible = [r["mean"] for r in mine if r["gt_eligible"]]
-        price = cage2[red] - sum(eligible) / len(eligible)
+        price = none[red] - sum(eligible) / len(eligible)
         if name == "B_line":
             assert price > 0 and f"about {price:.1f} points against B_line" in text
         else:
-            assert price < 0 and f"nothing against Meander, where it scores {-price:.1f} above `cage2`" in text
+            assert price < 0 and f"nothing against Meander, where it scores {-price:.1f} above it" in text
     b_line = [r for r in rows if r["red_agent"] == "B_lineAgent"]
     assert f"(worst {min(r['compliance'] for r in b_line):.3f})" in row
     # the user-first orders: violations per B_line episode on the ground truth's ineligible workflows
     broken = [r["fixes"] * (1 - r["compliance"]) / r["episodes"] for r in b_line if not r["gt_eligible"]]
     assert f"~{sum(broken) / len(broken):.0f} times per B_line episode" in text
+    cost = _row("`train --recipe universal` from random weights")
+    assert card["reproduce"].startswith("workflow-rl train --recipe universal")
+    assert f"{card['training_seconds'] / 60:.0f} min wall" in cost and f"{card['episodes_trained']:,} episodes" in cost
+    cpu = sum(float(line.split(":")[1]) for line in (RESULTS / "recipe" / "cpu-ns50-s1" / "time.txt").read_text()
+              .splitlines() if "User time" in line or "System time" in line)   # /usr/bin/time -v
+    assert f"{cpu:,.0f} s of one core" in cost
 
 
 def test_the_ratio_form_agent_shipped_before():
     """The README's price of the agent shipped before (the ratio-form alignment reward) is its committed
     evaluation's (benchmarks/results/universal_ratio), and it followed every workflow at 0.95 against B_line."""
-    cage2 = {r["red_agent"]: r["mean"] for r in _json(ROOT / "workflow_rl" / "pretrained" / "cage2.json")["eval_native"]
+    cage2 = {r["red_agent"]: r["mean"] for r in _json(RESULTS / "agents-before-p" / "cage2.json")["eval_native"]
              if r["mode"] == "greedy" and r["length"] == 100}
     rows = [r for r in csv.DictReader((RESULTS / "universal_ratio" / "workflows" / "workflows.csv").open())
             if r["red_agent"] == "B_lineAgent"]

@@ -234,9 +234,8 @@ def test_cli_bad_pick_margin_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("source,own,says", [
     ("computed", 0, "from the universal agent pretrained:universal; its screen of all 120 workflows computed here "
                     "(236 s); not counted in budget or wall time: its training ({card}"),
-    ("cache", 0, "not counted in budget or wall time: its training ({card}, on top of what it "
-                 "started from: its card, workflow_rl/pretrained/universal.json) and its screen of all 120 "
-                 "workflows (cached)"),
+    ("cache", 0, "not counted in budget or wall time: its training ({card}, from random weights: its card, "
+                 "workflow_rl/pretrained/universal.json) and its screen of all 120 workflows (cached)"),
     ("shipped", 0, "and its screen of all 120 workflows (shipped with it)"),
     ("computed", 30000, "mode: trained its own universal agent (30,000 episodes of the budget), then fine-tuned the "
                         "GP's picks from it; its screen of all 120 workflows computed here (236 s)"),
@@ -264,3 +263,4 @@ def test_a_shipped_starting_agents_training_is_quoted_from_its_card():
     note = card_note("pretrained:universal")
     assert note.startswith(f"{c['episodes_trained']:,} episodes") and "workflow_rl/pretrained/universal.json" in note
     assert card_note("/some/file.pt") == ""
+    assert card_note("pretrained:cage2") == note   # an old name: the agent it plays

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workflow_rl.checks import check_out_file, check_replay_steps
-from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files
+from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files, resolve_alias
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags
 from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
@@ -20,6 +20,7 @@ def cmd_replay(args) -> int:
     from workflow_rl.rl import viewer
     from workflow_rl.workflow import parse_workflow_arg
 
+    resolve_alias(args)
     check_replay_steps(args.episodes, args.length)
     out = check_out_file("--out", args.out, read_files(args), mine="replay")
     red = parse_red_agent(args.red_agent)
@@ -49,7 +50,7 @@ def cmd_replay(args) -> int:
 
 def add_replay(sub) -> None:
     r = sub.add_parser("replay", help="play episodes of an agent and write them as one HTML page to watch")
-    r.add_argument("checkpoint", help=f"a checkpoint file, pretrained:NAME (a shipped agent, e.g. pretrained:cage2), "
+    r.add_argument("checkpoint", help=f"a checkpoint file, pretrained:NAME (the shipped agent: pretrained:universal), "
                                       f"or a baseline: {', '.join(BASELINES)}")
     r.add_argument("--workflow", default=None, help="workflow for compliance (default: the checkpoint's)")
     r.add_argument("--red-agent", default="B_lineAgent", help="red agent or mixture (e.g. meander, mix)")

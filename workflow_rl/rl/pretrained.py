@@ -1,15 +1,19 @@
 """Pretrained blue agents shipped with the package, loadable by name.
 
-``workflow_rl.rl.pretrained.load("cage2")`` returns the agent (an :class:`~workflow_rl.rl.ppo.Agent`) and its
-workflow (None for an unconstrained agent); ``workflow-rl evaluate pretrained:cage2`` evaluates it. Each agent is two
-files in ``workflow_rl/pretrained/`` (package data, no code): ``NAME.pt``, a slim checkpoint (weights, config and
-counters; no optimiser or engine state), and ``NAME.json``, its card: how it was trained (the exact command), how
-long that took on which machine, and its evaluation tables, each number with its episodes and 95% interval.
+``workflow_rl.rl.pretrained.load("universal")`` returns the agent (an :class:`~workflow_rl.rl.ppo.Agent`) and its
+workflow (None: unconstrained, or an agent trained across workflows playing none); ``workflow-rl evaluate
+pretrained:universal --workflow none`` evaluates it. Old names play it under their workflow (:data:`ALIASES`).
+Each agent is two files in ``workflow_rl/pretrained/`` (package data, no code): ``NAME.pt``, a slim checkpoint
+(weights, config and counters; no optimiser or engine state), and ``NAME.json``, its card: how it was trained (the
+exact command), how long that took on which machine, and its evaluation tables, each number with its episodes and
+95% interval.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -23,20 +27,65 @@ from workflow_rl.workflow import Workflow
 DIR = Path(__file__).resolve().parent.parent / "pretrained"
 """Where the shipped files live: the data package ``workflow_rl/pretrained``."""
 PREFIX = "pretrained:"
-"""How the command line names a shipped agent: ``pretrained:cage2``."""
+"""How the command line names a shipped agent: ``pretrained:universal``."""
 
 
 def names() -> list[str]:
-    """The shipped agents (those with both a weights file and a card)."""
+    """The shipped agents (those with both a weights file and a card); old names are :data:`ALIASES`."""
     return sorted(p.stem for p in DIR.glob("*.pt") if p.with_suffix(".json").is_file())
 
 
+@dataclass(frozen=True)
+class Alias:
+    """An old shipped name that now plays the one agent (issue P): ``target`` under ``workflow``."""
+
+    target: str
+    """the shipped agent it names now"""
+    workflow: str
+    """what it plays: ``"none"`` (unconstrained) or a workflow's codes, as ``--workflow`` takes them"""
+
+
+ALIASES = {"cage2": Alias("universal", "none"), "cage2-opening": Alias("universal", "none"),
+           "cage2-compliant": Alias("universal", "D,OS,E,OH,U")}
+"""The four agents of the hand-run chain on the CPU (``cage2``, ``cage2-opening``, ``cage2-compliant`` and the
+first ``universal``) were replaced by one network trained from random weights with ``train --recipe universal``,
+at least as good in every cell they were measured in (its card, ``benchmarks/results/recipe/``). The old names
+keep working and say so; the old files are in git at :data:`RETIRED`."""
+RETIRED = "the git tag agents-before-p"
+"""Where the replaced agents' files and cards are."""
+_noted: set[str] = set()
+
+
+def _bare(name: str) -> str:
+    return name[len(PREFIX):] if name.startswith(PREFIX) else name
+
+
+def alias_of(spec: str | Path) -> Alias | None:
+    """The alias ``spec`` names (``pretrained:cage2``), None for anything else."""
+    spec = str(spec)
+    return ALIASES.get(_bare(spec)) if spec.startswith(PREFIX) or spec in ALIASES else None
+
+
+def note_alias(spec: str | Path) -> Alias | None:
+    """:func:`alias_of`, and the first time in a process one line on stderr saying what the old name plays now
+    (an old name never silently means another agent)."""
+    alias = alias_of(spec)
+    if alias is not None and _bare(str(spec)) not in _noted:
+        _noted.add(_bare(str(spec)))
+        print(f"note: {PREFIX}{_bare(str(spec))} is now {PREFIX}{alias.target} played with --workflow "
+              f"{alias.workflow} (one agent replaced the four shipped before; the old files: {RETIRED})",
+              file=sys.stderr, flush=True)
+    return alias
+
+
 def path(name: str) -> Path:
-    """The weights file of a shipped agent; a ValueError listing the shipped ones otherwise."""
-    name = name[len(PREFIX):] if name.startswith(PREFIX) else name
+    """The weights file of a shipped agent (an alias: its target's); a ValueError listing the shipped ones
+    otherwise."""
+    alias = note_alias(name if name.startswith(PREFIX) else PREFIX + name)
+    name = alias.target if alias else _bare(name)
     if name not in names():
         raise ValueError(f"no pretrained agent {name!r}: the shipped ones are {', '.join(names()) or 'none'} "
-                         f"(write pretrained:NAME)")
+                         f"(write pretrained:NAME; old names: {', '.join(ALIASES)})")
     return DIR / f"{name}.pt"
 
 
@@ -67,13 +116,17 @@ def load_agent(spec: str | Path, device: str | torch.device) -> tuple[Agent, dic
 
 
 def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow | None]:
-    """The shipped agent ``name`` (``"cage2"`` or ``"pretrained:cage2"``), or the agent of a checkpoint file ``name``,
+    """The shipped agent ``name`` (``"universal"`` or ``"pretrained:universal"``; an alias: the agent under its
+    workflow), or the agent of a checkpoint file ``name``,
     and its workflow (None: unconstrained), on ``device`` (for a user's own loop; :func:`load_agent` underneath).
     Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
     with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one trained with it), or
     ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)`` for one without either."""
     spec = name if name.startswith(PREFIX) or Path(name).is_file() else PREFIX + name
     agent, ck = load_agent(spec, device)
+    alias = alias_of(spec)
+    if alias is not None:   # an across-workflows agent plays none as a zero encoding: workflow None
+        return agent, None if alias.workflow == "none" else Workflow.parse(alias.workflow)
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 

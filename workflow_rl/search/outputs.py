@@ -138,9 +138,10 @@ def card_note(spec: str) -> str:
 
     if not spec.startswith(pretrained.PREFIX):
         return ""
-    name = spec[len(pretrained.PREFIX):]
+    name = pretrained.path(spec).stem   # an old name (an alias): the agent it plays
     c = pretrained.card(name)
-    return (f"{c['episodes_trained']:,} episodes, {c['training_seconds']:,.0f} s, on top of what it started from: "
+    start = "on top of what it started from" if "--init-checkpoint" in c["reproduce"] else "from random weights"
+    return (f"{c['episodes_trained']:,} episodes, {c['training_seconds']:,.0f} s, {start}: "
             f"its card, workflow_rl/pretrained/{name}.json")
 
 
