@@ -25,8 +25,8 @@ from workflow_rl.checks import check_episode_length, check_float, check_int, che
 from workflow_rl.envs.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.rl.compliance import classify_fixes
-from workflow_rl.rl.memory import MASKED, policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM, opening_at
+from workflow_rl.rl.memory import MASKED
+from workflow_rl.rl.policy import Policy
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
@@ -134,10 +134,11 @@ class Planner:
 
     def __init__(self, agent, workflow: Workflow | None, config: PlanConfig = PlanConfig(), seed: int = 0,
                  official_bugs: bool = True):
-        self.agent, self.config = on_cpu(agent), config.validate()
+        self.config = config.validate()
+        self.policy = Policy.of(on_cpu(agent), workflow)   # the policy it plans with and rolls out, on the CPU
+        self.agent = self.policy.agent
         self.seed = check_seed("seed", seed)
         self.official_bugs = official_bugs
-        self.enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
         self.rank = torch.as_tensor(workflow.rank) if workflow else None
         self.buffers = {}   # rollout buffers by batch size (the candidates' count varies with fix_candidates)
         self.decisions = 0
@@ -195,26 +196,23 @@ class Planner:
         (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
         n = len(first)
         b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
-        memory = self.agent.memory
+        policy = self.policy
         m = None if mem is None else mem.expand(n, -1).clone()
-        enc = self.enc.expand(n, WORKFLOW_DIM)
         obs = torch.from_numpy(b.obs)
         a = torch.from_numpy(first)
         cfg = self.config
         ret, discount = np.zeros(n), 1.0
         for h in range(horizon):
             if h:
-                memory.saw(m, obs)
-                with torch.no_grad():
-                    a = self.agent.logits(policy_input(obs, enc, m)).argmax(-1)
-            memory.took(m, a)
+                a = policy.greedy(policy.inputs(obs, m))
+            policy.took(m, a)
             sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
             ret += discount * b.reward
             discount *= cfg.gamma
         if cfg.value_scale > 0 and bootstrap:
-            memory.saw(m, obs)
+            x = policy.inputs(obs, m)
             with torch.no_grad():
-                ret += discount * cfg.value_scale * self.agent.value(policy_input(obs, enc, m)).numpy()
+                ret += discount * cfg.value_scale * self.agent.value(x).numpy()
         return ret
 
 
@@ -258,10 +256,9 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
     horizon. The greedy policy does not use it (it never sees the length)."""
     if episode_length is not None:
         check_episode_length("episode_length", episode_length)
-    agent = on_cpu(agent)   # it acts on the CPU, planned or greedy; a batch comes back on its own device
-    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32))
-    memory = agent.memory
     planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
+    # it acts on the CPU, planned or greedy; a batch comes back on its own device
+    policy = planner.policy if planner is not None else Policy.of(on_cpu(agent), workflow)
     st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
 
     def act(obs, t: int):
@@ -277,7 +274,7 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
         if t == 0 or st["n"] != n:   # a new episode (or a new batch): blank memory, beliefs at the start state
             if planner is not None and len(st["beliefs"]) != n:
                 plan.check_memory(n)   # a belief per env of the batch
-            st["n"], st["mem"] = n, memory.blank(n)
+            st["n"], st["mem"] = n, policy.reset(n)
             st["episode"] += 1
             if planner is not None:
                 if len(st["beliefs"]) == n:
@@ -289,21 +286,19 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
             for i, b in enumerate(st["beliefs"]):
                 b.update(int(st["last"][i]), o[i].numpy())
         mem = st["mem"]
-        memory.saw(mem, o)
-        x = policy_input(o, enc.expand(n, WORKFLOW_DIM), mem)
-        forced = opening_at(agent.opening, t)
+        x = policy.inputs(o, mem)
+        forced = policy.forced(t)
         if forced is not None:   # the agent's opening: nothing to plan
             a = torch.full((n,), forced, dtype=torch.int64)
         elif planner is None:
-            with torch.no_grad():
-                a = agent.logits(x).argmax(-1)
+            a = policy.greedy(x)
         else:
             a = torch.as_tensor([planner.choose(b.state, b.access, b.weights, x[i:i + 1],
                                                 None if mem is None else mem[i:i + 1],
                                                 (i, st["episode"], t),
                                                 None if episode_length is None else episode_length - t).action
                                  for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
-        memory.took(mem, a)
+        policy.took(mem, a)
         st["last"] = a.numpy().copy()
         return int(a[0]) if single else a if where is None else a.to(where)
 
@@ -374,20 +369,18 @@ def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: i
     from workflow_rl.envs.native import NativeVectorEnv
 
     planner = Planner(agent, workflow, config, planner_seed)
-    enc = planner.enc.expand(episodes, WORKFLOW_DIM)
+    policy = planner.policy
     env = NativeVectorEnv(episodes, red, max(steps, 1), seed=seed)
     obs, info = env.reset(seed=seed)
-    access, mem, ret = info["red_access"], agent.memory.blank(episodes), np.zeros(episodes)
+    access, mem, ret = info["red_access"], policy.reset(episodes), np.zeros(episodes)
     for t in range(steps):
-        o = torch.as_tensor(obs)
-        agent.memory.saw(mem, o)
-        x = policy_input(o, enc, mem)
+        x = policy.inputs(torch.as_tensor(obs), mem)
         truth = env.sim_state()
-        forced = opening_at(agent.opening, t)
+        forced = policy.forced(t)
         a = torch.full((episodes,), forced, dtype=torch.int64) if forced is not None else torch.as_tensor(
             [planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
                             None if mem is None else mem[i:i + 1], (i, t)).action for i in range(episodes)])
-        agent.memory.took(mem, a)
+        policy.took(mem, a)
         obs, r, _, _, info = env.step(a.numpy())
         access, ret = info["red_access"], ret + r
     return ret
