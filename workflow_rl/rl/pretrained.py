@@ -57,7 +57,7 @@ def load_agent(spec: str | Path, device: str | torch.device) -> tuple[Agent, dic
     checkpoint (config, workflow, counters). The one place a command loads an agent and puts it on the run's
     device: ``evaluate`` (greedy, sampled, ``--workflow``, ``--plan``), ``replay``, ``search``'s screen of a
     universal agent and :func:`make_act` all call it with their run's device, so weights and inputs meet on one
-    device (the planner then copies the agent to the CPU, where it plans: ``rl.planner``). ``device`` has no
+    device (the planner then copies the agent to the CPU, where it plans: ``planning.planner``). ``device`` has no
     default on purpose: an agent left on the CPU while a CUDA engine feeds it fails at its first step. (``train
     --init-checkpoint`` and a search's warm starts read only the weights, :func:`starting_weights`, which the
     trainer copies into its own network on its device.) The file is read on the CPU, where its checks run, and
