@@ -286,3 +286,14 @@ def test_the_old_import_path_is_the_planner():
 
     assert old.make_act is new.make_act and old.PlanConfig is new.PlanConfig and old.agent_acting is new.agent_acting
 
+
+def test_the_belief_steps_the_engine_the_planner_rolls_out(cage2):
+    """``official_bugs=False`` reaches the belief as well as the rollouts: its particles and the planner's futures
+    are one model (``PlanConfig.belief`` used to drop the setting, so the belief kept CybORG's bugs)."""
+    assert PlanConfig().belief().official_bugs and not PlanConfig().belief(official_bugs=False).official_bugs
+    env = NativeVectorEnv(2, T.RED_BLINE, 100, seed=3)
+    obs, _ = env.reset(seed=3)
+    for bugs in (True, False):
+        act = agent_acting(*cage2, TINY, seed=1, official_bugs=bugs)
+        act(obs, 0)
+        assert [b.config.official_bugs for b in act.beliefs()] == [bugs, bugs]

@@ -115,8 +115,10 @@ class PlanConfig:
                 + (f" for {envs:,} envs at once" if envs > 1 else ""))
         check_memory(what, self.memory_bytes(envs), fix)
 
-    def belief(self) -> BeliefConfig:
-        return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty)
+    def belief(self, official_bugs: bool = True) -> BeliefConfig:
+        """The belief these settings give, its particles stepped with CybORG's ``official_bugs`` or without them:
+        pass the planner's own setting (:class:`Planner`), so the belief's model and the rollouts' are one engine."""
+        return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty, official_bugs)
 
 
 @dataclass
@@ -281,7 +283,8 @@ def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = Non
                     for b in st["beliefs"]:
                         b.reset()   # the next episode's particles: the belief's own next stream
                 else:
-                    st["beliefs"] = [ParticleBelief(plan.belief(), _sub_seed(seed, i)) for i in range(n)]
+                    st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), _sub_seed(seed, i))
+                                     for i in range(n)]
         elif planner is not None:
             for i, b in enumerate(st["beliefs"]):
                 b.update(int(st["last"][i]), o[i].numpy())
