@@ -90,8 +90,11 @@ def universal_config(cfg):
 
     n = universal_episodes(cfg)
     per_env = math.ceil(n / cfg.train.n_envs)
-    return dataclasses.replace(cfg.train, workflow="all", hold_out=None, num_episodes=n, max_episodes=per_env,
-                               post_gate_episodes=per_env)
+    u = dataclasses.replace(cfg.train, workflow="all", hold_out=None, num_episodes=n, max_episodes=per_env,
+                            post_gate_episodes=per_env)
+    if cfg.validated:   # the search's validation validated exactly this config (``check_universal``)
+        u.mark_validated()
+    return u
 
 
 def train_universal(cfg, out: Path, progress: bool) -> int:
