@@ -439,3 +439,35 @@ def check_inside(name: str, rel, root) -> Path:
     if not full.resolve().is_relative_to(Path(root).resolve()):
         raise ValueError(f"{name} {rel!r} leads out of the run folder (a symbolic link): it must stay inside it")
     return full
+
+
+class ValidatedOnce:
+    """Settings validated once, at a command's boundary (``TrainConfig``, ``SearchConfig``).
+
+    A command builds its settings, calls ``validate()`` once, and hands them to the code that runs them; that code
+    (the trainer, a search's executors) calls :meth:`validate_once`, which validates only settings that have not
+    passed here. Why a mark on the settings rather than a ``validated=True`` argument: the settings themselves say
+    what passed, so a caller cannot vouch for settings nobody checked. A library user who builds a trainer straight
+    from a config gets the full validation there, and one who validated first is not charged twice. The mark holds
+    this process's id and the settings as they were (their ``repr``, every field, nested ones included): a config
+    changed after it passed, or shipped to another process or machine (a Ray worker, whose devices and memory are
+    its own), is not vouched for and is validated again where it runs. A config derived by ``dataclasses.replace``
+    carries no mark; code that derives one from validated settings and knows the changes valid (a search's
+    per-workflow configs) says so with :meth:`mark_validated`."""
+
+    def _validated_key(self) -> tuple[int, str]:
+        return os.getpid(), repr(self)
+
+    def mark_validated(self) -> None:
+        """Record that these settings, as they are now, passed ``validate()`` in this process."""
+        self.__dict__["_validated_as"] = self._validated_key()
+
+    @property
+    def validated(self) -> bool:
+        """Whether these exact settings passed ``validate()`` in this process."""
+        return self.__dict__.get("_validated_as") == self._validated_key()
+
+    def validate_once(self) -> None:
+        """``validate()``, unless these exact settings already passed it here."""
+        if not self.validated:
+            self.validate()

@@ -25,7 +25,7 @@ def cmd_replay(args) -> int:
     out = check_out_file("--out", args.out, read_files(args), mine="replay")
     red = parse_red_agent(args.red_agent)
     check_devices(args.device, args.engine)
-    args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (rl/planner.py)
+    args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (planning/planner.py)
     acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), [args.length])
     act = acts.get(args.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     act = act[args.length] if isinstance(act, dict) else act   # planned: told the episode's length

@@ -102,9 +102,14 @@ def cmd_search(args) -> int:
     """GP-UCB workflow search with policy inheritance under an exact episode budget; one process per RUN_DIR."""
     if args.resume:
         check_out_dir("--resume", args.resume)
-    _search(args)   # every flag and the state file checked before the folder is touched
+    search = _search(args)   # every flag and the state file checked before the folder is touched
     with RunDirLock(args.resume or args.out):
-        search = _search(args)   # again under the lock: what another process left is what counts
+        # again under the lock: what another process left is what counts (a new search's settings, validated
+        # once above, do not depend on the folder: only the folder is checked again)
+        if args.resume:
+            search = _search(args)
+        else:
+            check_run_folder(args.out, "search", False, args.overwrite, _inputs(search.cfg))
         threads.configure(search.cfg.thread_work(), args.threads)
         executor = _ray_executor(args, search.cfg)
         if args.overwrite:

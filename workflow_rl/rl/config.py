@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.checks import (check_episode_length, check_float, check_int, check_memory, check_seed,  # noqa: F401
-                                check_types, check_workers, flag, gib)
+from workflow_rl.checks import (ValidatedOnce, check_episode_length, check_float, check_int,  # noqa: F401
+                                check_memory, check_seed, check_types, check_workers, flag, gib)
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
@@ -122,7 +122,7 @@ bookkeeping); every other setting shapes the batch or its update, so all runs of
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(ValidatedOnce):
     """Everything a training run depends on (saved as config.json)."""
 
     workflow: str | None = "critical_first"
@@ -207,6 +207,7 @@ class TrainConfig:
         check_device_available(self.device)
         check_engine_device(self.engine, self.device)
         self.check_memory(1)
+        self.mark_validated()
 
     def validate_settings(self) -> None:
         """The checks of ``validate`` that do not depend on this machine (no device or memory checks): what a

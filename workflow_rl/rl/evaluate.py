@@ -15,8 +15,7 @@ from workflow_rl.checks import check_episodes
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.memory import policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM, opening_action
+from workflow_rl.rl.policy import Policy
 from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
 
@@ -240,24 +239,14 @@ def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.G
 
     Where it computes: on the agent's device (:attr:`Agent.device`). Observations, the workflow encodings and the
     memory are put there, and the actions are handed back on the observations' device, so an agent on a GPU acts
-    in a CPU engine and the reverse (with the run's device for both, as the commands load it, nothing moves)."""
-    dev = agent.device
-    enc = torch.as_tensor(workflow.encode() if workflow else np.zeros(WORKFLOW_DIM, np.float32)) \
-        if encodings is None else encodings
-    enc = enc.to(dev)
-    memory, mem = agent.memory, None
+    in a CPU engine and the reverse (with the run's device for both, as the commands load it, nothing moves).
+    The steps are :meth:`Policy.act`'s (``rl.policy``); this keeps the episode's state between calls."""
+    policy, mem = Policy.of(agent, workflow, encodings), None
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
         nonlocal mem
-        o = obs.to(dev)
-        if t == 0 or mem is None or mem.shape[0] != o.shape[0]:
-            mem = memory.blank(o.shape[0], dev)
-        memory.saw(mem, o)
-        x = policy_input(o, enc.expand(o.shape[0], WORKFLOW_DIM), mem)
-        with torch.no_grad():
-            a = opening_action(agent.opening, t, agent.act(x, generator, greedy=greedy)[0])
-        memory.took(mem, a)
-        return a.to(obs.device)
+        a, mem = policy.act(obs, mem, t, greedy, generator)
+        return a
 
     return act
 

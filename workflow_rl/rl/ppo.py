@@ -122,8 +122,8 @@ class Agent(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        """Where the weights are: every acting function moves its inputs here (``rl.evaluate.agent_act``), so an
-        agent on a GPU is fed from a CPU engine and the reverse."""
+        """Where the weights are: every acting function moves its inputs here (``rl.policy.Policy``, under
+        ``rl.evaluate.agent_act`` and the planner), so an agent on a GPU is fed from a CPU engine and the reverse."""
         return next(self.parameters()).device
 
     def value(self, x: torch.Tensor) -> torch.Tensor:

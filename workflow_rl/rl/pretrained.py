@@ -101,17 +101,48 @@ def spec_file(spec: str | Path) -> Path:
     return path(spec) if spec.startswith(PREFIX) else Path(spec)
 
 
+_READ: dict = {}
+"""The last checkpoint :func:`read_spec` read, by the file's identity and version (at most one entry)."""
+
+
+def read_spec(spec: str | Path) -> dict:
+    """The checkpoint ``spec`` names (a file or ``pretrained:NAME``), loaded on the CPU with every check of
+    :func:`~workflow_rl.rl.checkpoint.load_checkpoint`, and read from disk once per version of the file: a command
+    asks for its starting checkpoint several times (the settings it inherits, the weights' fit, whether it was
+    trained across workflows, the screen's agent, each workflow's warm start), and each ask after the first is
+    answered from memory. The key is the resolved path and the file's device, inode, size, modification and change
+    times, taken before the read: a file replaced or rewritten mid-run is read again, never answered stale. One
+    entry is kept (the last file read), so nothing grows in a long process. A file that fails to load is not kept:
+    every ask raises its error again.
+
+    The checkpoint is shared between callers: read it, never change it (the trainer copies weights into its own
+    network; ``starting_weights`` and ``agent_from_checkpoint`` build new tensors where they change anything)."""
+    file = spec_file(spec)
+    try:
+        st = file.stat()
+        key = (str(file.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    except OSError:   # missing or unreadable: load_checkpoint says so
+        key = None
+    if key is not None and key in _READ:
+        return _READ[key]
+    ck = load_checkpoint(file, "cpu")
+    if key is not None:
+        _READ.clear()
+        _READ[key] = ck
+    return ck
+
+
 def load_agent(spec: str | Path, device: str | torch.device) -> tuple[Agent, dict]:
     """The agent of ``spec`` (a checkpoint file or ``pretrained:NAME``) in evaluation mode on ``device``, and its
     checkpoint (config, workflow, counters). The one place a command loads an agent and puts it on the run's
     device: ``evaluate`` (greedy, sampled, ``--workflow``, ``--plan``), ``replay``, ``search``'s screen of a
     universal agent and :func:`make_act` all call it with their run's device, so weights and inputs meet on one
-    device (the planner then copies the agent to the CPU, where it plans: ``rl.planner``). ``device`` has no
+    device (the planner then copies the agent to the CPU, where it plans: ``planning.planner``). ``device`` has no
     default on purpose: an agent left on the CPU while a CUDA engine feeds it fails at its first step. (``train
     --init-checkpoint`` and a search's warm starts read only the weights, :func:`starting_weights`, which the
     trainer copies into its own network on its device.) The file is read on the CPU, where its checks run, and
     only the network is put on ``device``."""
-    ck = load_checkpoint(spec_file(spec), "cpu")
+    ck = read_spec(spec)
     return agent_from_checkpoint(ck, device).eval(), ck
 
 
@@ -133,7 +164,7 @@ def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow
 def trained_config(spec: str) -> TrainConfig:
     """The training settings of the checkpoint ``spec`` (a file or ``pretrained:NAME``); a setting a checkpoint
     from before it existed lacks has its only value then, the default (the ratio alignment reward, no opening)."""
-    return TrainConfig.from_dict(load_checkpoint(spec_file(spec))["config"])
+    return TrainConfig.from_dict(read_spec(spec)["config"])
 
 
 def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
@@ -143,7 +174,7 @@ def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
 
     A run may add the clock (``--clock-memory``) to weights trained without it: the clock is the last input, and
     its weights start at zero, so the run starts from exactly the checkpoint's policy."""
-    ck = load_checkpoint(spec_file(spec), device)
+    ck = read_spec(spec)
     saved = ck["config"]["ppo"]
     have = (tuple(saved["hidden"]), Memory.of(saved))
     want = (tuple(ppo.hidden), Memory.of(ppo))
@@ -151,10 +182,11 @@ def starting_weights(spec: str, ppo: PPOConfig, device: str = "cpu") -> dict:
     if have != want and not (adds_clock and have[0] == want[0]):
         raise ValueError(f"--init-checkpoint {spec} has hidden layers {list(have[0])} and {have[1].flags}; this run "
                          f"has {list(want[0])} and {want[1].flags}: train with the same --hidden and memory flags")
+    weights = {k: v.to(device) for k, v in ck["agent"].items()}
     if adds_clock:
         return {k: torch.cat([v, v.new_zeros(v.shape[0], 1)], 1) if k in FIRST_LAYERS else v
-                for k, v in ck["agent"].items()}
-    return ck["agent"]
+                for k, v in weights.items()}
+    return weights
 
 
 FIRST_LAYERS = ("actor.0.weight", "critic.0.weight")

@@ -82,7 +82,11 @@ class BatchedTrainer:
     boundary."""
 
     def __init__(self, cfg: TrainConfig, n_slots: int):
-        cfg.validate()
+        """A batch of ``n_slots`` slots shaped by ``cfg``. Settings a command validated at its boundary are not
+        validated again (``cfg.validate_once()``: they carry the mark of ``TrainConfig.validate``); a config built
+        by hand is validated here, so a library user gets every check and its one-line refusal either way. The
+        memory of ``n_slots`` runs is checked here whatever the mark: only the trainer knows its batch."""
+        cfg.validate_once()
         cfg.check_memory(n_slots)
         if n_slots > 1:
             check_batchable(cfg)
@@ -143,7 +147,7 @@ class BatchedTrainer:
             raise RuntimeError(f"slot {k} is busy")
         if self.global_step % self.cfg.episode_length:
             raise RuntimeError("runs enter a batch only between episodes")
-        cfg.validate()
+        cfg.validate_once()   # the batch's own config, or one its caller validated, passes at once
         for name in _SHARED:
             if getattr(cfg, name) != getattr(self.cfg, name):
                 raise ValueError(f"a batch shares {name}: {getattr(cfg, name)!r} differs from "

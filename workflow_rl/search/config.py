@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.checks import check_episode_length, check_float, check_int, check_types, flag
+from workflow_rl.checks import ValidatedOnce, check_episode_length, check_float, check_int, check_types, flag
 from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.config import TrainConfig, check_choices, one_of
 from workflow_rl.rl.schedule import check_first_update
@@ -60,7 +60,7 @@ def search_training() -> TrainConfig:
 
 
 @dataclass(init=False)
-class SearchConfig:
+class SearchConfig(ValidatedOnce):
     """Settings of a workflow search (saved in the search state)."""
 
     train: TrainConfig
@@ -168,8 +168,15 @@ class SearchConfig:
         return trained_across_workflows(self.init_checkpoint)
 
     def train_config(self, wf: Workflow, budget: int) -> TrainConfig:
-        """How one workflow is trained: the search's training settings, its workflow and its budget claim."""
-        return dataclasses.replace(self.train, workflow=wf.codes, num_episodes=budget)
+        """How one workflow is trained: the search's training settings, its workflow and its budget claim. Once the
+        search's settings passed :meth:`validate`, which validated them with a workflow and the whole budget, a
+        workflow's config is marked validated (``ValidatedOnce``) after the one check its claim needs: any
+        workflow's codes pass where one's did, so its trainer does not validate the search's settings again."""
+        cfg = dataclasses.replace(self.train, workflow=wf.codes, num_episodes=budget)
+        if self.validated:
+            check_int(flag("num_episodes"), budget, 1)
+            cfg.mark_validated()
+        return cfg
 
     def validate(self) -> None:
         """Every setting usable before the first workflow trains (a bad checkpoint fails now, not an hour in)."""
@@ -212,6 +219,7 @@ class SearchConfig:
 
             check_batchable(tcfg)
         tcfg.check_memory(self.batch_slots * self.seeds_per_workflow)
+        self.mark_validated()
 
     def most_at_once(self) -> tuple[int, str]:
         """How many workflows can train at once at most, and why. Every running workflow holds a claim on the

@@ -97,7 +97,7 @@ class WorkflowSearch:
     """The search loop; ``run()`` returns the summary and writes every artefact into ``out``."""
 
     def __init__(self, cfg: SearchConfig, out: str | Path, progress: bool = True):
-        cfg.validate()
+        cfg.validate_once()   # settings the caller validated are not validated again (``ValidatedOnce``)
         self.cfg = cfg
         self.out = Path(out)
         self.progress = progress

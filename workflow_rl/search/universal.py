@@ -28,7 +28,7 @@ from pathlib import Path
 
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_workflows
-from workflow_rl.rl.pretrained import PREFIX, load_agent, spec_file, starting_weights
+from workflow_rl.rl.pretrained import PREFIX, load_agent, read_spec, spec_file, starting_weights
 from workflow_rl.search.fidelity import Observations, fit, posterior_high
 from workflow_rl.search.gp import seed_noise
 from workflow_rl.search.records import Record, Screened, SearchInterrupted
@@ -45,7 +45,7 @@ design or an eligibility classifier to learn)."""
 def trained_across_workflows(spec: str) -> bool:
     """Whether the checkpoint ``spec`` (a file or pretrained:NAME) was trained across workflows (its config's
     ``workflow`` is a list: 'all', 'named' or several)."""
-    return is_workflow_list(load_checkpoint(spec_file(spec))["config"].get("workflow"))
+    return is_workflow_list(read_spec(spec)["config"].get("workflow"))
 
 
 def universal_episodes(cfg) -> int:
@@ -90,8 +90,11 @@ def universal_config(cfg):
 
     n = universal_episodes(cfg)
     per_env = math.ceil(n / cfg.train.n_envs)
-    return dataclasses.replace(cfg.train, workflow="all", hold_out=None, num_episodes=n, max_episodes=per_env,
-                               post_gate_episodes=per_env)
+    u = dataclasses.replace(cfg.train, workflow="all", hold_out=None, num_episodes=n, max_episodes=per_env,
+                            post_gate_episodes=per_env)
+    if cfg.validated:   # the search's validation validated exactly this config (``check_universal``)
+        u.mark_validated()
+    return u
 
 
 def train_universal(cfg, out: Path, progress: bool) -> int:

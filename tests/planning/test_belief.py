@@ -1,8 +1,8 @@
-"""The particle belief over native-engine states (envs/belief.py)."""
+"""The particle belief over native-engine states (planning/belief.py)."""
 import numpy as np
 import pytest
 
-from workflow_rl.envs.belief import BeliefConfig, ParticleBelief
+from workflow_rl.planning.belief import BeliefConfig, ParticleBelief
 from workflow_rl.envs.native import NativeVectorEnv
 from workflow_rl.sim import tables as T
 

@@ -1,0 +1,389 @@
+"""Decision-time planning with the native engine as the model, and one acting function for any shipped agent.
+
+At each step blue's belief (:class:`workflow_rl.planning.belief.ParticleBelief`, engine states weighted by the real
+observations) is the root. For the policy's ``top_k`` actions the planner plays ``rollouts`` futures of ``horizon``
+steps each: a particle drawn from the belief, the candidate action, then the policy itself (greedy) as the default
+policy, all ``top_k x rollouts`` futures as one batch of engine envs stepped together. The candidate with the best
+mean return is taken; under a workflow, among the candidates whose chance of being a compliance violation
+(``rl.compliance``: a fix whose host is not of the first compromised unit type, in the particle's true state) is at
+most ``max_violation``. Every candidate is scored on the same particles with the same RNG keys (common random
+numbers), so their difference is not blurred by red's dice.
+
+:func:`make_act` is the one acting API: ``act(obs, t)`` for a shipped agent or checkpoint, greedy or planned, that
+any harness -- the native engine's evaluation, real CybORG, a user's own loop -- drives step by step: it is told
+only what blue sees, so the environment is whatever calls it, and the native engine is only the planner's model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_memory, check_seed, check_types
+from workflow_rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
+from workflow_rl.envs.factory import engine_bytes_per_env
+from workflow_rl.rl.compliance import classify_fixes
+from workflow_rl.rl.memory import MASKED
+from workflow_rl.rl.policy import Policy
+from workflow_rl.sim import native as sim
+from workflow_rl.sim import tables as T
+from workflow_rl.workflow import Workflow
+
+POLICY_ROW_BYTES = 4096
+"""Bytes of one rollout env's pass through the policy: its input (up to 208 float32), two 256-wide hidden layers
+and 145 logits, rounded up (the shipped agents' sizes; the planner's estimate does not see the agent's)."""
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """The planner's settings; each is a flag of ``workflow-rl evaluate --plan`` (``--plan-particles`` ...)."""
+
+    particles: int = 256
+    """engine states in the belief."""
+    top_k: int = 3
+    """candidate actions: the policy's k most likely (1, without fix candidates: no search, the greedy policy).
+    Measured with the episode length known (Meander, first 100 evaluation episodes, 100 steps): 5 gains +0.79 ±
+    0.45 over greedy against 3's +0.65 ± 0.39 (paired 5 - 3: +0.13 ± 0.23) at 15.5 ms instead of 11 -- not kept."""
+    horizon: int = 25
+    """steps per rollout, the candidate's own step included (0: no search). Measured with the true state as the
+    one particle (Meander, 24 paired 100-step episodes, benchmarks/results/planning/README.md): 1-3 steps lose to
+    the greedy policy, 10 ties it, 25 gains about a point; with the belief, 40 chooses as 25 does."""
+    rollouts: int = 8
+    """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
+    Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
+    decision instead of 18 (benchmarks/results/planning/README.md); with the episode length known, 4 gains
+    +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18)."""
+    fix_candidates: int = 2
+    """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
+    most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
+    foothold); those already among the top-k cost nothing. 0: the policy's candidates only. Measured on the six
+    cells (benchmarks/results/planning/README.md): 2 against 0, paired, no cell worse, Meander 30/50/100 +0.06 ±
+    0.05 / +0.19 ± 0.09 / +0.36 ± 0.20, at 11.7 ms of CPU per decision instead of 11.1."""
+    red_agent: str = "mix"
+    """the belief's prior over the red agent (``envs.names.red_weights``)."""
+    mismatch_penalty: float = 10.0
+    """log-weight a particle loses per observation bit it gets wrong."""
+    max_violation: float = 0.05
+    """under a workflow: the most chance of a compliance violation a candidate may have."""
+    min_gain: float = 2.0
+    """a candidate replaces the policy's own first choice only when its mean return beats it by more than this many
+    standard errors of their paired difference (0: by any amount): near-equal candidates (two decoys whose payoff
+    lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan."""
+    gamma: float = 0.99
+    """the rollouts' discount (the agent's own, PPO's --gamma): their return is sum gamma^h r_h (plus gamma^horizon
+    times the critic's value with ``value_scale``)."""
+    value_scale: float = 0.0
+    """add the critic's value of the rollout's last state, times this: the environment reward per unit of value, 1 /
+    the agent's --reward-scale (10 for the shipped agents). 0, the default: rollout rewards only -- the shipped
+    critic misjudges states off its own policy's path (1-step rollouts plus its value lost 23 points on Meander)."""
+
+    def validate(self) -> PlanConfig:
+        """This config, or one ValueError naming the flag and the fix."""
+        check_types(self, lambda f: "--plan-" + f.replace("_", "-"))
+        check_int("--plan-top-k", self.top_k, 1, T.N_ACTIONS)
+        check_int("--plan-horizon", self.horizon, 0, 10_000)
+        check_int("--plan-rollouts", self.rollouts, 1, 1 << 20)
+        check_int("--plan-fix-candidates", self.fix_candidates, 0, 2 * T.N_HOSTS)
+        check_float("--plan-max-violation", self.max_violation, 0.0, 1.0)
+        check_float("--plan-min-gain", self.min_gain, 0.0)
+        check_float("--plan-gamma", self.gamma, 0.0, 1.0)
+        check_float("--plan-value-scale", self.value_scale, 0.0)
+        self.belief().validate()
+        self.check_memory(1)
+        return self
+
+    def memory_bytes(self, envs: int = 1) -> int:
+        """Bytes planning ``envs`` envs at once holds, estimated from the settings alone: each env's belief, its
+        particles' engine states about three times over (the particles, their filtered copy, a re-seeded set:
+        ``planning.belief``), plus the one rollout batch all decisions share: (top-k + fix candidates) x rollouts
+        engine envs, their drawn states and step buffers, and a policy row each (:data:`POLICY_ROW_BYTES`). Each setting
+        has its own range, but their product can still be terabytes."""
+        engine = engine_bytes_per_env()
+        batch = (self.top_k + self.fix_candidates) * self.rollouts
+        return envs * 3 * self.particles * engine + batch * (2 * engine + POLICY_ROW_BYTES)
+
+    def check_memory(self, envs: int) -> None:
+        """Refuse settings (and a batch of ``envs`` envs) whose planner would not fit in memory, naming the
+        settings that cost the most."""
+        beliefs = envs * 3 * self.particles * engine_bytes_per_env()
+        fix = ("lower --plan-particles" + (" or plan fewer envs at once" if envs > 1 else "")
+               if beliefs > self.memory_bytes(envs) - beliefs else "lower --plan-rollouts or --plan-top-k")
+        what = (f"planning with --plan-particles {self.particles:,}, --plan-rollouts {self.rollouts:,} x (--plan-top-k "
+                f"{self.top_k} + --plan-fix-candidates {self.fix_candidates}) candidates"
+                + (f" for {envs:,} envs at once" if envs > 1 else ""))
+        check_memory(what, self.memory_bytes(envs), fix)
+
+    def belief(self, official_bugs: bool = True) -> BeliefConfig:
+        """The belief these settings give, its particles stepped with CybORG's ``official_bugs`` or without them:
+        pass the planner's own setting (:class:`Planner`), so the belief's model and the rollouts' are one engine."""
+        return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty, official_bugs)
+
+
+@dataclass
+class Decision:
+    """What one planned step found: the candidates (policy order), their mean returns and violation chances."""
+
+    action: int
+    candidates: np.ndarray
+    returns: np.ndarray
+    violation: np.ndarray
+
+
+class Planner:
+    """Rollout planning for one agent (see the module docstring); holds the rollout batch's buffers."""
+
+    def __init__(self, agent, workflow: Workflow | None, config: PlanConfig = PlanConfig(), seed: int = 0,
+                 official_bugs: bool = True):
+        self.config = config.validate()
+        self.policy = Policy.of(on_cpu(agent), workflow)   # the policy it plans with and rolls out, on the CPU
+        self.agent = self.policy.agent
+        self.seed = check_seed("seed", seed)
+        self.official_bugs = official_bugs
+        self.rank = torch.as_tensor(workflow.rank) if workflow else None
+        self.buffers = {}   # rollout buffers by batch size (the candidates' count varies with fix_candidates)
+        self.decisions = 0
+
+    def choose(self, particles: sim.SimState, access: np.ndarray, weights: np.ndarray, x: torch.Tensor,
+               mem: torch.Tensor | None, stream: tuple[int, ...] | None = None,
+               steps_left: int | None = None) -> Decision:
+        """The action for policy input ``x`` (1, D) with episode memory ``mem`` (1, M) or None, given particles
+        (a SimState), their true red access (n, 13) and weights (n,). ``stream`` (e.g. env, episode, step) names
+        the draws of this decision; by default, the planner's count of decisions. ``steps_left``: the steps the
+        episode has left, this one included, when the harness says (None: unknown); rollouts then stop at the
+        episode's end (horizon ``min(horizon, steps_left)``), so candidates are compared on the reward that counts
+        and not on steps a 30-step episode never plays."""
+        cfg = self.config
+        horizon = cfg.horizon if steps_left is None else min(cfg.horizon, check_int("steps_left", steps_left, 1))
+        with torch.no_grad():
+            logits = self.agent.logits(x)[0]
+        k = min(cfg.top_k, int((logits > MASKED / 2).sum()))   # never a masked (impossible) decoy
+        cands = torch.topk(logits, k).indices.numpy()
+        if cfg.fix_candidates:
+            extra = [a for a in fix_candidates(access, weights, cfg.fix_candidates + k) if a not in cands]
+            cands = np.concatenate([cands, np.asarray(extra[:cfg.fix_candidates], np.int64)])
+            k = len(cands)
+        if k == 1 or horizon == 0:
+            return Decision(int(cands[0]), cands, np.zeros(k), np.zeros(k))
+        rng = np.random.default_rng([self.seed, *(stream if stream is not None else (self.decisions,))])
+        self.decisions += 1
+        r = cfg.rollouts
+        idx = rng.choice(len(weights), size=r, p=weights / weights.sum())
+        state = sim.take_state(particles, np.tile(idx, k))
+        state.key[:] = np.tile(sim.env_keys(int(rng.integers(1 << 62)), r), k)   # common random numbers
+        first = np.repeat(cands, r).astype(np.int64)
+        ends = steps_left is not None and steps_left <= cfg.horizon   # the rollout ends where the episode does
+        per = self.rollout(state, first, mem, horizon, bootstrap=not ends).reshape(k, r)
+        returns = per.mean(1)
+        gain = per - per[:1]
+        se = gain.std(1, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(k)
+        better = gain.mean(1) > cfg.min_gain * se   # the policy's choice, row 0, is never "better" than itself
+        violation = np.zeros(k)
+        if self.rank is not None:
+            _, viol, _ = classify_fixes(torch.as_tensor(first), torch.as_tensor(np.tile(access[idx], (k, 1))),
+                                        self.rank)
+            violation = viol.to(torch.float64).reshape(k, r).mean(1).numpy()
+        allowed = violation <= cfg.max_violation
+        if not allowed.any():
+            allowed = violation == violation.min()
+        keep = allowed & (better | (np.arange(k) == 0)) if allowed[0] else allowed
+        best = int(np.argmax(np.where(keep, returns, -np.inf)))   # first of equals: the policy's order
+        return Decision(int(cands[best]), cands, returns, violation)
+
+    def rollout(self, state: sim.SimState, first: np.ndarray, mem: torch.Tensor | None, horizon: int,
+                bootstrap: bool = True) -> np.ndarray:
+        """Return of each env of ``state`` (stepped in place): ``first`` actions, then the greedy policy for
+        ``horizon - 1`` steps, the episode memory starting from ``mem``; plus the critic's value of the last state
+        (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
+        n = len(first)
+        b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
+        policy = self.policy
+        m = None if mem is None else mem.expand(n, -1).clone()
+        obs = torch.from_numpy(b.obs)
+        a = torch.from_numpy(first)
+        cfg = self.config
+        ret, discount = np.zeros(n), 1.0
+        for h in range(horizon):
+            if h:
+                a = policy.greedy(policy.inputs(obs, m))
+            policy.took(m, a)
+            sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
+            ret += discount * b.reward
+            discount *= cfg.gamma
+        if cfg.value_scale > 0 and bootstrap:
+            x = policy.inputs(obs, m)
+            with torch.no_grad():
+                ret += discount * cfg.value_scale * self.agent.value(x).numpy()
+        return ret
+
+
+def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]:
+    """Up to ``m`` fixes, most likely needed first, for particles' red access (n, 13) with ``weights`` (n,): Remove
+    host h for a user session (level 1), Restore h for a privileged one (2), each whose probability is at least 1/2;
+    never on User0, where red starts with privileges in every particle."""
+    w = weights / weights.sum()
+    p_user, p_priv = w @ (access == 1), w @ (access == 2)
+    hosts = [h for h in range(T.N_HOSTS) if h != T.USER0]
+    scored = [(p_user[h], T.A_REMOVE + h) for h in hosts] + [(p_priv[h], T.A_RESTORE + h) for h in hosts]
+    scored = [(p, a) for p, a in scored if p >= 0.5]
+    return [a for _, a in sorted(scored, key=lambda pa: (-pa[0], pa[1]))[:m]]
+
+
+ActFn = Callable[[object, int], object]
+
+
+def on_cpu(agent):
+    """``agent`` if it is on the CPU, else a CPU copy of it (the caller's agent stays where it is). The planner
+    computes on the CPU: its model is the native engine's CPU kernel, its particles and rollout buffers are numpy
+    arrays, and it calls the network once per rollout step on a small batch, where a GPU's launch and copy costs
+    would outweigh its arithmetic. So ``evaluate --plan --device cuda`` plans on a CPU copy of the agent while its
+    greedy and sampled modes run on the GPU."""
+    if agent.device.type == "cpu":
+        return agent
+    import copy
+
+    return copy.deepcopy(agent).to("cpu")
+
+
+def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = None, seed: int = 0,
+                 official_bugs: bool = True, episode_length: int | None = None) -> ActFn:
+    """``act(obs, t)`` of a loaded agent, greedy (``plan`` None) or planned. ``obs`` is one observation (52,) --
+    then ``act`` returns an int -- or a batch (N, 52) of independent envs -- then an (N,) int64 tensor; numpy, torch
+    or a list (a torch batch on a GPU gets its actions back on that GPU: the agent acts on a CPU copy,
+    :func:`on_cpu`). ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the
+    episode's memory and belief); the action it returns is the one the belief assumes blue took.
+    ``episode_length``: the steps every episode has, when the harness knows it (CAGE2's cells: 30, 50 or 100); the
+    planner then plays only the steps left (``t`` must stay below it). None: unknown, rollouts play their full
+    horizon. The greedy policy does not use it (it never sees the length)."""
+    if episode_length is not None:
+        check_episode_length("episode_length", episode_length)
+    planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
+    # it acts on the CPU, planned or greedy; a batch comes back on its own device
+    policy = planner.policy if planner is not None else Policy.of(on_cpu(agent), workflow)
+    st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
+
+    def act(obs, t: int):
+        t = check_step(t)
+        if episode_length is not None and not 0 <= t < episode_length:
+            raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
+                             f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
+        where = obs.device if isinstance(obs, torch.Tensor) else None   # a GPU engine's batch: read on the CPU
+        obs = obs.detach().cpu() if where is not None else obs
+        o = torch.as_tensor(check_observation(obs))
+        single = np.ndim(obs) == 1
+        n = o.shape[0]
+        if t == 0 or st["n"] != n:   # a new episode (or a new batch): blank memory, beliefs at the start state
+            if planner is not None and len(st["beliefs"]) != n:
+                plan.check_memory(n)   # a belief per env of the batch
+            st["n"], st["mem"] = n, policy.reset(n)
+            st["episode"] += 1
+            if planner is not None:
+                if len(st["beliefs"]) == n:
+                    for b in st["beliefs"]:
+                        b.reset()   # the next episode's particles: the belief's own next stream
+                else:
+                    st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), _sub_seed(seed, i))
+                                     for i in range(n)]
+        elif planner is not None:
+            for i, b in enumerate(st["beliefs"]):
+                b.update(int(st["last"][i]), o[i].numpy())
+        mem = st["mem"]
+        x = policy.inputs(o, mem)
+        forced = policy.forced(t)
+        if forced is not None:   # the agent's opening: nothing to plan
+            a = torch.full((n,), forced, dtype=torch.int64)
+        elif planner is None:
+            a = policy.greedy(x)
+        else:
+            a = torch.as_tensor([planner.choose(b.state, b.access, b.weights, x[i:i + 1],
+                                                None if mem is None else mem[i:i + 1],
+                                                (i, st["episode"], t),
+                                                None if episode_length is None else episode_length - t).action
+                                 for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
+        policy.took(mem, a)
+        st["last"] = a.numpy().copy()
+        return int(a[0]) if single else a if where is None else a.to(where)
+
+    act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
+    return act
+
+
+def check_observation(obs) -> np.ndarray:
+    """``obs`` as the (N, 52) float32 batch ``act`` computes on, or one ValueError saying what ``act`` takes: one
+    CAGE2 observation of 52 bits (4 per host, as the native engine and CybORG's ChallengeWrapper give them) or a
+    batch (N, 52) of them, every value 0 or 1. A wrong length or a NaN would otherwise surface as a reshape error or
+    a silent wrong action, and the belief weighs particles by the bits they match."""
+    width = 4 * T.N_HOSTS
+    try:
+        a = np.asarray(obs)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"act takes an observation of {width} values (or a batch (N, {width})): {e}") from None
+    if a.dtype != bool and not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise ValueError(f"act takes an observation of {width} numbers 0 or 1, got values of type {a.dtype}")
+    if a.ndim not in (1, 2) or a.shape[-1] != width or a.size == 0:
+        raise ValueError(f"act takes one observation of shape ({width},) or a batch (N, {width}), got shape "
+                         f"{a.shape}")
+    bits = a.astype(np.float32)
+    if not np.all((bits == 0) | (bits == 1)):
+        bad = a.reshape(-1)[~((bits == 0) | (bits == 1)).reshape(-1)][0]
+        raise ValueError(f"act takes observation bits 0 or 1 (CAGE2's {width}-bit observation), got {bad}")
+    return bits.reshape(-1, width)
+
+
+def check_step(t) -> int:
+    """``t`` as an int, or a ValueError: the step within the episode, an integer >= 0 (0 starts an episode)."""
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) or t < 0:
+        raise ValueError(f"act takes the step within the episode as an integer t >= 0 (0 first), got {t!r}")
+    return int(t)
+
+
+def _sub_seed(seed: int, i: int) -> int:
+    """A seed for env ``i`` of a batch, independent of the others'."""
+    return int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def make_act(name: str = "pretrained:universal", plan: PlanConfig | None = None, seed: int = 0,
+             workflow: Workflow | None = None, episode_length: int | None = None) -> ActFn:
+    """The acting function of a shipped agent (``pretrained:NAME``) or checkpoint file, greedy or, with ``plan``,
+    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own; ``episode_length``, when the
+    harness knows it, lets the planner stop its rollouts at the episode's end. E.g. driving real CybORG through
+    its ``ChallengeWrapper`` (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
+
+        act = make_act("pretrained:universal", PlanConfig(), episode_length=100)
+        obs = wrapper.reset()
+        for t in range(100):
+            obs, reward, done, info = wrapper.step(act(obs, t))
+    """
+    from workflow_rl import threads
+    from workflow_rl.rl import pretrained
+
+    threads.configure()   # one env at a time: one thread (``workflow_rl.threads``; WORKFLOW_RL_THREADS overrides)
+    agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
+    return agent_acting(agent, workflow or own, plan, seed, episode_length=episode_length)
+
+
+def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
+                    seed: int, planner_seed: int = 0) -> np.ndarray:
+    """(episodes,) returns over ``steps`` native steps of the planner given the true state as its one particle
+    (the engine's own state each step, its RNG key replaced, so the planner knows the present, not red's future
+    dice): the planner's upper bound, which a perfect belief would reach. Episodes as ``NativeVectorEnv(episodes,
+    red, seed=seed)`` plays them."""
+    from workflow_rl.envs.native import NativeVectorEnv
+
+    planner = Planner(agent, workflow, config, planner_seed)
+    policy = planner.policy
+    env = NativeVectorEnv(episodes, red, max(steps, 1), seed=seed)
+    obs, info = env.reset(seed=seed)
+    access, mem, ret = info["red_access"], policy.reset(episodes), np.zeros(episodes)
+    for t in range(steps):
+        x = policy.inputs(torch.as_tensor(obs), mem)
+        truth = env.sim_state()
+        forced = policy.forced(t)
+        a = torch.full((episodes,), forced, dtype=torch.int64) if forced is not None else torch.as_tensor(
+            [planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
+                            None if mem is None else mem[i:i + 1], (i, t)).action for i in range(episodes)])
+        policy.took(mem, a)
+        obs, r, _, _, info = env.step(a.numpy())
+        access, ret = info["red_access"], ret + r
+    return ret
