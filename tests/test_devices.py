@@ -96,8 +96,8 @@ def test_evaluate_greedy_sampled_and_planned_on_the_run_device(fake_gpu, tmp_pat
     """The issue's ``evaluate ... --device cuda``, every mode, with the CPU's numbers: greedy (the agent on the run
     device), sampled (the CPU generator's draws moved to the logits: ``ppo.sample_actions``) and planned (on a CPU
     copy of the agent, its actions handed back on the run device; the note says so)."""
-    args = ["evaluate", AGENT, "--workflow", "critical_first", "--red-agents", "B_lineAgent", "--lengths", "3",
-            "--episodes", "2", "--mode", "both", "--plan", *TINY_PLAN]
+    args = ["evaluate", AGENT, "--workflow", "critical_first", "--red-agents", "B_lineAgent", "--lengths", "5",
+            "--episodes", "2", "--mode", "both", "--plan", *TINY_PLAN]   # 5 steps: 3 of the opening, 2 of the agent
     rc, out, err = run_main([*args, "--device", fake_gpu.device, "--out", str(tmp_path / "dev")], capsys)
     assert rc == 0, err
     assert fake_gpu.took() == {FAKE, "cpu"}   # greedy and sampled on the run device, planned on the CPU
@@ -128,7 +128,7 @@ def test_replay_on_the_run_device(fake_gpu, tmp_path, capsys):
         lines = {}
         for device in (FAKE, "cpu"):
             rc, out, err = run_main(["replay", AGENT, "--workflow", "critical_first", "--episodes", "2", "--length",
-                                     "3", "--mode", mode, *TINY_PLAN, "--device", device,
+                                     "5", "--mode", mode, *TINY_PLAN, "--device", device,
                                      "--out", str(tmp_path / f"{mode}-{device}.html")], capsys)
             assert rc == 0, err
             assert fake_gpu.took() == {device if mode == "sampled" else "cpu"}, mode

@@ -82,7 +82,8 @@ def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
 
 
 def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
-    """Told the episode's length L, the decision at step t rolls out min(horizon, L - t) steps, never past L."""
+    """Told the episode's length L, the decision at step t rolls out min(horizon, L - t) steps, never past L; the
+    steps of the agent's fixed opening (the shipped agent's: 3) are played, not planned: no rollout."""
     from workflow_rl.planning import planner as planner_module
 
     counts, real_step = [], planner_module.sim.step
@@ -92,16 +93,18 @@ def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
         return real_step(state, actions, *a, **k)
 
     monkeypatch.setattr(planner_module.sim, "step", counting_step)
-    act = agent_acting(*cage2, dataclasses.replace(TINY, fix_candidates=0), seed=1, episode_length=6)
+    opening = len(cage2[0].opening)
+    length = opening + 6
+    act = agent_acting(*cage2, dataclasses.replace(TINY, fix_candidates=0), seed=1, episode_length=length)
     env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
     obs, _ = env.reset(seed=8)
-    for t in range(6):
+    for t in range(length):
         counts.append(0)
         a = act(obs[0], t)
         obs, *_ = env.step(np.array([a]))
-    assert counts == [4, 4, 4, 3, 2, 1]   # horizon 4, then the steps left
-    with pytest.raises(ValueError, match="t counts 0..5"):
-        act(obs[0], 6)
+    assert opening == 3 and counts == [0] * opening + [4, 4, 4, 3, 2, 1]   # horizon 4, then the steps left
+    with pytest.raises(ValueError, match=f"t counts 0..{length - 1}"):
+        act(obs[0], length)
 
 
 def test_a_length_beyond_the_horizon_changes_nothing(cage2):
