@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 SCENARIO ?= $(firstword $(wildcard ../shared/cage2/scenario))
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench results clean
 
 setup: $(VENV)/.installed
 
@@ -40,6 +40,10 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/bench_native.py
+
+# docs/results.md and the README's results table, from the committed result files (seconds; --check: stale?)
+results: setup
+	$(PY) benchmarks/results_page.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

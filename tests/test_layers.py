@@ -5,7 +5,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "workflow_rl"
 LAYER = {"checks": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
-         "bench": 2, "planning": 3, "search": 4, "pretrained": 0, "cli": 5}
+         "bench": 2, "report": 2, "planning": 3, "search": 4, "pretrained": 0, "cli": 5}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""
 SHIMS = {"workflow_rl.rl.planner": "workflow_rl.planning.planner"}
 """Old module paths kept for users' code, each re-exporting the module that moved: exempt from the layer rule (a
