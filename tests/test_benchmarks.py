@@ -371,3 +371,25 @@ def test_shared_machine_benchmark_dry_run(tmp_path):
         ratios = list(csv.DictReader(f))
     assert [x["threads"] for x in ratios] == ["auto", "off"] and all(float(x["ratio"]) > 0 for x in ratios)
 
+
+def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
+    """``make bench`` is ``workflow-rl bench``; its native table (the kernel alone, both red agents) has the columns
+    tests/test_readme.py reads from benchmarks/results/native.csv, and benchmarks/bench_native.py (the old script's
+    flags, kept for BENCHMARKS.md's commands) writes the same table through the same function."""
+    from helpers import run_main
+
+    rc, out, err = run_main(["bench", "--tables", "native", "--native-sizes", "16", "--native-min-steps", "200",
+                             "--repeats", "1", "--cyborg-steps", "1", "--cuda-sizes", "--out", str(tmp_path)], capsys)
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["native.csv", "native.md"]   # no engines table asked for
+    with open(tmp_path / "native.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["red"], r["n_envs"]) for r in rows] == [("B_lineAgent", "16"), ("RedMeanderAgent", "16")]
+    assert all(float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"]) for r in rows)
+    assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_native.py"), "--sizes", "16", "--repeats",
+                        "1", "--min-steps", "200", "--cyborg-steps", "0", "--cuda-sizes", "--out",
+                        str(tmp_path / "old")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "old" / "native.csv") as f:
+        assert list(csv.DictReader(f))[0].keys() == rows[0].keys()
