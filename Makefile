@@ -38,8 +38,10 @@ run: setup
 test: setup
 	WORKFLOW_RL_CAGE2_SCENARIO="$(abspath $(SCENARIO))" $(PY) -m pytest -q
 
+# the engine benchmarks: every engine mode (engines.*) and the native kernel alone (native.*, the README's speed row)
+# into benchmarks/results; the same as `workflow-rl bench` (benchmarks/README.md)
 bench: setup
-	$(PY) benchmarks/bench_native.py
+	$(VENV)/bin/workflow-rl bench
 
 # docs/results.md and the README's results table, from the committed result files (seconds; --check: stale?)
 results: setup

@@ -310,7 +310,7 @@ CASES = [
 
 def test_exhaustive_with_a_list_trains_every_listed_workflow(tmp_path):
     """Silent nonsense no more (issue O): ``--exhaustive --workflows LIST`` honours the list (a ground truth over
-    those workflows, as benchmarks/regret.py builds) instead of ignoring it."""
+    those workflows, as benchmarks/studies/regret.py builds) instead of ignoring it."""
     listed = ["D,E,OS,OH,U", "U,OH,OS,E,D"]
     assert main(["search", "--exhaustive", "--workflows", ";".join(listed), *TINY, "--eval-episodes", "4",
                  "--total-episodes", "200", "--out", str(tmp_path / "gt")]) == 0

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+STUDIES = ROOT / "benchmarks" / "studies"
+DEVICE = ROOT / "benchmarks" / "device"
 
 
 @pytest.mark.slow   # every stage end to end: training and two searches (minutes on a 2-core CPU)
@@ -17,7 +19,7 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",
             "--train-envs", "64", "--search-episodes", "400", "--search-batches", "2", "1", "--batch-slots", "2",
             "--search-timeout", "240", "--budget", "1200", "--out", str(tmp_path)]
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), *args], capture_output=True,
+    r = subprocess.run([sys.executable, str(DEVICE / "gpu_check.py"), *args], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())
@@ -38,7 +40,7 @@ def test_gpu_check_runs_only_the_stages_asked_for(tmp_path):
     """``--stages``: a device run spends its minutes on what is still unmeasured; the others are not run at all."""
     args = ["--device", "cpu", "--stages", "engine", "train", "--engine-sizes", "512", "--train-envs", "16",
             "--budget", "300", "--out", str(tmp_path)]
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), *args], capture_output=True,
+    r = subprocess.run([sys.executable, str(DEVICE / "gpu_check.py"), *args], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())
@@ -48,11 +50,11 @@ def test_gpu_check_runs_only_the_stages_asked_for(tmp_path):
 
 @pytest.mark.slow   # about two minutes: 45 s of training, selection, evaluations, a few real-CybORG rounds
 def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
-    """The issue-I device job (benchmarks/device_agent.py --tiny --procs 3): trains every candidate, stops them at
-    the cap with their checkpoints, selects, evaluates and writes the shipped-agent files, into an --out folder the
+    """The issue-I device job (benchmarks/device/device_agent.py --tiny --procs 3): trains every candidate, stops them
+    at the cap with their checkpoints, selects, evaluates and writes the shipped-agent files, into an --out folder the
     device tool returns whole (at most 8 files, no folders)."""
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device_agent.py"), "--out", str(out), "--work",
+    r = subprocess.run([sys.executable, str(DEVICE / "device_agent.py"), "--out", str(out), "--work",
                         str(tmp_path / "work"), "--tiny", "--procs", "3"], capture_output=True, text=True, cwd=ROOT,
                        timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -78,7 +80,7 @@ def test_device_agent_job_at_tiny_scale_writes_every_output(tmp_path):
 
 @pytest.mark.slow   # three toy searches, ~1.5 min
 def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_claims.py"), "--tiny", "--total-episodes",
+    r = subprocess.run([sys.executable, str(STUDIES / "search_claims.py"), "--tiny", "--total-episodes",
                         "300", "--batch-workflows", "8", "--out", str(tmp_path)], capture_output=True, text=True,
                        cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -92,7 +94,7 @@ def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path
 
 
 def test_search_claims_cprofile_writes_where_the_search_spends_its_time(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_claims.py"), "--tiny", "--total-episodes",
+    r = subprocess.run([sys.executable, str(STUDIES / "search_claims.py"), "--tiny", "--total-episodes",
                         "150", "--batch-workflows", "4", "--modes", "elastic", "--cprofile", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -181,7 +183,7 @@ def test_ship_agent_puts_an_across_workflow_agents_tables_and_held_out_list_on_i
 
 @pytest.mark.slow
 def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflow(tmp_path):
-    """benchmarks/engine_check.py: per CybORG folder (one workflow each) its 100-step cells beside the native
+    """benchmarks/studies/engine_check.py: per CybORG folder (one workflow each) its 100-step cells beside the native
     table's row of that workflow and red agent; the standard error of the difference in quadrature; a workflow
     the native table lacks is one error line."""
     from workflow_rl.search import feasible
@@ -201,7 +203,7 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
                "episodes": 400, "compliance": 0.98, "fixes": 10, "mean": -14.0, "ci95": 0.1, "std": 4.0,
                "eligible": True} for w in ("U,E,D,OS,OH", "D,E,OS,OH,U")]
     feasible.write_csv(native, tmp_path / "workflows.csv")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "engine_check.py"), "--cyborg", str(folder), "--out",
+    cmd = [sys.executable, str(STUDIES / "engine_check.py"), "--cyborg", str(folder), "--out",
            str(tmp_path / "out")]
     r = subprocess.run([*cmd, "--native", str(tmp_path / "workflows.csv")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -219,9 +221,9 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
 
 @pytest.mark.cyborg
 def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path):
-    """benchmarks/engine_gap.py at toy size: both engines played, ten 10-step windows whose rewards add up to each
-    engine's mean return, action shares that sum to 1, red's late access for every host."""
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engine_gap.py"), "pretrained:cage2", "--red",
+    """benchmarks/studies/engine_gap.py at toy size: both engines played, ten 10-step windows whose rewards add up to
+    each engine's mean return, action shares that sum to 1, red's late access for every host."""
+    r = subprocess.run([sys.executable, str(STUDIES / "engine_gap.py"), "pretrained:cage2", "--red",
                         "bline", "--episodes", "3", "--workers", "1", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -237,7 +239,7 @@ def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path
 def _benchmark_module(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, STUDIES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -248,7 +250,7 @@ def _price_module():
 
 
 def test_planning_gap_refuses_results_of_different_episodes_in_one_line(tmp_path, capsys):
-    """benchmarks/planning.py gap: two compare results of different episode seeds are refused the package's way
+    """benchmarks/studies/planning.py gap: two compare results of different episode seeds are refused the package's way
     (``checks.fail``: one ``error:`` line, exit status 2)."""
     import argparse
 
@@ -265,8 +267,8 @@ def test_planning_gap_refuses_results_of_different_episodes_in_one_line(tmp_path
 
 
 def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
-    """benchmarks/planning.py truth --lengths: the planner given the true state in each cell (issue P's limit), each
-    cell paired with the greedy agent on its episodes; the top-level numbers are the longest cell's."""
+    """benchmarks/studies/planning.py truth --lengths: the planner given the true state in each cell (issue P's limit),
+    each cell paired with the greedy agent on its episodes; the top-level numbers are the longest cell's."""
     import argparse
 
     planning = _benchmark_module("planning")
@@ -280,8 +282,9 @@ def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
 
 
 def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_path, capsys):
-    """benchmarks/price.py: per red agent, the ground-truth-eligible workflows' gap to the reference (mean, largest,
-    how many within 1.0), their gate count with the held-out ones apart, the ineligible ones that reach the gate;
+    """benchmarks/studies/price.py: per red agent, the ground-truth-eligible workflows' gap to the reference (mean,
+    largest, how many within 1.0), their gate count with the held-out ones apart, the ineligible ones that reach the
+    gate;
     with --base the per-workflow change as a mean with its Student-t interval across workflows; a folder without
     workflows.csv is one error line, exit 2, nothing written."""
     from scipy import stats
@@ -343,8 +346,8 @@ def test_opening_benchmark_pairs_an_agent_with_a_forced_opening(tmp_path):
     import json
 
     def forced(opening):
-        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "opening.py"), "forced", "--agent",
-                            "pretrained:universal", "--opening", *opening, "--episodes", "20", "--out", str(tmp_path)],
+        r = subprocess.run([sys.executable, str(STUDIES / "opening.py"), "forced", "--agent", "pretrained:universal",
+                            "--opening", *opening, "--episodes", "20", "--out", str(tmp_path)],
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr
         return json.loads((tmp_path / f"opening_forced_{'_'.join(opening)}.json").read_text())["cells"]
@@ -355,10 +358,10 @@ def test_opening_benchmark_pairs_an_agent_with_a_forced_opening(tmp_path):
 
 
 def test_shared_machine_benchmark_dry_run(tmp_path):
-    """benchmarks/shared_machine.py at a trivial size: every cell runs (policy and baseline, alone and beside the
-    busy loop, which it stops again) and both CSVs are written; the ratios themselves are measured on a quiet
+    """benchmarks/studies/shared_machine.py at a trivial size: every cell runs (policy and baseline, alone and beside
+    the busy loop, which it stops again) and both CSVs are written; the ratios themselves are measured on a quiet
     machine, not here."""
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "shared_machine.py"), "--command",
+    r = subprocess.run([sys.executable, str(STUDIES / "shared_machine.py"), "--command",
                         f"{sys.executable} -c pass", "--label", "noop", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -369,3 +372,26 @@ def test_shared_machine_benchmark_dry_run(tmp_path):
     with open(tmp_path / "ratios.csv") as f:
         ratios = list(csv.DictReader(f))
     assert [x["threads"] for x in ratios] == ["auto", "off"] and all(float(x["ratio"]) > 0 for x in ratios)
+
+
+def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
+    """``make bench`` is ``workflow-rl bench``; its native table (the kernel alone, both red agents) has the columns
+    tests/test_readme.py reads from benchmarks/results/native.csv, and benchmarks/bench_native.py (the old script's
+    flags, kept for BENCHMARKS.md's commands) writes the same table through the same function."""
+    from helpers import run_main
+
+    rc, out, err = run_main(["bench", "--tables", "native", "--native-sizes", "16", "--native-min-steps", "200",
+                             "--repeats", "1", "--cyborg-steps", "1", "--cuda-sizes", "--out", str(tmp_path)], capsys)
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["native.csv", "native.md"]   # no engines table asked for
+    with open(tmp_path / "native.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["red"], r["n_envs"]) for r in rows] == [("B_lineAgent", "16"), ("RedMeanderAgent", "16")]
+    assert all(float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"]) for r in rows)
+    assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_native.py"), "--sizes", "16", "--repeats",
+                        "1", "--min-steps", "200", "--cyborg-steps", "0", "--cuda-sizes", "--out",
+                        str(tmp_path / "old")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "old" / "native.csv") as f:
+        assert list(csv.DictReader(f))[0].keys() == rows[0].keys()

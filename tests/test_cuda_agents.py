@@ -1,6 +1,6 @@
 """Every command that takes ``--device`` runs on CUDA with every kind of agent (issue Q): a shipped agent, a
 checkpoint file, a baseline; greedy, sampled, across workflows, planned; evaluate, replay, search, train. GPU only
-(skipped without one; ``benchmarks/device_q_tests.sh`` runs them on the device machine). The CPU suite's stand-in
+(skipped without one; ``benchmarks/device/device_q_tests.sh`` runs them on the device machine). The CPU suite's stand-in
 for these is ``tests/test_devices.py`` (a second device that computes on the CPU). Tiny sizes: each checks that the
 command runs on the GPU end to end and says what it should, not the agent's quality."""
 from __future__ import annotations

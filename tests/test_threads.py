@@ -1,6 +1,6 @@
 """The thread policy (issue Q, item 2; ``workflow_rl.threads``): what it picks for the work and the cores, and
 that the override, the command line and the acting API apply it. No timing: the speed it buys is measured by
-benchmarks/shared_machine.py."""
+benchmarks/studies/shared_machine.py."""
 import numba
 import pytest
 import torch

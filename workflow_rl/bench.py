@@ -1,11 +1,19 @@
-"""Engine benchmark: transitions per second of every way to run CAGE2, over numbers of envs.
+"""Engine benchmarks, two tables (``workflow-rl bench``, ``make bench``; written into ``--out``):
 
-Modes: ``cyborg-sequential`` (n CybORG envs stepped one after another in a plain loop), ``cyborg-sync``
-(gymnasium SyncVectorEnv), ``cyborg-pipes`` (AsyncVectorEnv, one process per env, pipes), ``cyborg-shm``
-(AsyncVectorEnv with shared-memory observations), ``cyborg-episodes`` (episode workers, one per core, playing
-whole episodes with an untrained policy — so they also pay for the policy), ``native-cpu`` (the numba kernel),
-``native-cuda`` (the tensor path, when a GPU is present). All per-step modes use uniformly random actions.
-Ratios against ``cyborg-sequential`` with one env, measured in the same run, are what to compare across machines.
+``engines.{csv,md,png}``: transitions per second of every way to run CAGE2, over numbers of envs. Modes:
+``cyborg-sequential`` (n CybORG envs stepped one after another in a plain loop), ``cyborg-sync`` (gymnasium
+SyncVectorEnv), ``cyborg-pipes`` (AsyncVectorEnv, one process per env, pipes), ``cyborg-shm`` (AsyncVectorEnv with
+shared-memory observations), ``cyborg-episodes`` (episode workers, one per core, playing whole episodes with an
+untrained policy — so they also pay for the policy), ``native-cpu`` (the numba kernel behind the vector env),
+``native-cuda`` (the tensor path, when a GPU is present). All per-step modes use uniformly random actions. Ratios
+against ``cyborg-sequential`` with one env, measured in the same run, are what to compare across machines.
+
+``native.{csv,md}``: the native engine alone (:func:`run_native`), env-steps/s of the numba kernel stepped directly
+(no vector-env wrapper) with uniformly random blue actions, B_line and Meander, over batch sizes; each cell the
+median of ``repeats`` timed runs after a warm-up run that also compiles; actions drawn once per run into a pool that
+is cycled, so the timing measures the engine, not the random generator. The CUDA kernel (``env.step_tensor``) is
+timed too where torch sees a GPU, and one real CybORG process per red agent where CybORG is installed, for the ratio
+native / CybORG (the machine may be shared and noisy: compare ratios, not absolute numbers).
 """
 from __future__ import annotations
 
@@ -20,9 +28,18 @@ import numpy as np
 
 from workflow_rl.sim import tables
 
+TABLES = ("engines", "native")
+"""The two tables ``bench`` writes (``--tables``)."""
 NATIVE_SIZES = (256, 4096, 65536)
 """The native engine's batch sizes ``bench`` adds beyond ``--sizes`` (its best are far beyond CybORG's)."""
 CYBORG_MODES = ("cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes")
+KERNEL_SIZES = (1, 16, 256, 1024, 4096, 16384, 65536)
+"""The native table's batch sizes for the numba kernel (``--native-sizes``)."""
+CUDA_SIZES = (65536, 1 << 20)
+"""The native table's batch sizes for the CUDA kernel, timed only where torch sees a GPU (``--cuda-sizes``)."""
+KERNEL_MIN_STEPS = 2_000_000
+"""Env-steps per timed run of the native table (at least 20 steps; the CUDA kernel 20 times as many)."""
+RED_AGENTS = ("B_lineAgent", "RedMeanderAgent")
 
 
 def time_native(red: str, n_envs: int, steps: int, seed: int = 0, device: str = "cpu") -> float:
@@ -145,3 +162,109 @@ def _write(rows: list[dict], out: Path, red: str) -> None:
     fig.tight_layout()
     fig.savefig(out / "engines.png", dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ the native table
+def time_kernel(red: str, n_envs: int, steps: int, seed: int = 0) -> float:
+    """Env-steps/s of the numba kernel itself (``sim.native.step`` on its state arrays, no vector env around it)."""
+    from workflow_rl.sim import native as N
+
+    s, b = N.allocate_state(n_envs), N.allocate_buffers(n_envs)
+    N.seed_state(s, seed, tables.RED_AGENT_NAMES[red])
+    N.reset_envs(s, b)
+    pool = np.random.default_rng(seed).integers(0, tables.N_ACTIONS, (16, n_envs), dtype=np.int64)
+    t0 = time.perf_counter()
+    for k in range(steps):
+        N.step(s, pool[k & 15], b, 100)
+    return n_envs * steps / (time.perf_counter() - t0)
+
+
+def time_cuda_kernel(red: str, n_envs: int, steps: int, seed: int = 0) -> float:
+    """The CUDA kernel through ``env.step_tensor``, random actions drawn on the GPU, synchronised."""
+    import torch
+
+    from workflow_rl import make_vector_env
+
+    env = make_vector_env(n_envs, red, seed=seed, device="cuda")
+    env.reset()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    pool = torch.randint(0, tables.N_ACTIONS, (16, n_envs), device="cuda", generator=g)
+    env.step_tensor(pool[0])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for k in range(steps):
+        env.step_tensor(pool[k & 15])
+    torch.cuda.synchronize()
+    return n_envs * steps / (time.perf_counter() - t0)
+
+
+def time_cyborg_single(red: str, steps: int, scenario=None, log=print) -> float | None:
+    """Steps/s of one real CybORG process with random actions; None (and a line saying why) without CybORG."""
+    try:
+        from workflow_rl.envs.cyborg import CybORGEnv
+
+        env = CybORGEnv(red, 100, scenario, seed=0)
+    except Exception as e:  # noqa: BLE001 - the baseline is optional
+        log(f"(CybORG baseline skipped: {e})")
+        return None
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, _, trunc, _ = env.step(int(rng.integers(0, tables.N_ACTIONS)))
+        if trunc:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN_STEPS, cuda_sizes=CUDA_SIZES,
+               cyborg_steps: int = 300, scenario=None, out: str | Path = "benchmarks/results", log=print,
+               cuda: bool | None = None) -> list[dict]:
+    """The native table: rows ``red, n_envs, steps_per_s, min, max`` (the median and range of ``repeats`` runs)
+    into ``out/native.csv`` and ``out/native.md``, with one CybORG process per red agent for the ratio."""
+    import numba
+
+    from workflow_rl.sim import native as N
+
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    log(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"numba threads {numba.get_num_threads()}, python {platform.python_version()}")
+    log(f"state: {N.state_bytes_per_env(N.allocate_state(1024))} bytes per env")
+    rows = []
+
+    def cell(label: str, n: int, runs: list[float]) -> None:
+        rows.append({"red": label, "n_envs": n, "steps_per_s": statistics.median(runs), "min": min(runs),
+                     "max": max(runs)})
+        log(f"{label:28s} n_envs={n:8d}  {rows[-1]['steps_per_s']:14,.0f} env-steps/s (median of {len(runs)}; "
+            f"{min(runs):,.0f}..{max(runs):,.0f})")
+
+    for red in RED_AGENTS:
+        time_kernel(red, 256, 50)  # warm-up / compile
+        for n in sizes:
+            steps = max(20, min_steps // n)
+            cell(red, n, [time_kernel(red, n, steps, seed=r) for r in range(repeats)])
+    for red in RED_AGENTS if cuda else ():
+        for n in cuda_sizes:
+            steps = max(20, 20 * min_steps // n)
+            cell(f"{red} (CUDA kernel)", n, [time_cuda_kernel(red, n, steps, seed=r) for r in range(repeats)])
+    cy = {red: time_cyborg_single(red, cyborg_steps, scenario, log) for red in RED_AGENTS} if cyborg_steps else {}
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "native.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["| red | n_envs | env-steps/s (median) | range |", "|---|---:|---:|---|"]
+    lines += [f"| {r['red']} | {r['n_envs']} | {r['steps_per_s']:,.0f} | {r['min']:,.0f}..{r['max']:,.0f} |"
+              for r in rows]
+    for red, v in cy.items():
+        if v:
+            peak = max(r["steps_per_s"] for r in rows if r["red"] == red)  # the numba kernel
+            lines.append(f"\nCybORG single process, {red}: {v:,.0f} steps/s; native peak / CybORG = {peak / v:,.0f}x")
+    (out / "native.md").write_text("\n".join(lines) + "\n")
+    log("\n".join(lines))
+    return rows

@@ -258,7 +258,8 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, str(root / "benchmarks" / "planning.py"), "compare", "--episodes", "2",
+    studies = root / "benchmarks" / "studies"
+    r = subprocess.run([sys.executable, str(studies / "planning.py"), "compare", "--episodes", "2",
                         "--particles", "8", "--horizon", "2", "--rollouts", "2", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=root, env={**__import__("os").environ,
                                                                      "PYTHONPATH": str(root)})
@@ -268,7 +269,7 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     assert res["length_known"] and sorted(res["cell_returns"]["planned"], key=int) == ["30", "50", "100"]
 
     def bench(*args):
-        return subprocess.run([sys.executable, str(root / "benchmarks" / "planning.py"), *args, "--episodes", "2",
+        return subprocess.run([sys.executable, str(studies / "planning.py"), *args, "--episodes", "2",
                                "--out", str(tmp_path)], capture_output=True, text=True, cwd=root,
                               env={**__import__("os").environ, "PYTHONPATH": str(root)})
 

@@ -1,6 +1,7 @@
 """GraphCache's control flow (rl/graphs.py), with a stand-in for CUDA graphs: the first run of a key is eager, the
 second captures and replays, later runs replay; a failed capture stops the run. (Whether a real capture of
-the rollout equals the eager rollout bit for bit is checked on a GPU: ``benchmarks/gpu_check.py``, stage rollout.)"""
+the rollout equals the eager rollout bit for bit is checked on a GPU:
+``benchmarks/device/gpu_check.py``, stage rollout.)"""
 import contextlib
 
 import pytest

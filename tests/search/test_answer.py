@@ -241,7 +241,7 @@ def test_regret_benchmark_at_toy_scale(tmp_path):
     against it; a rerun skips every finished search."""
     toy = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--min-fixes", "1",
            "--compliance-threshold", "0.01", "--post-gate-episodes", "1", "--eval-episodes", "8"]
-    script = str(ROOT / "benchmarks" / "regret.py")
+    script = str(ROOT / "benchmarks" / "studies" / "regret.py")
     r = subprocess.run([sys.executable, script, "ground-truth", "--seeds-per-workflow", "2", "--out",
                         str(tmp_path / "gt"), "--workflows", "D,E,OS,OH,U;U,OH,OS,E,D;E,D,OS,OH,U", *toy,
                         "--total-episodes", "200"], capture_output=True, text=True, cwd=ROOT)

@@ -95,8 +95,9 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
+    studies = root / "benchmarks" / "studies"
     out = tmp_path / "replay"
-    r = subprocess.run([sys.executable, str(root / "benchmarks" / "regret.py"), "replay", "--ground-truth-run",
+    r = subprocess.run([sys.executable, str(studies / "regret.py"), "replay", "--ground-truth-run",
                         str(ground_truth_run), "--budgets", "6000", "--search-seeds", "3", "--out", str(out)],
                        capture_output=True, text=True, cwd=root)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -109,7 +110,7 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     assert "| gp-ucb | 6,000 | 3 (3 scored) |" in md and "| random | 6,000 | 3 (3 scored) |" in md
     assert "- budget 6,000: gp-ucb median regret" in md and "Mann-Whitney" in md
     assert "distinct answers" in md and "median held-out regret" in md and "the ground truth's noise included" in md
-    again = subprocess.run([sys.executable, str(root / "benchmarks" / "regret.py"), "table", str(out / "replay.csv"),
+    again = subprocess.run([sys.executable, str(studies / "regret.py"), "table", str(out / "replay.csv"),
                             "--ground-truth", str(ground_truth_run / "ground_truth.csv"), "--figure",
                             str(out / "fig.png")], capture_output=True, text=True, cwd=root)
     assert again.returncode == 0 and again.stdout.strip() == md.strip()   # the table is rebuilt from the CSV alone
@@ -129,7 +130,7 @@ def test_noise_aware_comparison_counts_the_ground_truths_error_of_each_answered_
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("regret", Path(__file__).resolve().parents[2] / "benchmarks" /
-                                                  "regret.py")
+                                                  "studies" / "regret.py")
     regret = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(regret)
     gt = tmp_path / "ground_truth.csv"
@@ -213,15 +214,15 @@ def test_random_eligible_draws_only_workflows_the_model_deems_eligible_once_both
 
 
 def test_search_claims_replay_models_a_batch_round_by_round(ground_truth_run, tmp_path):
-    """``benchmarks/search_claims.py --replay``: every mode replays whole searches in rounds. Here every seed uses
-    its whole cap (gate 500 + post-gate 500 of a 1,000 cap), so no claim rule can free anything: the four modes
+    """``benchmarks/studies/search_claims.py --replay``: every mode replays whole searches in rounds. Here every seed
+    uses its whole cap (gate 500 + post-gate 500 of a 1,000 cap), so no claim rule can free anything: the four modes
     must agree exactly, and a 10,000-episode search at 1,000 per workflow needs at least 10 rounds of 10 envs x 10."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "search_claims.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "search_claims.py"
     r = subprocess.run([sys.executable, str(script), "--replay", str(ground_truth_run), "--search-seeds", "3",
                         "--total-episodes", "10000", "--batch-workflows", "4", "--modes", "lowered", "whole", "oracle", "elastic",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)

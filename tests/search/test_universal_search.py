@@ -161,7 +161,8 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
 
     # the measurement script scores it against a ground truth and the universal agent's own calls
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, str(root / "benchmarks" / "universal_search.py"), str(tmp_path / "full"),
+    studies = root / "benchmarks" / "studies"
+    r = subprocess.run([sys.executable, str(studies / "universal_search.py"), str(tmp_path / "full"),
                         "--ground-truth", str(root / "benchmarks/results/ground_truth/ground_truth.csv"),
                         "--out", str(tmp_path / "score")], capture_output=True, text=True, cwd=root, check=False)
     assert r.returncode == 0, r.stderr[-2000:]

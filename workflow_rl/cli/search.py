@@ -38,7 +38,7 @@ def add_search(sub) -> None:
 
 def _workflow_list(args) -> list[str] | None:
     """--workflows: the ones named (';'-separated or several arguments; 'named': the six); --exhaustive alone: all
-    120 (with --workflows: every one named, a ground truth over that list, as benchmarks/regret.py builds)."""
+    120 (with --workflows: every one named, a ground truth over that list, as benchmarks/studies/regret.py builds)."""
     if args.exhaustive and not args.workflows:
         return [w.codes for w in all_workflows()]
     if not args.workflows:

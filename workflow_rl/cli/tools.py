@@ -113,22 +113,30 @@ def cmd_curves(args) -> int:
     return run(args)
 
 
-BENCH_FILES = ("engines.md", "engines.csv", "engines.png")
-"""What ``bench --out DIR`` writes into DIR (``bench._write``)."""
+BENCH_FILES = {"engines": ("engines.md", "engines.csv", "engines.png"), "native": ("native.md", "native.csv")}
+"""What ``bench --out DIR`` writes into DIR, per table (``bench._write``, ``bench.run_native``)."""
 
 
 def cmd_bench(args) -> int:
-    """Transitions/s of every engine mode over n_envs; Markdown + CSV + PNG."""
-    from workflow_rl.bench import NATIVE_SIZES, run_bench
+    """The engine benchmarks (``make bench`` runs this): transitions/s of every engine mode over n_envs (Markdown +
+    CSV + PNG) and the native kernel's env-steps/s over batch sizes, both red agents (Markdown + CSV)."""
+    from workflow_rl.bench import NATIVE_SIZES, run_bench, run_native
     from workflow_rl.rl.config import check_device_available
 
-    check_out_files("--out", args.out, BENCH_FILES, [args.scenario])
-    if args.modes and "native-cuda" in args.modes:
+    tables = list(dict.fromkeys(args.tables))
+    files = [f for table in tables for f in BENCH_FILES[table]]
+    check_out_files("--out", args.out, files, [args.scenario])
+    if "engines" in tables and args.modes and "native-cuda" in args.modes:
         check_device_available("cuda")
-    threads.configure(threads.Work(envs=max(*args.sizes, *NATIVE_SIZES)), args.threads)   # its largest batch
-    run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
-              args.parallel_start_method)
-    print(f"wrote {args.out}/engines.md, engines.csv and engines.png")
+    largest = max(*args.sizes, *NATIVE_SIZES, *args.native_sizes)
+    threads.configure(threads.Work(envs=largest), args.threads)   # its largest batch
+    if "engines" in tables:
+        run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
+                  args.parallel_start_method)
+    if "native" in tables:
+        run_native(args.native_sizes, args.repeats, args.native_min_steps, args.cuda_sizes, args.cyborg_steps,
+                   args.scenario, args.out)
+    print(f"wrote {', '.join(files)} in {args.out}")
     return 0
 
 
@@ -195,14 +203,27 @@ def add_tools(sub) -> None:
     add_arguments(v)
     v.set_defaults(func=cmd_curves)
 
-    b = sub.add_parser("bench", help="engine throughput: CybORG modes and native, over n_envs")
-    b.add_argument("--sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8, 16])
+    from workflow_rl.bench import CUDA_SIZES, KERNEL_MIN_STEPS, KERNEL_SIZES, TABLES
+
+    b = sub.add_parser("bench", help="engine throughput: CybORG modes and native over n_envs (engines.*), and the "
+                                     "native kernel over batch sizes, both red agents (native.*)")
+    b.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES),
+                   help="which tables to write (default both): engines (every mode), native (the kernel alone)")
+    b.add_argument("--sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8, 16],
+                   help="engines table: n_envs per mode (native modes also run 256, 4096, 65536)")
     b.add_argument("--modes", nargs="+", default=None,
                    choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
                             "native-cpu", "native-cuda"])
     b.add_argument("--red-agent", default="B_lineAgent")
-    b.add_argument("--cyborg-steps", type=bench_cyborg_steps, default=400, help="vector steps x n_envs per CybORG cell")
+    b.add_argument("--cyborg-steps", type=bench_cyborg_steps, default=400,
+                   help="vector steps x n_envs per CybORG cell (native table: steps of its one CybORG process)")
     b.add_argument("--repeats", type=bench_repeats, default=3, help="native cells: median of this many runs")
+    b.add_argument("--native-sizes", nargs="+", type=positive_int, default=list(KERNEL_SIZES),
+                   help="native table: batch sizes of the numba kernel")
+    b.add_argument("--native-min-steps", type=positive_int, default=KERNEL_MIN_STEPS,
+                   help="native table: env-steps per timed run (at least 20 steps)")
+    b.add_argument("--cuda-sizes", nargs="*", type=positive_int, default=list(CUDA_SIZES),
+                   help="native table: batch sizes of the CUDA kernel, timed where torch sees a GPU; none to skip")
     b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
     b.add_argument("--scenario", default=None)
     b.add_argument("--out", default="benchmarks/results")

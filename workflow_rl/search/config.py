@@ -21,7 +21,7 @@ SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25, "post_gate_episodes": 40}
 4 PPO updates per episode of every env reach compliance in ~4x fewer episodes than 100 (RESULTS.md); and the
 value protocol (docs/search.md, "Search, exactly"): 40 more episodes per env after the compliance gate, so a workflow is
 judged after the same further training whatever it inherited, not at the moment its gate fired. Chosen by
-measurement (``benchmarks/protocol.py``, RESULTS.md): 5 seeds spread with std 9-22 at the gate, 1.8-8 after 10,
+measurement (``benchmarks/studies/protocol.py``, RESULTS.md): 5 seeds spread with std 9-22 at the gate, 1.8-8 after 10,
 2-3 after 20 (and the worst seed's evaluated compliance 0.89-0.93, below the 0.95 gate), 1.1 after 40 with every
 seed >= 0.95 in evaluation. The 200 envs (TrainConfig's default) are part of it: at 50 or 100 envs the same 40
 episodes per env leave seed std 5.8-7.7 and evaluated compliance 0.85-0.92. (The learning rate, 5e-4, is

@@ -17,7 +17,7 @@ difference among eligible workflows), picking the highest observed seed among ma
 the ground-truth mean by construction, so plain regret rewards seeing many workflows once. Hence a second score,
 ``heldout_regret``: the answer is valued by the mean of its ground-truth seeds the search did *not* observe
 (independent of what drove the choice), against the ground truth's best mean (a constant per file, so differences
-between strategies are unbiased). Real searches (``benchmarks/regret.py runs``) observe fresh seeds, inheritance
+between strategies are unbiased). Real searches (``benchmarks/studies/regret.py runs``) observe fresh seeds, inheritance
 included; the replay is the cheap, many-seed comparison of the *choice* rules.
 """
 from __future__ import annotations

@@ -49,7 +49,7 @@ _DEV["thread_index"] = _thread_index
 
 MAX_REGISTERS = int(os.environ.get("WORKFLOW_RL_CUDA_MAX_REGISTERS") or 0) or None
 """A cap on the step kernel's registers per thread, read from ``WORKFLOW_RL_CUDA_MAX_REGISTERS`` at import: a probe
-for ``benchmarks/gpu_check.py`` (fewer registers, more warps in flight per SM, but spills; at 1M envs the kernel
+for ``benchmarks/device/gpu_check.py`` (fewer registers, more warps in flight per SM, but spills; at 1M envs the kernel
 is latency-bound with 56 registers), not a setting for users. None (unset): no cap."""
 
 # cached on disk (keyed on rules.py, where the kernel is written): a new process loads the compiled kernel instead

@@ -96,7 +96,7 @@ env-major as here: a thread's row is contiguous, so a warp reading one host of 3
 bytes for 13 int8 hosts, to use 32. "F", host-major: the same ``a[env, host]`` indexing, but 32 envs' values of one
 host are adjacent, so the warp's load is coalesced. The rules are not touched: numba compiles the kernel once per
 layout from the same source, and the results are the same bit for bit (the arithmetic is). Which is faster is
-measured (``benchmarks/gpu_check.py``'s engine stage), not assumed: :data:`GPU_LAYOUT`."""
+measured (``benchmarks/device/gpu_check.py``'s engine stage), not assumed: :data:`GPU_LAYOUT`."""
 
 GPU_LAYOUT = "F"
 """The default GPU layout. Measured on one H100 (BENCHMARKS.md, 2026-11-27): "F" steps 1,048,576 envs in 0.35-0.41 ms

@@ -5,7 +5,7 @@
 # agent continued 60,000 episodes with the violations form; not shipped: this one costs half the episodes and
 # scores as well). The box: the 2-vCPU development box of BENCHMARKS.md, shared with other jobs; every command
 # niced, one thread; 2026-11-28, code of commit 944d50b (run from a snapshot); the evaluations ran on the training
-# checkpoint /work/runs-lc/c60/checkpoints/latest.pt, and the shipped slim file replays them bit for bit (the native
+# checkpoint (the train command's runs/universal/checkpoints/latest.pt), and the shipped slim file replays them bit for bit (the native
 # cells were re-run from pretrained:universal and matched exactly), so the folders name pretrained:universal.
 set -e
 ENV="nice -n 5 env OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1"
@@ -40,7 +40,7 @@ $ENV workflow-rl evaluate pretrained:universal --workflow U,E,D,OS,OH --engine c
   --out benchmarks/results/universal/cyborg-UEDOSOH-RedMeanderAgent-seed1
 
 # engine_check.csv/.md (the six first runs): each CybORG 100-step cell beside the native row of its workflow (workflows/workflows.csv)
-$ENV python benchmarks/engine_check.py --native benchmarks/results/universal/workflows/workflows.csv \
+$ENV python benchmarks/studies/engine_check.py --native benchmarks/results/universal/workflows/workflows.csv \
   --cyborg benchmarks/results/universal/cyborg-{DEOHUOS,UEDOSOH,critical_first}-{B_lineAgent,RedMeanderAgent} \
   --out benchmarks/results/universal
 

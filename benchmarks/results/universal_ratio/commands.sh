@@ -5,7 +5,7 @@ set -e
 ENV="nice -n 5 env OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1"
 
 # train/ (config.json, summary.json, training_log.csv): 60,000 episodes fine-tuned from cage2, 1,576 s wall on
-# 2026-11-27 at commit a43e350 (the run wrote to /work/runs-l/universal; its checkpoints/latest.pt is what ships)
+# 2026-11-27 at commit a43e350 (the run wrote to its own folder, here runs/universal; its checkpoints/latest.pt is what ships)
 $ENV workflow-rl train --workflow all --hold-out 24 --init-checkpoint pretrained:cage2 --red-agent mix --n-envs 200 \
   --update-every-steps 100 --hidden 256 256 --anneal-lr --learning-rate 1e-4 --alignment-lambda 10 \
   --decoy-memory --mask-decoys --num-episodes 60000 --max-episodes 1000 --post-gate-episodes 1000 \
@@ -43,7 +43,7 @@ $ENV workflow-rl evaluate pretrained:universal --workflow U,E,D,OS,OH --engine c
   --out benchmarks/results/universal_ratio/cyborg-UEDOSOH-RedMeanderAgent-seed1
 
 # engine_check.csv/.md: each CybORG 100-step cell beside the native row of its workflow (workflows/workflows.csv)
-$ENV python benchmarks/engine_check.py --native benchmarks/results/universal_ratio/workflows/workflows.csv \
+$ENV python benchmarks/studies/engine_check.py --native benchmarks/results/universal_ratio/workflows/workflows.csv \
   --cyborg benchmarks/results/universal_ratio/cyborg-* --out benchmarks/results/universal
 
 # ship

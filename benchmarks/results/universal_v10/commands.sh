@@ -4,7 +4,7 @@
 # same recipe instead; its card text was this folder's ship.sh, now that folder's). How every file here was made. The agent shipped before it (ratio form) and its files: benchmarks/results/universal_ratio/.
 # The box: the 2-vCPU development box of BENCHMARKS.md, shared with other jobs; every command niced, one thread;
 # 2026-11-27, commit dc453e6 plus the files of this folder (the evaluations ran on the training checkpoint
-# /work/runs-lreward/v10/checkpoints/latest.pt; the shipped slim file replays them bit for bit: the native cells were
+# (the folder RUN_DIR/checkpoints/latest.pt of that training); the shipped slim file replays them bit for bit: the native cells were
 # re-run from pretrained:universal and matched exactly, so the folders name pretrained:universal).
 set -e
 ENV="nice -n 5 env OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1"
@@ -32,7 +32,7 @@ for red in B_lineAgent RedMeanderAgent; do
 done
 
 # engine_check.csv/.md: each CybORG 100-step cell beside the native row of its workflow (workflows/workflows.csv)
-$ENV python benchmarks/engine_check.py --native benchmarks/results/universal_v10/workflows/workflows.csv \
+$ENV python benchmarks/studies/engine_check.py --native benchmarks/results/universal_v10/workflows/workflows.csv \
   --cyborg benchmarks/results/universal_v10/cyborg-* --out benchmarks/results/universal_v10
 
 # ship: its slim file is deterministic (shipping twice gave the same sha256)

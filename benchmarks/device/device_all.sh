@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One device call that measures issue H on the GPU (both GPU layouts, graphs, training, the 100k search) and, on the
 # same machine's CPU cores at the same time, runs issue I's device job (recipe ablation over seeds, CybORG
-# evaluation). Wheels and scenario data come from `bash benchmarks/device_wheels.sh` (run beforehand where PyPI is
-# reachable; carried as .whl/). Issue G's regret runs are not here: they run on the project's CPU
-# (`benchmarks/regret.py runs`), or alone with `benchmarks/device_regret.sh`.
-#   run: carry [".whl"], then `[AGENT=0] [PROFILE=1] [GPU_ARGS="--stages ..."] bash benchmarks/device_all.sh [SECONDS]`
+# evaluation). Wheels and scenario data come from `bash benchmarks/device/device_wheels.sh` (run beforehand where PyPI
+# is reachable; carried as .whl/). Issue G's regret runs are not here: they run on the project's CPU
+# (`benchmarks/studies/regret.py runs`), or alone with `benchmarks/device/device_regret.sh`.
+#   run: carry [".whl"], then `[AGENT=0] [PROFILE=1] [GPU_ARGS="--stages ..."]
+#        bash benchmarks/device/device_all.sh [SECONDS]`
 #   (GPU_ARGS: more gpu_check.py options, e.g. a subset of its stages) (OUT is set by the device tool); the GPU
 #   checks get SECONDS - 20 (default 480); issue I's job takes ~7 min. With CURVES=1 (carry "runs/curves-device"
 #   too) more CybORG curve shards are collected on cores 6-13 and come back as curves.tgz (unpack with `mkdir -p
@@ -15,12 +16,13 @@ LIMIT=${1:-480}
 export PYTHONUNBUFFERED=1
 nproc; python3 --version; nvidia-smi --query-gpu=name --format=csv,noheader
 # I (AGENT=1, the default): the recipe ablation over seeds and the agent's CybORG evaluation on cores 0-5 (what
-# benchmarks/device_agent.sh runs, without its own wheel install: one install, above, for every job here). AGENT=0
-# leaves the CPU cores idle, so the GPU timings are not taken next to busy cores.
+# benchmarks/device/device_agent.sh runs, without its own wheel install: one install, above, for every job here).
+# AGENT=0 leaves the CPU cores idle, so the GPU timings are not taken next to busy cores.
 GPU_CORES=14-15
 if [ "${AGENT:-1}" = 1 ]; then
   mkdir -p "$OUT/agent"
-  (taskset -c 0-5 timeout -s INT 440 python3 benchmarks/device_agent.py --out "$OUT/agent" > "$OUT/agent/stdout.log" 2>&1
+  (taskset -c 0-5 timeout -s INT 440 python3 benchmarks/device/device_agent.py --out "$OUT/agent" \
+     > "$OUT/agent/stdout.log" 2>&1
    echo "device_agent exit $?" > "$OUT/agent.log") &
 elif [ "${CURVES:-0}" != 1 ]; then
   GPU_CORES=0-15
@@ -32,8 +34,9 @@ if [ "${CURVES:-0}" = 1 ]; then
      --scenario .whl/scenario --out runs/curves-device > "$OUT/collect.log" 2>&1) &
 fi
 # H: the GPU checks on cores 14-15, most important first (graphs and rollout equality, then the 100k search with
-# elastic claims, claims lowered at the gate and kept whole: benchmarks/search_claims.py)
-taskset -c $GPU_CORES python3 benchmarks/gpu_check.py --budget $((LIMIT - 20)) --engine-sizes ${ENGINE_SIZES:-4096 65536 1048576} \
+# elastic claims, claims lowered at the gate and kept whole: benchmarks/studies/search_claims.py)
+taskset -c $GPU_CORES python3 benchmarks/device/gpu_check.py --budget $((LIMIT - 20)) \
+  --engine-sizes ${ENGINE_SIZES:-4096 65536 1048576} \
   --engine-layouts C F --search-episodes 100000 --search-batches 16 --search-timeout 100 --out "$OUT/gpu" \
   ${GPU_ARGS:-} > "$OUT/gpu.log" 2>&1
 python3 - "$OUT/gpu/gpu.json" <<'PY'   # the headline numbers, for the device tool's output tail
@@ -56,13 +59,14 @@ for k in ("search_claims", "training"):
     if r.get(k) and "wall_s" not in r[k]:
         print(k, str(r[k])[:300])
 PY
-# PROFILE=1: Nsight Compute on one step of the engine kernel at 1M envs, each GPU layout (benchmarks/profile_step.py)
+# PROFILE=1: Nsight Compute on one step of the engine kernel at 1M envs, each GPU layout
+# (benchmarks/device/profile_step.py)
 if [ "${PROFILE:-0}" = 1 ]; then
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for L in C F; do
     timeout 60 "$NCU" --kernel-name regex:step_grid --launch-skip 3 --launch-count 1 --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section SchedulerStats \
-      --section WarpStateStats python3 benchmarks/profile_step.py --n-envs 1048576 --layout $L \
+      --section WarpStateStats python3 benchmarks/device/profile_step.py --n-envs 1048576 --layout $L \
       > "$OUT/gpu/ncu_$L.txt" 2>&1 || echo "ncu $L exit $?" >> "$OUT/gpu/ncu_$L.txt"
     grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|No Eligible|Stall" \
       "$OUT/gpu/ncu_$L.txt" | head -14

@@ -2,10 +2,11 @@
 fixed wall-clock budget, pick the best on a separate selection set, evaluate it on the CAGE2 protocol on the native
 engine and on real CybORG, and write the shipped-agent files, all under ``--out``.
 
-    PYTHONPATH=. python benchmarks/device_agent.py --out "$OUT"                       # 16-core machine, 6.5-7 min
-    # with wheels from benchmarks/device_wheels.sh (carry .whl): install them into /tmp/site as device_all.sh does,
-    # then PYTHONPATH=/tmp/site:. python3 benchmarks/device_agent.py --out "$OUT"  (scenario: .whl/scenario)
-    PYTHONPATH=. python benchmarks/device_agent.py --out /tmp/t --tiny               # local check, ~1.5 min
+    PYTHONPATH=. python benchmarks/device/device_agent.py --out "$OUT"            # 16-core machine, 6.5-7 min
+    # with wheels from benchmarks/device/device_wheels.sh (carry .whl): source benchmarks/device/device_env.sh
+    # (installs them into a temporary folder, sets PYTHONPATH), then
+    python3 benchmarks/device/device_agent.py --out "$OUT"                        # scenario: .whl/scenario
+    PYTHONPATH=. python benchmarks/device/device_agent.py --out OUT_DIR --tiny    # local check, ~1.5 min
 
 Machine: written for a 16-core Linux box, using at most ``--procs`` (6) cores at any time: one training process
 per core (``OMP/MKL/NUMBA_NUM_THREADS=1``, so ``torch.set_num_threads(1)`` in effect), then evaluation processes,
@@ -41,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):   # this process too: one core while it works
     os.environ[_var] = "1"
@@ -89,7 +90,7 @@ def publish(final: Path, work: Path) -> None:
 
 
 def _env() -> dict:
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)   # keep e.g. /tmp/site
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)   # keep its site folder
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "NUMBA_NUM_THREADS": "1"}
 

@@ -4,7 +4,7 @@ warm-up is profiled, e.g. (what ``device_all.sh`` does with PROFILE=1):
 
     ncu --kernel-name regex:step_grid --launch-skip 3 --launch-count 1 --section SpeedOfLight \\
         --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \\
-        python3 benchmarks/profile_step.py --n-envs 1048576 --layout C
+        python3 benchmarks/device/profile_step.py --n-envs 1048576 --layout C
 
 Why: the step kernel runs ~10x below the memory roofline at 1M envs with 48 registers and no spills (BENCHMARKS.md);
 the profiler says whether it is bound by memory traffic (uncoalesced (env, host) rows), latency or occupancy.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from workflow_rl import make_vector_env  # noqa: E402
 
 

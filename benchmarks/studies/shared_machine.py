@@ -1,7 +1,7 @@
 """Shared-machine speed (issue Q, item 2): a command alone, then beside a busy process, as one ratio.
 
-    python benchmarks/shared_machine.py search planned            # the two measured jobs, policy and baseline
-    python benchmarks/shared_machine.py --command "workflow-rl demo --episodes 4096" --label demo
+    python benchmarks/studies/shared_machine.py search planned            # the two measured jobs, policy and baseline
+    python benchmarks/studies/shared_machine.py --command "workflow-rl demo --episodes 4096" --label demo
 
 Each job runs alone and then beside ``--busy`` processes of ``python3 -c "while True: pass"`` (one, by default:
 one of a 2-core machine's cores taken), under two thread settings in the same run: ``auto`` (the thread policy,
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ("auto", "off")
 """The thread settings compared in one run: the policy, and the libraries' defaults (the baseline)."""
 CONDITIONS = ("alone", "beside_busy")

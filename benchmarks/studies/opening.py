@@ -2,9 +2,9 @@
 same agent made to play others (``Agent.opening``, what ``train --opening`` trains with), paired on the same native
 episodes, per CAGE2 cell.
 
-    PYTHONPATH=. python benchmarks/opening.py sweep --agent pretrained:cage2 --red B_lineAgent --length 30 \\
+    PYTHONPATH=. python benchmarks/studies/opening.py sweep --agent pretrained:cage2 --red B_lineAgent --length 30 \\
         --episodes 1000 --out benchmarks/results/opening          # every first action in place of the agent's own
-    PYTHONPATH=. python benchmarks/opening.py forced --agent pretrained:cage2 --opening 51 116 55 \\
+    PYTHONPATH=. python benchmarks/studies/opening.py forced --agent pretrained:cage2 --opening 51 116 55 \\
         --episodes 2000 --out benchmarks/results/opening          # one given opening, the six cells
 
 Why: a policy fine-tuned after a fixed opening gains in every cell (RESULTS.md, issue M), while the same opening
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from workflow_rl.rl import pretrained  # noqa: E402
 from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_cells  # noqa: E402
 from workflow_rl.sim import tables as T  # noqa: E402

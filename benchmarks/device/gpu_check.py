@@ -2,7 +2,7 @@
 
 Usage, on a machine with a CUDA GPU, from a plain checkout (no install needed):
 
-    PYTHONPATH=. python benchmarks/gpu_check.py --out "${OUT:-benchmarks/results/gpu}"
+    PYTHONPATH=. python benchmarks/device/gpu_check.py --out "${OUT:-benchmarks/results/gpu}"
 
 ``--device cpu --engine-sizes 4096 --train-envs 64 --search-episodes 400 --search-batches 2 --batch-slots 2
 --equality-envs 12 --equality-steps 30`` dry-runs every stage on a CPU (equality under numba's CUDA simulator,
@@ -23,9 +23,9 @@ soon as it ends, so one failing stage never loses the others:
    env-major, F host-major: ``sim.native.GPU_LAYOUTS``), with the kernel's registers, local memory and PTX counts;
    registers: the engine again at >= 1M envs (layout F) with the kernel capped at ``--max-registers`` registers
    per thread (``sim.cuda.MAX_REGISTERS``: more warps per SM against spills);
-4. batched multi-workflow training (``benchmarks/bench_batched.py``, with torch's profiler on one more round on a
-   GPU), 5. the 100k search under each claim rule (``benchmarks/search_claims.py``; ``--claims-profile``: under
-   cProfile too) and one at a time, 6. single-workflow training at a large batch (``workflow-rl train``).
+4. batched multi-workflow training (``benchmarks/studies/bench_batched.py``, with torch's profiler on one more round
+   on a GPU), 5. the 100k search under each claim rule (``benchmarks/studies/search_claims.py``; ``--claims-profile``:
+   under cProfile too) and one at a time, 6. single-workflow training at a large batch (``workflow-rl train``).
 ``--stages`` runs a subset (a device call spends its minutes on what is still unmeasured).
 The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
 """
@@ -46,7 +46,7 @@ import torch
 
 from workflow_rl.sim.native import GPU_LAYOUTS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("equality", "graphs", "rollout", "engine")
 """The stages run as child processes of this script (``--stage``), in this order."""
 ALL_STAGES = (*STAGES, "registers", "batched", "claims", "search", "train")
@@ -385,7 +385,7 @@ def _timed(cmd: list[str], timeout: float) -> dict:
 
 def _training_stages(args, out: Path, results: dict, left) -> None:
     dev = args.device
-    bench = [sys.executable, str(Path(__file__).with_name("bench_batched.py")), "--device", dev, "--slots",
+    bench = [sys.executable, str(ROOT / "benchmarks" / "studies" / "bench_batched.py"), "--device", dev, "--slots",
              *map(str, args.batch_slots), "--repeats", "1", "--out", str(out),
              *(["--cuda-graphs", "--profile"] if dev.startswith("cuda") else [])]
     if "batched" in args.stages:
@@ -404,10 +404,10 @@ def _training_stages(args, out: Path, results: dict, left) -> None:
 
 def _claims_stage(args, out: Path, results: dict, left) -> None:
     dev = args.device
-    # the first batch size through benchmarks/search_claims.py: the search as shipped (elastic claims), with claims
-    # lowered at the gate and kept whole, in rounds (device-independent), most workflows in flight and wall time
+    # the first batch size through benchmarks/studies/search_claims.py: the search as shipped (elastic claims), with
+    # claims lowered at the gate and kept whole, in rounds (device-independent), most workflows in flight and wall time
     q0 = args.search_batches[0]
-    claims = _timed_script([sys.executable, str(Path(__file__).with_name("search_claims.py")), "--device", dev,
+    claims = _timed_script([sys.executable, str(ROOT / "benchmarks" / "studies" / "search_claims.py"), "--device", dev,
                             "--total-episodes", str(args.search_episodes), "--batch-workflows", str(q0),
                             "--modes", *args.claim_modes, "--out", str(out / "claims"),
                             *(["--cprofile"] if args.claims_profile else [])],
@@ -469,7 +469,7 @@ def _parse() -> argparse.Namespace:
                    help="registers stage: the engine at the sizes >= 1M of --engine-sizes (else the largest), GPU "
                         "layout F, with the step kernel capped at each of these registers per thread")
     p.add_argument("--claim-modes", nargs="+", default=["elastic", "lowered", "whole"],
-                   help="claims stage: the search's claim rules to time (benchmarks/search_claims.py --modes)")
+                   help="claims stage: the search's claim rules to time (benchmarks/studies/search_claims.py --modes)")
     p.add_argument("--claims-profile", action="store_true",
                    help="claims stage: each search under cProfile too (OUT/claims/profile_MODE.txt)")
     p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)

@@ -3,16 +3,16 @@
 # and no network: binary wheels for manylinux x86_64 and CPython 3.10-3.13 in .whl/, plus the CAGE2 scenario data in
 # .whl/scenario (csle-cyborg ships without it). Run here, where PyPI is reachable; .whl/ is git-ignored (carry it).
 #
-# On the other machine (any of those Python versions), what benchmarks/device_env.sh does when sourced:
-#   python3 -m pip install -q --no-index --no-deps --find-links .whl --target /tmp/site \
+# On the other machine (any of those Python versions), what benchmarks/device/device_env.sh does when sourced:
+#   python3 -m pip install -q --no-index --no-deps --find-links .whl --target "$SITE" \
 #       csle-cyborg gymnasium paramiko prettytable PyYAML cryptography bcrypt PyNaCl cffi pycparser \
 #       farama-notifications wcwidth invoke cloudpickle typing-extensions
-#   export PYTHONPATH=/tmp/site:.
+#   export PYTHONPATH="$SITE:."   (SITE: a fresh temporary folder)
 # (--no-deps: numpy is the machine's own; every other dependency is in the list.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DEST=.whl
-SCENARIO="${WORKFLOW_RL_CAGE2_SCENARIO:-/work/shared/cage2/scenario}"
+SCENARIO="${WORKFLOW_RL_CAGE2_SCENARIO:-../shared/cage2/scenario}"   # as the Makefile: beside the checkout
 PIP="${PIP:-python3 -m pip}"
 mkdir -p "$DEST"
 

@@ -4,12 +4,13 @@
 # runs/regret-bline-pg40, which comes back as regret.tgz (unpack it into runs/ here) and is carried to the next call,
 # where finished searches are skipped and an interrupted one resumes.
 #   run: carry ["runs/regret-bline-pg40"] (the ground truth is tracked in benchmarks/results/ground_truth/),
-#        then `bash benchmarks/device_regret.sh [SECONDS]`; here: tar xzf FILES_AT/regret.tgz -C runs
+#        then `bash benchmarks/device/device_regret.sh [SECONDS]`; here: tar xzf FILES_AT/regret.tgz -C runs
 set -u
 LIMIT=${1:-480}
 export PYTHONPATH=.
 nvidia-smi --query-gpu=name --format=csv,noheader
-timeout -s INT "$LIMIT" python3 benchmarks/regret.py runs --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
+timeout -s INT "$LIMIT" python3 benchmarks/studies/regret.py runs \
+  --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
   --strategies gp-ucb random --budgets 60000 100000 --search-seeds 5 --out runs/regret-bline-pg40 \
   --device cuda --cuda-graphs > "$OUT/regret.log" 2>&1
 tail -20 "$OUT/regret.log"

@@ -2,9 +2,9 @@
 ground truth; resumable (a finished run is skipped, an interrupted one continued with ``--resume``).
 
     # 1. the ground truth (all 120 workflows, K seeds each, the search's protocol):
-    python benchmarks/regret.py ground-truth --seeds-per-workflow 3 --out runs/gt-bline [search flags...]
+    python benchmarks/studies/regret.py ground-truth --seeds-per-workflow 3 --out runs/gt-bline [search flags...]
     # 2. the regret runs against it:
-    python benchmarks/regret.py runs --ground-truth runs/gt-bline/ground_truth.csv --strategies gp-ucb random \
+    python benchmarks/studies/regret.py runs --ground-truth runs/gt-bline/ground_truth.csv --strategies gp-ucb random \
         --budgets 60000 100000 --search-seeds 5 --out runs/regret-bline [search flags...]
 
 Any further flags go to every ``workflow-rl search`` unchanged (e.g. ``--red-agent RedMeanderAgent --n-envs 100

@@ -9,17 +9,17 @@
 #   3. the evidence for reusing the shipped screen on CUDA: the universal agent's screen at the default search
 #      settings computed on the GPU, against the shipped (CPU-computed) one, workflow by workflow; and a greedy
 #      evaluation across all workflows on both devices, compared row by row.
-#   run: carry [".whl"] (bash benchmarks/device_wheels.sh, where PyPI is reachable), then
-#        `bash benchmarks/device_q_tests.sh`  (OUT is set by the device tool); about 5 minutes on an H200
-#   dry run here: `OUT=/tmp/q-out DEVICE=cpu bash benchmarks/device_q_tests.sh` (the GPU tests skip; the commands run
-#        on the CPU; step 3 compares the CPU with itself)
+#   run: carry [".whl"] (bash benchmarks/device/device_wheels.sh, where PyPI is reachable), then
+#        `bash benchmarks/device/device_q_tests.sh`  (OUT is set by the device tool); about 5 minutes on an H200
+#   dry run here: `OUT=$(mktemp -d) DEVICE=cpu bash benchmarks/device/device_q_tests.sh` (the GPU tests skip;
+#        the commands run on the CPU; step 3 compares the CPU with itself)
 # Returns $OUT/{env,pytest,search,evaluate_all,screen,compare}.log.
 set -u
 . "$(dirname "$0")/device_env.sh"   # the carried wheels (gymnasium: the device image has none), PYTHONPATH
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 DEVICE=${DEVICE:-cuda}
-WORK=${WORK:-/tmp/q}
+WORK=${WORK:-$(mktemp -d)}
 rm -rf "$WORK"; mkdir -p "$WORK" "$OUT"
 export WORKFLOW_RL_CACHE="$WORK/cache"   # no screen cached by an earlier run is read
 # real CybORG's scenario data, carried in .whl/ (the one GPU test that evaluates on both engines)

@@ -1,7 +1,7 @@
 """Training throughput of Q workflows in one batch (``BatchedTrainer``) against one workflow at a time (``Trainer``),
 measured in the same process, alternating, median of ``--repeats``.
 
-    python benchmarks/bench_batched.py [--device cpu|cuda] [--slots 1 4 8] [--n-envs 200] [--rounds 3]
+    python benchmarks/studies/bench_batched.py [--device cpu|cuda] [--slots 1 4 8] [--n-envs 200] [--rounds 3]
 
 Each measurement trains ``--rounds`` episode rounds (100 steps of every env, 4 PPO updates at the search's 25 steps
 per update) after one warm-up round, and reports transitions per second end to end (rollout + update). Writes a
@@ -125,7 +125,7 @@ def main() -> None:
                      "collect_ms": 1e3 * SPLIT[q][0], "update_ms": 1e3 * SPLIT[q][1]})
     dev = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
            else f"cpu ({torch.get_num_threads()} threads)")
-    cmd = (f"python benchmarks/bench_batched.py --device {args.device} --slots "
+    cmd = (f"python benchmarks/studies/bench_batched.py --device {args.device} --slots "
            f"{' '.join(map(str, args.slots))} --n-envs {args.n_envs} --rounds {args.rounds}"
            + (" --cuda-graphs" if args.cuda_graphs else ""))
     lines = [f"Training throughput, {args.n_envs} envs per workflow, 25 steps per update, device {dev}, median of "

@@ -11,7 +11,8 @@ one process and reports for each:
   are the device-independent measure of a batched search's wall time there;
 * the most workflows in flight, workflows trained, wall time on this machine, and the answer.
 
-    PYTHONPATH=. python benchmarks/search_claims.py --total-episodes 100000 --batch-workflows 16 --out runs/claims
+    PYTHONPATH=. python benchmarks/studies/search_claims.py --total-episodes 100000 --batch-workflows 16 \
+        --out runs/claims
 
 One real search per rule is one sample (the runs' GP picks diverge once their timing does). ``--replay GT_RUN``
 instead replays ``--search-seeds`` searches per rule against a finished exhaustive run (``search.replay``): the real
@@ -21,7 +22,8 @@ are compared on the same searches in seconds, on rounds and on the answers' regr
 ``oracle`` (replay only) is a bound no rule can beat at dispatch: every workflow claims exactly what it will use. The
 replay trains from scratch (no inheritance: real inherited workflows pass their gates sooner).
 
-    PYTHONPATH=. python benchmarks/search_claims.py --replay runs/gt-bline-pg40 --search-seeds 100 --out runs/claims
+    PYTHONPATH=. python benchmarks/studies/search_claims.py --replay runs/gt-bline-pg40 --search-seeds 100 \
+        --out runs/claims
 
 Results: BENCHMARKS.md ("Search: how workflows share the budget").
 """

@@ -1,9 +1,9 @@
 """Measure the planner (issue M) on the native engine: planned vs greedy paired by episode, the belief's accuracy,
 and the time per decision.
 
-    python benchmarks/planning.py compare --red B_lineAgent --episodes 100 --out benchmarks/results/planning
-    python benchmarks/planning.py belief --red RedMeanderAgent --episodes 50 --out benchmarks/results/planning
-    python benchmarks/planning.py truth --red RedMeanderAgent --episodes 24 --episode-seed 99 --horizon 10
+    python benchmarks/studies/planning.py compare --red B_lineAgent --episodes 100 --out benchmarks/results/planning
+    python benchmarks/studies/planning.py belief --red RedMeanderAgent --episodes 50 --out benchmarks/results/planning
+    python benchmarks/studies/planning.py truth --red RedMeanderAgent --episodes 24 --episode-seed 99 --horizon 10
 
 ``compare`` plays the evaluation episodes of ``workflow-rl evaluate`` (the same fixed seed; one round of
 ``--episodes`` envs, so episode i is the CLI's episode i at that count) once greedy and once planned, and reports
@@ -312,7 +312,7 @@ def main() -> None:
         print({k: v for k, v in res.items() if k != "rows"})
         return
     res = {"compare": compare, "belief": belief, "truth": truth, "gap": gap}[args.what](args)
-    res["command"] = "python benchmarks/planning.py " + " ".join(sys.argv[1:])
+    res["command"] = "python benchmarks/studies/planning.py " + " ".join(sys.argv[1:])
     short = {k: v for k, v in res.items() if not k.endswith("_returns") and not k.endswith("_by_step")}
     print(json.dumps(short, indent=1))
     if args.out:

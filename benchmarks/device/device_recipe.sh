@@ -4,9 +4,9 @@
 # none, 1,000 native episodes each, greedy, episode seed 777, paired with pretrained:cage2-opening on the same
 # episodes), its screen of all 120 workflows against both red agents (100 episodes each, with the ground truths), and
 # its slim checkpoint (what ships, under 16 MiB). Everything is the CLI (python -m workflow_rl.cli).
-#   run: carry [".whl"], then `bash benchmarks/device_recipe.sh`  (OUT is set by the device tool)
+#   run: carry [".whl"], then `bash benchmarks/device/device_recipe.sh`  (OUT is set by the device tool)
 #   dry run here: `DEVICE=cpu TRAIN_S=60 SCALE="--n-envs 64 --num-episodes 2048" EVAL_EPISODES=50 SCREEN_EPISODES=4 \
-#                  OUT=/tmp/recipe-out bash benchmarks/device_recipe.sh`
+#                  OUT=$(mktemp -d) bash benchmarks/device/device_recipe.sh`
 # Returns $OUT/{recipe-s<SEED>.pt,summary.md,train.log,logs.tgz}.
 set -u
 . "$(dirname "$0")/device_env.sh"   # the carried wheels, PYTHONPATH
@@ -19,7 +19,7 @@ TRAIN_S=${TRAIN_S:-480}            # wall-clock cap of training (SIGINT: the tra
 SCALE=${SCALE:-}                   # typed over the recipe's scale (e.g. --n-envs 8192 --num-episodes 4000000)
 EVAL_EPISODES=${EVAL_EPISODES:-1000}
 SCREEN_EPISODES=${SCREEN_EPISODES:-100}
-WORK=${WORK:-/tmp/recipe}
+WORK=${WORK:-$(mktemp -d)}
 rm -rf "$WORK"; mkdir -p "$WORK" "$OUT"
 pin() { if [ "$(nproc)" -ge 16 ]; then taskset -c "$@"; else shift; "$@"; fi; }   # cores on the 16-core box
 nproc; $PY --version; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null

@@ -5,7 +5,7 @@ The CybORG side is any number of ``workflow-rl evaluate AGENT --workflow W --eng
 workflow each); the native side is ``workflow-rl evaluate AGENT --workflow all --out DIR``'s ``workflows.csv``. The
 standard error of the difference is the two estimates' in quadrature (independent episodes); both are printed.
 
-    PYTHONPATH=. python benchmarks/engine_check.py --native runs/eval500/workflows.csv \
+    PYTHONPATH=. python benchmarks/studies/engine_check.py --native runs/eval500/workflows.csv \
         --cyborg runs/cyborg-* --out benchmarks/results/universal
 """
 from __future__ import annotations

@@ -3,8 +3,9 @@
 # 20,000 transitions per update; 4x that batch was its last measured gain, RESULTS.md issue I), on one GPU, for a
 # fixed wall-clock budget, then score every result and cage2 itself on the selection set (1,000 native episodes per
 # red agent, episode seed 777, greedy) on the machine's CPU cores. Everything is the CLI (python -m workflow_rl.cli).
-#   run: carry [".whl"], then `bash benchmarks/device_finetune.sh`  (OUT is set by the device tool)
-#   dry run here: `DEVICE=cpu TRAIN_S=40 BIG=64 SMALL=32 EVAL_EPISODES=50 OUT=/tmp/ft bash benchmarks/device_finetune.sh`
+#   run: carry [".whl"], then `bash benchmarks/device/device_finetune.sh`  (OUT is set by the device tool)
+#   dry run here: `DEVICE=cpu TRAIN_S=40 BIG=64 SMALL=32 EVAL_EPISODES=50 OUT=$(mktemp -d) bash
+#   benchmarks/device/device_finetune.sh`
 # Also the planner's time per decision on one quiet core (planning.log). Returns $OUT/{ft-big-s0.pt,ft-big-s1.pt,ft-small-s0.pt,ft-small-s1.pt,selection.md,logs.tgz}.
 set -u
 . "$(dirname "$0")/device_env.sh"   # the carried wheels, PYTHONPATH
@@ -15,7 +16,7 @@ TRAIN_S=${TRAIN_S:-330}            # wall-clock cap of the training phase (SIGIN
 BIG=${BIG:-16384}                  # envs per seed of the large-batch pair (x 100 steps per update: 1.6M transitions)
 SMALL=${SMALL:-4096}               # envs per seed of the other pair (409,600 transitions per update)
 EVAL_EPISODES=${EVAL_EPISODES:-1000}
-WORK=${WORK:-/tmp/ft}
+WORK=${WORK:-$(mktemp -d)}
 rm -rf "$WORK"; mkdir -p "$WORK" "$OUT"
 pin() { if [ "$(nproc)" -ge 16 ]; then taskset -c "$@"; else shift; "$@"; fi; }   # cores on the 16-core box
 nproc; $PY --version; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null
@@ -32,7 +33,8 @@ COMMON="--workflow none --init-checkpoint pretrained:cage2 --red-agent mix --hid
  echo "train small exit $?" >> "$WORK/train-small.log") &
 # meanwhile, on a quiet core: the planner's time per decision at its defaults (issue M; the project's own numbers come
 # from a loaded 2-core box), Meander's 100-step cell, 50 episodes
-(pin 8 $PY benchmarks/planning.py compare --red RedMeanderAgent --episodes "${PLAN_EPISODES:-50}" --lengths 100 \
+(pin 8 $PY benchmarks/studies/planning.py compare --red RedMeanderAgent \
+   --episodes "${PLAN_EPISODES:-50}" --lengths 100 \
    --tag _quiet_core --out "$WORK/planning" > "$WORK/planning.log" 2>&1) &
 wait
 tail -n 3 "$WORK"/train-*.log "$WORK"/planning.log

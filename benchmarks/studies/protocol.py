@@ -3,7 +3,7 @@ P, train K seeds from scratch (``workflow-rl train --seeds K``, the search's upd
 of their held-out returns across seeds and the episodes it cost; resumable (a finished cell is skipped, an
 interrupted one resumed).
 
-    python benchmarks/protocol.py --workflows E,U,D,OS,OH D,OS,E,OH,U U,OH,OS,E,D --post-gate 0 10 20 40 \
+    python benchmarks/studies/protocol.py --workflows E,U,D,OS,OH D,OS,E,OH,U U,OH,OS,E,D --post-gate 0 10 20 40 \
         --seeds 5 --out runs/protocol [train flags...]
 
 The value is well defined when the seed std is small against the differences between workflows: choose the

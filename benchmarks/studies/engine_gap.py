@@ -7,7 +7,7 @@ engine matches CybORG for every scripted defender (RESULTS.md, issue K). A train
 engine rewards and the other does not; the step window where the reward gap opens, and what the agent and red do
 there on each engine, say which rule to look at.
 
-    WORKFLOW_RL_CAGE2_SCENARIO=... PYTHONPATH=. python benchmarks/engine_gap.py pretrained:cage2 --red bline \\
+    WORKFLOW_RL_CAGE2_SCENARIO=... PYTHONPATH=. python benchmarks/studies/engine_gap.py pretrained:cage2 --red bline \\
         --episodes 100 --workers 2 --out runs/engine-gap-bline
 
 Writes OUT/engine_gap.json and OUT/engine_gap.md.
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.agent_actions import KINDS, STEPS, play  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.studies.agent_actions import KINDS, STEPS, play  # noqa: E402
 from workflow_rl.rl import pretrained  # noqa: E402
 from workflow_rl.rl.evaluate import agent_act  # noqa: E402
 from workflow_rl.sim import tables as T  # noqa: E402

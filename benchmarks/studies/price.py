@@ -7,7 +7,7 @@ Both folders are ``workflow-rl evaluate AGENT --workflow all --ground-truth ... 
 meet the same red-agent and environment draws and the comparison pairs by workflow (the mean over the eligible
 workflows of the per-workflow difference, with a Student-t 95% interval across workflows).
 
-    PYTHONPATH=. python benchmarks/price.py runs/new-eval --base runs/shipped-eval \
+    PYTHONPATH=. python benchmarks/studies/price.py runs/new-eval --base runs/shipped-eval \
         --held-out runs/new/config.json --out benchmarks/results/universal_price/price.md
 """
 from __future__ import annotations
