@@ -97,3 +97,13 @@ def interrupting_executor(slots: int, rounds: int, seeds: int = 1):
                 self.trainer.run_round = counted
 
     return InterruptAfter(slots, seeds)
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` of a child process a test will Ctrl-C: SIGINT at its default disposition in the child. A
+    pytest started in the background of a non-interactive shell (``pytest &``) has SIGINT ignored, its children
+    inherit that, and a Python started with SIGINT ignored installs no KeyboardInterrupt handler: the test's Ctrl-C
+    would then be lost whenever it arrives before the program's own handler is set."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import sigint_default
 
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
@@ -664,7 +665,7 @@ def test_version_and_help_without_rest_markup():
 # ------------------------------------------------------------------------------------- real signals, resume
 def _popen(args, cwd):
     return subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=cwd)
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=cwd, preexec_fn=sigint_default)
 
 
 def _wait_for(path: Path, rows: int, proc) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_main
+from helpers import run_main, sigint_default
 
 from workflow_rl.rl.config import TrainConfig
 
@@ -298,8 +298,8 @@ def test_ctrl_c_during_the_first_seconds_imports_ends_in_130(tmp_path):
     ``python -m`` the few milliseconds in which runpy reads ``__main__.py`` stay the interpreter's; the console
     script has no such gap.)"""
     p = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "workflow_rl.cli", "demo", "--n-envs", "2",
-                          "--episodes", "100000", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                         cwd=tmp_path)
+                          "--episodes", "100000", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=ENV, cwd=tmp_path, preexec_fn=sigint_default)
     for line in p.stderr:   # flags is the first module main imports: from here on, main handles an interrupt
         if line.rstrip().endswith("| workflow_rl.cli.flags"):
             break

@@ -7,7 +7,7 @@ import time
 
 import pytest
 import torch
-from helpers import read_log, train_cfg
+from helpers import read_log, sigint_default, train_cfg
 
 from workflow_rl.rl.checkpoint import CheckpointError, load_checkpoint
 
@@ -160,7 +160,7 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
     out = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", "train", "--n-envs", "64", "--max-episodes",
                           "400", "--eval-episodes", "0", "--out", str(out), "--no-progress"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     log = out / "training_log.csv"
     deadline = time.time() + 300
     while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 3):
