@@ -4,7 +4,7 @@
     python benchmarks/results_page.py --out DIR   # write DIR/results.md and DIR/README.md instead
     python benchmarks/results_page.py --check     # exit 1 (naming the file) if either is not what the files say
 
-Thin over :mod:`workflow_rl.report` (why the page is generated: its docstring). Reads committed files only; runs in
+Thin over :mod:`workflow_rl.search.results_page` (why the page is generated: its docstring). Reads committed files only; runs in
 seconds.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from workflow_rl import report
+from workflow_rl.search import results_page as report
 
 
 def build(root: Path = report.ROOT) -> dict[str, str]:

@@ -1,13 +1,13 @@
-"""The package's layers import downward only (sim -> envs -> rl -> planning -> search -> cli) and no module imports
+"""The package's layers import downward only (sim -> envs -> rl -> search -> cli) and no module imports
 itself back through another: read from the source, so a cycle fails here before it confuses a reader."""
 import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "workflow_rl"
 LAYER = {"checks": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
-         "bench": 2, "report": 2, "planning": 3, "search": 4, "pretrained": 0, "cli": 5}
+         "bench": 2, "search": 4, "pretrained": 0, "cli": 5}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""
-SHIMS = {"workflow_rl.rl.planner": "workflow_rl.planning.planner"}
+SHIMS = {"workflow_rl.rl.planner": "workflow_rl.rl.planning.planner"}
 """Old module paths kept for users' code, each re-exporting the module that moved: exempt from the layer rule (a
 shim imports its new home, wherever that is), and imported by nothing in the package."""
 

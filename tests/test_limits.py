@@ -112,7 +112,7 @@ def test_the_memory_check_holds_requests_against_a_containers_limit(monkeypatch)
 
 
 def test_planner_settings_are_checked_against_memory_together(monkeypatch):
-    from workflow_rl.planning.planner import PlanConfig
+    from workflow_rl.rl.planning.planner import PlanConfig
 
     _limits(monkeypatch, {})
     PlanConfig().validate()
@@ -149,7 +149,7 @@ def _gym_make(**kw):
 
 @pytest.fixture(scope="module")
 def act():
-    from workflow_rl.planning.planner import make_act
+    from workflow_rl.rl.planning.planner import make_act
 
     return make_act("pretrained:cage2")
 

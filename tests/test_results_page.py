@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_rl import report
+from workflow_rl.search import results_page as report
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = importlib.util.spec_from_file_location("results_page", ROOT / "benchmarks" / "results_page.py")

@@ -53,7 +53,7 @@ def test_overrides_in_order():
 
 
 def test_the_planner_acts_on_one_thread_on_two_cores(two_cores):
-    from workflow_rl.planning.planner import PlanConfig, make_act
+    from workflow_rl.rl.planning.planner import PlanConfig, make_act
 
     torch.set_num_threads(2)
     numba.set_num_threads(2)
@@ -62,7 +62,7 @@ def test_the_planner_acts_on_one_thread_on_two_cores(two_cores):
 
 
 def test_the_environment_override_wins_for_the_api(two_cores, monkeypatch):
-    from workflow_rl.planning.planner import make_act
+    from workflow_rl.rl.planning.planner import make_act
 
     monkeypatch.setenv(threads.ENV_VAR, "2")
     torch.set_num_threads(1)

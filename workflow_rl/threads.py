@@ -1,5 +1,5 @@
 """How many threads torch and numba compute with: one policy (:func:`pick`), applied at each command's start (the
-command line), by :func:`~workflow_rl.planning.planner.make_act` and in every worker process (:func:`configure`).
+command line), by :func:`~workflow_rl.rl.planning.planner.make_act` and in every worker process (:func:`configure`).
 
 Why: torch's and numba's thread pools default to one thread per core, and their threads meet at the end of every
 parallel operation. Beside another busy process the thread that lands on its core runs only in the scheduler's

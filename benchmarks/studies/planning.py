@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from workflow_rl.checks import fail
-from workflow_rl.planning.belief import ParticleBelief
+from workflow_rl.rl.planning.belief import ParticleBelief
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED, play_cells
-from workflow_rl.planning.planner import PlanConfig, agent_acting, play_true_state
+from workflow_rl.rl.planning.planner import PlanConfig, agent_acting, play_true_state
 from workflow_rl.workflow import parse_workflow_arg
 
 LENGTHS = (30, 50, 100)

@@ -8,7 +8,7 @@ from helpers import train_cfg
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from workflow_rl.rl.evaluate import agent_act
 from workflow_rl.rl.memory import Memory
-from workflow_rl.planning.planner import PlanConfig, agent_acting
+from workflow_rl.rl.planning.planner import PlanConfig, agent_acting
 from workflow_rl.rl.ppo import Agent, PPOConfig, opening_action, opening_at
 from workflow_rl.rl.trainer import Trainer
 

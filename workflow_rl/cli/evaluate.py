@@ -90,7 +90,7 @@ def _policies(args, workflow, lengths: list[int], per_env: bool = False):
     if args.mode in ("sampled", "both"):
         acts["sampled"] = agent_act(agent, workflow, greedy=False, generator=gen)
     if plan is not None:
-        from workflow_rl.planning.planner import agent_acting
+        from workflow_rl.rl.planning.planner import agent_acting
 
         if agent.device.type != "cpu":
             print(f"note: --plan plans on a CPU copy of the agent (the planner's model is the native engine's CPU "

@@ -1,5 +1,5 @@
 """The ``--plan`` flag group of ``workflow-rl evaluate``: ``--plan`` and one ``--plan-NAME`` flag per
-:class:`~workflow_rl.planning.planner.PlanConfig` setting, whose default, type, help and checks are the dataclass's
+:class:`~workflow_rl.rl.planning.planner.PlanConfig` setting, whose default, type, help and checks are the dataclass's
 own."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ PREFIX = "plan_"
 
 def add_plan_flags(parser) -> None:
     """Add the group to ``parser`` (its values are read back by :func:`plan_settings`)."""
-    from workflow_rl.planning.planner import PlanConfig
+    from workflow_rl.rl.planning.planner import PlanConfig
 
     g = parser.add_argument_group("planning (belief + rollouts with the native engine as the model; "
                                   "planning/planner.py)")
@@ -30,7 +30,7 @@ def add_plan_flags(parser) -> None:
 def plan_settings(args):
     """The validated PlanConfig of the parsed flags, or None without ``--plan`` (a ValueError naming the flag for a
     bad setting: 0 particles, a top-k above 145, a negative horizon...)."""
-    from workflow_rl.planning.planner import PlanConfig
+    from workflow_rl.rl.planning.planner import PlanConfig
 
     config = PlanConfig(**{f.name: getattr(args, PREFIX + f.name) for f in dataclasses.fields(PlanConfig)})
     config.validate()   # checked even without --plan: a typo'd setting is not silently unused

@@ -5,7 +5,7 @@ encoding and the agent's episode memory (``rl.memory``), which starts blank at e
 observation before the choice and takes each chosen action after it; the agent's ``--opening`` overrides its first
 choices (``rl.ppo.opening_action``); and all of it happens on the agent's device. Evaluation
 (:func:`workflow_rl.rl.evaluate.agent_act`, hence ``evaluate``, ``replay`` and a search's screen), the planner's
-acting, its rollouts and its true-state bound (``workflow_rl.planning.planner``) all act through a :class:`Policy`,
+acting, its rollouts and its true-state bound (``workflow_rl.rl.planning.planner``) all act through a :class:`Policy`,
 so those steps cannot drift apart between them.
 
 The per-episode state is explicit: the memory tensor ((n, dim), or None for an agent without memory) that

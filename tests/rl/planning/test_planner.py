@@ -9,7 +9,7 @@ import torch
 from workflow_rl.envs.native import NativeVectorEnv
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.memory import policy_input
-from workflow_rl.planning.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
+from workflow_rl.rl.planning.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables as T
 from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
@@ -84,7 +84,7 @@ def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
 def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
     """Told the episode's length L, the decision at step t rolls out min(horizon, L - t) steps, never past L; the
     steps of the agent's fixed opening (the shipped agent's: 3) are played, not planned: no rollout."""
-    from workflow_rl.planning import planner as planner_module
+    from workflow_rl.rl.planning import planner as planner_module
 
     counts, real_step = [], planner_module.sim.step
 
@@ -135,7 +135,7 @@ def test_evaluate_cells_plays_each_length_with_its_own_acting_function(cage2):
 
 
 def test_fix_candidates_are_the_fixes_the_belief_points_at():
-    from workflow_rl.planning.planner import fix_candidates
+    from workflow_rl.rl.planning.planner import fix_candidates
 
     access = np.zeros((4, T.N_HOSTS), np.int8)
     access[:, T.USER0] = 2                     # red's foothold: never a candidate
@@ -285,7 +285,7 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
 def test_the_old_import_path_is_the_planner():
     """``workflow_rl.rl.planner`` (the path the README documented before the planner moved to ``planning``) gives
     the same objects."""
-    from workflow_rl.planning import planner as new
+    from workflow_rl.rl.planning import planner as new
     from workflow_rl.rl import planner as old
 
     assert old.make_act is new.make_act and old.PlanConfig is new.PlanConfig and old.agent_acting is new.agent_acting

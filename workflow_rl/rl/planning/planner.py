@@ -1,6 +1,6 @@
 """Decision-time planning with the native engine as the model, and one acting function for any shipped agent.
 
-At each step blue's belief (:class:`workflow_rl.planning.belief.ParticleBelief`, engine states weighted by the real
+At each step blue's belief (:class:`workflow_rl.rl.planning.belief.ParticleBelief`, engine states weighted by the real
 observations) is the root. For the policy's ``top_k`` actions the planner plays ``rollouts`` futures of ``horizon``
 steps each: a particle drawn from the belief, the candidate action, then the policy itself (greedy) as the default
 policy, all ``top_k x rollouts`` futures as one batch of engine envs stepped together. The candidate with the best
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from workflow_rl.checks import check_episode_length, check_float, check_int, check_memory, check_seed, check_types
-from workflow_rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
+from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED
