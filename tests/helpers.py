@@ -27,7 +27,10 @@ def run_policy(policy, red_kind, n_envs, seed=7, length=100, checkpoints=(30, 50
     return out
 
 
-REFERENCE_CSV = pathlib.Path(__file__).parent / "data" / "cyborg_returns.csv"
+# The repository root, for tests that run its scripts or read its files: one definition, so moving a test file
+# between folders cannot point it at a wrong root (a moved test once looked for benchmarks/ under tests/).
+REPO = pathlib.Path(__file__).resolve().parent.parent
+REFERENCE_CSV = REPO / "tests" / "data" / "cyborg_returns.csv"
 
 
 def load_reference() -> dict:

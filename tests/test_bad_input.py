@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import sigint_default
+from helpers import REPO, sigint_default
 
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rundir import RunDirLock
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
         "--no-progress"]

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
+ROOT = REPO
 STUDIES = ROOT / "benchmarks" / "studies"
 DEVICE = ROOT / "benchmarks" / "device"
 

@@ -10,6 +10,7 @@ import pytest
 from workflow_rl import curves as C
 from workflow_rl.multitest import holm
 from workflow_rl.sim import tables as T
+from helpers import REPO
 
 
 def _random_access(seed, episodes=37):
@@ -130,9 +131,8 @@ def test_standalone_entry_refuses_bad_input_in_one_line():
     """``python -m workflow_rl.curves`` (the device entry, without the CLI's imports) answers like the CLI."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     for args, match in ((["--workers", "0"], "--workers must be >= 1"), (["--episodes", "x"], "invalid int")):
         r = subprocess.run([sys.executable, "-m", "workflow_rl.curves", *args], cwd=root, capture_output=True,
                            text=True, timeout=120)

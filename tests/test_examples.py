@@ -2,11 +2,11 @@
 torch loop on the native vector env."""
 import importlib.util
 import math
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = REPO / "examples"
 
 
 def _load(name: str):

@@ -2,8 +2,9 @@
 itself back through another: read from the source, so a cycle fails here before it confuses a reader."""
 import ast
 from pathlib import Path
+from helpers import REPO
 
-PKG = Path(__file__).resolve().parent.parent / "workflow_rl"
+PKG = REPO / "workflow_rl"
 LAYER = {"checks": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
          "bench": 2, "search": 4, "pretrained": 0, "cli": 5}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""

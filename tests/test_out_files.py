@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_main, sigint_default
+from helpers import REPO, run_main, sigint_default
 
 from workflow_rl.rl.config import TrainConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
         "--no-progress", "--eval-episodes", "2"]

@@ -10,8 +10,9 @@ import pytest
 
 from workflow_rl.rl.evaluate import CAGE2_WINNER
 from workflow_rl.search.outputs import answer_line
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 README = (ROOT / "README.md").read_text()
 RESULTS = ROOT / "benchmarks" / "results"
 MAKERUN = [f"makerun-s{i}" for i in range(4)]   # `make run`: the search from pretrained:universal (issue P's agent)

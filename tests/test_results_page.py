@@ -3,13 +3,13 @@ result file (or a hand edit of either) that was not regenerated fails here. And 
 changed source number changes the page."""
 import copy
 import importlib.util
-from pathlib import Path
 
 import pytest
 
 from workflow_rl.search import results_page as report
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 SPEC = importlib.util.spec_from_file_location("results_page", ROOT / "benchmarks" / "results_page.py")
 results_page = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(results_page)

@@ -4,7 +4,6 @@ import csv
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,9 @@ from workflow_rl.search.search import WorkflowSearch
 from workflow_rl.search.stats import (distinguishable_from_best, holm, median_interval, posterior_confidence_set,
                                      workflow_effect)
 from workflow_rl.workflow import all_workflows
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 # ---------------------------------------------------------------------------------------------- the protocol

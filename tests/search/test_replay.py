@@ -7,6 +7,7 @@ from workflow_rl.search.ground_truth import write_ground_truth
 from workflow_rl.search.records import Proposal, SearchState
 from workflow_rl.search.replay import load_exhaustive, replay_search, replayed_record, seed_costs
 from workflow_rl.workflow import Workflow, all_workflows
+from helpers import REPO
 
 EPISODES = 3000   # per workflow, its 3 seeds together
 
@@ -92,9 +93,8 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     import csv
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     studies = root / "benchmarks" / "studies"
     out = tmp_path / "replay"
     r = subprocess.run([sys.executable, str(studies / "regret.py"), "replay", "--ground-truth-run",
@@ -127,9 +127,8 @@ def test_held_out_regret_values_the_answer_by_the_seeds_the_search_did_not_see(g
 def test_noise_aware_comparison_counts_the_ground_truths_error_of_each_answered_workflow(tmp_path):
     import csv
     import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("regret", Path(__file__).resolve().parents[2] / "benchmarks" /
+    spec = importlib.util.spec_from_file_location("regret", REPO / "benchmarks" /
                                                   "studies" / "regret.py")
     regret = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(regret)
@@ -220,9 +219,8 @@ def test_search_claims_replay_models_a_batch_round_by_round(ground_truth_run, tm
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "search_claims.py"
+    script = REPO / "benchmarks" / "studies" / "search_claims.py"
     r = subprocess.run([sys.executable, str(script), "--replay", str(ground_truth_run), "--search-seeds", "3",
                         "--total-episodes", "10000", "--batch-workflows", "4", "--modes", "lowered", "whole", "oracle", "elastic",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)

@@ -5,7 +5,6 @@ import csv
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from workflow_rl.search import fidelity as F
 from workflow_rl.search import universal as U
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
 from workflow_rl.workflow import all_workflows
+from helpers import REPO
 
 
 def _synthetic(offset, high_idx, noise=0.0, seed=0):
@@ -160,7 +160,7 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     assert "read from the cache" in (tmp_path / "cli" / "report.md").read_text()
 
     # the measurement script scores it against a ground truth and the universal agent's own calls
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     studies = root / "benchmarks" / "studies"
     r = subprocess.run([sys.executable, str(studies / "universal_search.py"), str(tmp_path / "full"),
                         "--ground-truth", str(root / "benchmarks/results/ground_truth/ground_truth.csv"),

@@ -7,7 +7,6 @@ before ``numba.cuda`` is first imported): each check runs in a subprocess, so th
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ import pytest
 from workflow_rl import make_vector_env
 from workflow_rl.sim import native as N
 from workflow_rl.sim import rules
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 _LOCKSTEP = """
 import sys, warnings

@@ -13,6 +13,7 @@ from workflow_rl.rl.planning.planner import PlanConfig, Planner, agent_acting, m
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables as T
 from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
+from helpers import REPO
 
 TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
 
@@ -255,9 +256,8 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     studies = root / "benchmarks" / "studies"
     r = subprocess.run([sys.executable, str(studies / "planning.py"), "compare", "--episodes", "2",
                         "--particles", "8", "--horizon", "2", "--rollouts", "2", "--out", str(tmp_path)],
