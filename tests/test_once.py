@@ -103,3 +103,52 @@ def test_a_replaced_checkpoint_is_read_again(tmp_path, start, loads):
     assert read_spec(str(ck)) is not first and len(loads) == 2
     with pytest.raises(ValueError, match="no checkpoint"):
         read_spec(str(tmp_path / "gone.pt"))
+
+
+def test_a_resumed_search_validates_once_and_reads_its_init_checkpoint_once(tmp_path, capsys, start, loads,
+                                                                            validations):
+    """``search --resume`` rebuilds the settings it saved: they are validated once there too (the state's check
+    against them reuses the validated settings rather than building and validating a second copy)."""
+    out = tmp_path / "s"
+    args = ["search", *TINY, "--init-checkpoint", str(start), "--workflows", "critical_first;U,OH,OS,E,D",
+            "--total-episodes", "8", "--eval-episodes", "2"]
+    rc, _, err = run_main([*args, "--out", str(out)], capsys)
+    assert rc == 0, err
+    loads.clear()
+    validations.clear()
+    rc, text, err = run_main(["search", "--resume", str(out), "--no-progress"], capsys)
+    assert rc == 0, err
+    assert loads.count(os.path.realpath(start)) <= 1, loads
+    assert validations == {"SearchConfig": 1, "TrainConfig": 1}, validations
+
+
+def test_a_state_file_changed_before_the_lock_is_read_again(tmp_path, capsys, start, loads, validations,
+                                                           monkeypatch):
+    """What another process left in the folder by the time the lock is held is what the resumed search runs on:
+    a state file rewritten between the first read and the lock is read, and its settings validated, again."""
+    import contextlib
+    import json
+
+    from workflow_rl.cli import search as cli_search
+
+    out = tmp_path / "s"
+    rc, _, err = run_main(["search", *TINY, "--init-checkpoint", str(start), "--workflows", "critical_first",
+                           "--total-episodes", "8", "--eval-episodes", "2", "--out", str(out)], capsys)
+    assert rc == 0, err
+    real = cli_search.RunDirLock
+
+    @contextlib.contextmanager
+    def rewritten_first(path):
+        state = json.loads((out / "search_state.json").read_text())
+        state["config"]["total_episodes"] = 12   # another process grew the budget meanwhile
+        (out / "search_state.json").write_text(json.dumps(state))
+        with real(path):
+            yield
+
+    monkeypatch.setattr(cli_search, "RunDirLock", rewritten_first)
+    validations.clear()
+    rc, _, err = run_main(["search", "--resume", str(out), "--no-progress"], capsys)
+    assert rc == 0, err
+    assert validations["SearchConfig"] == 2
+    assert json.loads((out / "search_state.json").read_text())["config"]["total_episodes"] == 12
+    assert json.loads((out / "summary.json").read_text())["total_episodes"] == 12

@@ -82,6 +82,17 @@ class RunDirLock:
         return False
 
 
+def file_version(path: str | Path) -> tuple | None:
+    """Which version of the file at ``path`` this is: its resolved path, device, inode, size, modification and
+    change times (``None`` if it cannot be stat'ed). Taken before a read, it says whether a later look would see
+    the same file: one replaced or rewritten meanwhile has another version."""
+    try:
+        st = Path(path).stat()
+        return str(Path(path).resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    except OSError:
+        return None
+
+
 def open_lock_file(path: Path) -> int:
     """``path`` opened for reading and writing (created if missing), refused unless it is a plain file of its own:
     a symlink is never followed (``O_NOFOLLOW``: the pid written into it would overwrite whatever it points at), and

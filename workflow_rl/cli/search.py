@@ -11,7 +11,7 @@ from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.interrupt import Terminated
 from workflow_rl.rl.config import flag
-from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run
+from workflow_rl.rundir import RunDirLock, check_run_folder, file_version, remove_run
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
 
@@ -102,11 +102,13 @@ def cmd_search(args) -> int:
     """GP-UCB workflow search with policy inheritance under an exact episode budget; one process per RUN_DIR."""
     if args.resume:
         check_out_dir("--resume", args.resume)
+        read = file_version(Path(args.resume) / "search_state.json")   # taken before the read it vouches for
     search = _search(args)   # every flag and the state file checked before the folder is touched
     with RunDirLock(args.resume or args.out):
-        # again under the lock: what another process left is what counts (a new search's settings, validated
-        # once above, do not depend on the folder: only the folder is checked again)
-        if args.resume:
+        # again under the lock: what another process left is what counts. A state file another process changed
+        # since it was read is read (and its settings validated) again; an unchanged one is not. A new search's
+        # settings, validated once above, do not depend on the folder: only the folder is checked again.
+        if args.resume and file_version(Path(args.resume) / "search_state.json") != read:
             search = _search(args)
         else:
             check_run_folder(args.out, "search", False, args.overwrite, _inputs(search.cfg))

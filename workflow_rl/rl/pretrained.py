@@ -22,6 +22,7 @@ from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_c
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent, PPOConfig
+from workflow_rl.rundir import file_version
 from workflow_rl.workflow import Workflow
 
 DIR = Path(__file__).resolve().parent.parent / "pretrained"
@@ -118,11 +119,7 @@ def read_spec(spec: str | Path) -> dict:
     The checkpoint is shared between callers: read it, never change it (the trainer copies weights into its own
     network; ``starting_weights`` and ``agent_from_checkpoint`` build new tensors where they change anything)."""
     file = spec_file(spec)
-    try:
-        st = file.stat()
-        key = (str(file.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    except OSError:   # missing or unreadable: load_checkpoint says so
-        key = None
+    key = file_version(file)   # None: missing or unreadable, and load_checkpoint says so
     if key is not None and key in _READ:
         return _READ[key]
     ck = load_checkpoint(file, "cpu")
