@@ -19,7 +19,8 @@ import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS, ComplianceTracker, fix_hosts
-from workflow_rl.rl.memory import Memory, policy_input
+from workflow_rl.rl.memory import Memory
+from workflow_rl.rl.policy import Policy
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
 
@@ -56,13 +57,11 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
     tracker = ComplianceTracker(1, form=form)
-    memory = agent.memory
-    mem = memory.blank(1)
+    policy = Policy(agent, enc)   # the inputs and memory every acting path builds (``rl.policy``)
+    mem = policy.reset(1)
 
     def x_of(o) -> torch.Tensor:
-        o = torch.as_tensor(o, dtype=torch.float32).unsqueeze(0)
-        memory.saw(mem, o)
-        return policy_input(o, enc.unsqueeze(0), mem)
+        return policy.inputs(torch.as_tensor(o, dtype=torch.float32).unsqueeze(0), mem)
 
     xs, acts, logps, vals, env_r, align_r = [], [], [], [], [], []
     truncated = False
@@ -70,7 +69,7 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
         x = x_of(obs)
         with torch.inference_mode():
             a, lp, v = agent.act(x, gen)
-        memory.took(mem, a)
+        policy.took(mem, a)
         obs, r, _term, truncated, info = env.step(int(a.item()))
         al = 0.0
         if rank is not None and bool(fix_hosts(a)[0]):
