@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, sigint_default
+from helpers import REPO, run_main, sigint_default
 
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
@@ -98,6 +98,11 @@ def _edge_files(d: Path) -> None:
     wrong = shard_path(d / "shard_short" / "shards", "B_lineAgent", "restore_compromised", 0, 5)   # holds 2, not 5
     wrong.parent.mkdir(parents=True)
     write_shard(wrong, np.zeros((2, 100, 13), np.int8), 0)
+    from workflow_rl.curves import CSV_COLUMNS
+
+    counts = ",".join(CSV_COLUMNS) + "\n"
+    (d / "counts_short.csv").write_text(counts + "B_lineAgent,sleep,any\n")   # a row cut short: None cells
+    (d / "counts_word.csv").write_text(counts + "B_lineAgent,sleep,any,0,ten" + ",0" * 13 + "\n")
     row = {c: "" for c in COLUMNS} | protocol(SearchConfig()) | {"mean": -20.0, "seed_values": "-20.0",
                                                                  "eligible": "True"}
     for name, rows in (("gt_nan.csv", [row | {"workflow": "D,E,OS,OH,U", "mean": "nan", "seed_values": "nan"},
@@ -257,6 +262,8 @@ CASES = [
     (["curves", "--report-only", "--out", "{d}/empty"], "no CybORG shards"),
     (["curves", "--cyborg-csv", "{d}/file"], "not a curve-counts file"),
     (["curves", "--cyborg-csv", "{d}/nonexistent.csv"], "no curve counts"),
+    (["curves", "--cyborg-csv", "{d}/counts_short.csv"], "counts_short.csv is damaged at line 2 .*: make it again"),
+    (["curves", "--cyborg-csv", "{d}/counts_word.csv"], "counts_word.csv is damaged at line 2 .*'ten'"),
     (["bench", "--out", "{d}/file"], "--out .* is a file"),
     (["bench", "--sizes", "0"], "--sizes"),
     (["bench", "--modes", "bogus"], "--modes"),
@@ -876,3 +883,25 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_identically(tmp_path):
     full, part = (_params(tmp_path / d / "checkpoints" / "latest.pt") for d in ("full", "part"))
     assert all(torch.equal(full[k], part[k]) for k in full)
     assert read_log(tmp_path / "full") == read_log(tmp_path / "part")
+
+
+@pytest.mark.parametrize("damage", ["word", "no_update_column"])
+def test_a_damaged_training_log_on_resume_is_one_line_naming_the_fix(tmp_path, capsys, damage):
+    """A resumed run trims its log to its checkpoint; a log edited or cut so it cannot be read is refused in one
+    line, and moving it away (the fix the line names) resumes with a new log."""
+    args = ["train", "--workflow", "critical_first", "--n-envs", "4", "--num-episodes", "16", "--eval-episodes",
+            "0", "--no-progress", "--out", str(tmp_path / "run")]
+    rc, _, err = run_main([*args, "--max-episodes", "2"], capsys)
+    assert rc == 0, err
+    log = tmp_path / "run" / "training_log.csv"
+    lines = log.read_text().splitlines()
+    lines = [lines[0].replace(",update,", ",upd,")] + lines[1:] if damage == "no_update_column" else \
+        [lines[0], lines[1].replace('",1,', '",x,', 1), *lines[2:]]
+    log.write_text("\n".join(lines) + "\n")
+    rc, _, err = run_main([*args, "--max-episodes", "4", "--resume"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "training_log.csv is damaged" in err and "move it away to resume with a new log" in err
+    log.rename(tmp_path / "aside.csv")
+    rc, _, err = run_main([*args, "--max-episodes", "4", "--resume"], capsys)
+    assert rc == 0, err
+    assert log.read_text().startswith("workflow_id,workflow,update,")

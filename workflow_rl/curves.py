@@ -113,20 +113,31 @@ def read_counts_csv(path: str | os.PathLike) -> dict[tuple[str, str], PanelCount
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) != CSV_COLUMNS:
             raise ValueError(f"{path} is not a curve-counts file (columns {', '.join(CSV_COLUMNS)})")
-        for r in reader:
-            key = (r["red"], r["policy"])
-            d = raw.setdefault(key, {"episodes": int(r["episodes"]), "curve": np.zeros((2, HORIZON, T.N_HOSTS), np.int64),
-                                     "late_sum": np.zeros((2, T.N_HOSTS), np.int64),
-                                     "late_sq": np.zeros((2, T.N_HOSTS), np.int64)})
-            li = LEVELS.index(r["level"])
-            vals = np.array([int(r[h]) for h in T.HOSTS], np.int64)
-            if r["row"] == "late_sum":
-                d["late_sum"][li] = vals
-            elif r["row"] == "late_sumsq":
-                d["late_sq"][li] = vals
-            else:
-                d["curve"][li, int(r["row"])] = vals
+        try:
+            for r in reader:
+                _read_counts_row(r, raw)
+        except (KeyError, ValueError, TypeError, IndexError, csv.Error) as e:
+            # a short row (None cells), a word where a count belongs, an unknown level or step: the file was cut
+            # or edited; it is made again, not repaired
+            raise ValueError(f"{path} is damaged at line {reader.line_num} ({type(e).__name__}: {e}): make it "
+                             "again with `workflow-rl curves`") from None
     return {k: PanelCounts(k[0], k[1], **v) for k, v in raw.items()}
+
+
+def _read_counts_row(r: dict, raw: dict) -> None:
+    """Add one row of a curve-counts file to ``raw`` (per (red, policy): episodes and the three count arrays)."""
+    key = (r["red"], r["policy"])
+    d = raw.setdefault(key, {"episodes": int(r["episodes"]), "curve": np.zeros((2, HORIZON, T.N_HOSTS), np.int64),
+                             "late_sum": np.zeros((2, T.N_HOSTS), np.int64),
+                             "late_sq": np.zeros((2, T.N_HOSTS), np.int64)})
+    li = LEVELS.index(r["level"])
+    vals = np.array([int(r[h]) for h in T.HOSTS], np.int64)
+    if r["row"] == "late_sum":
+        d["late_sum"][li] = vals
+    elif r["row"] == "late_sumsq":
+        d["late_sq"][li] = vals
+    else:
+        d["curve"][li, int(r["row"])] = vals
 
 
 # ------------------------------------------------------------------------------------------------------ engines

@@ -109,13 +109,17 @@ def trim_log(path: Path, update: int) -> None:
     failed write (a full disk) cut short: rows are flushed whole, so one without its line end is incomplete."""
     if not path.exists():
         return
-    text = path.read_text()
-    rows = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1])))
-    if not rows:   # not even the header was written whole: the run's first row writes it anew
-        path.unlink()
-        return
-    col = rows[0].index("update")
-    keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
+    try:
+        text = path.read_text()
+        rows = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1])))
+        if not rows:   # not even the header was written whole: the run's first row writes it anew
+            path.unlink()
+            return
+        col = rows[0].index("update")
+        keep = [rows[0]] + [r for r in rows[1:] if int(r[col]) <= update]
+    except (ValueError, IndexError, csv.Error) as e:   # no update column, a word for a number, a short row
+        raise ValueError(f"{path} is damaged ({type(e).__name__}: {e}): move it away to resume with a new log, "
+                         "or start again with --overwrite") from None
     with open(path, "w", newline="") as f:
         csv.writer(f).writerows(keep)
 

@@ -11,8 +11,13 @@ import numpy as np
 def _read_csv(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except (csv.Error, UnicodeDecodeError) as e:   # a field past csv's size limit, bytes that are not text
+        raise ValueError(f"{path} is damaged ({type(e).__name__}: {e}): the search's state and answer are saved; "
+                         f"move the file away and `workflow-rl search --resume {path.parent}` writes the report "
+                         "again") from None
 
 
 def _f(x) -> float:
