@@ -21,9 +21,9 @@ $(VENV)/.installed: pyproject.toml
 # the main job: a workflow search on the native engine from the shipped universal agent (pretrained:universal, one
 # network for all 120 workflows; its training and its shipped screen of all 120 are not counted, its card says
 # what they cost): the GP fine-tunes its pick within the budget (9,000 episodes: one workflow; fine-tuned with the
-# agent's own alignment reward). Measured (benchmarks/results/universal_search_v/): answers 1.4-2.4 points above the
-# ground truth's best, 140-184 s of one CPU core (219 s for the from-scratch search beside two of them); 60,000
-# episodes (7 workflows) cost about 6.5x that for no better answer.
+# agent's own alignment reward). Measured (benchmarks/results/recipe/makerun/): answers 2.4-2.7 points above the
+# ground truth's best, 130-133 s of one CPU core (219 s for a from-scratch search); 60,000 episodes (7 workflows)
+# cost about 6.5x that for no better answer (an earlier agent: benchmarks/results/search_from_universal/).
 # `make run RUN_FROM=` searches from scratch instead (every workflow trained from nothing; 60,000 episodes: slower,
 # weaker answers).
 RUN_FROM ?= --init-checkpoint pretrained:universal --hidden 256 256 --decoy-memory --mask-decoys

@@ -42,7 +42,7 @@ def _cyborg_greedy(agent: str) -> dict:
 def _cpu_seconds() -> dict[str, float]:
     """The CPU time (user) of each measured search, as /usr/bin/time recorded it: the box was shared, so the
     README quotes CPU, not the summaries' loaded wall times."""
-    return {r["run"]: float(r["user_s"]) for times in (RESULTS / "universal_search_v" / "times.csv",
+    return {r["run"]: float(r["user_s"]) for times in (RESULTS / "search_from_universal" / "violations_agent" / "times.csv",
                                                        MAKERUN_DIR / "times.csv")
             for r in csv.DictReader(times.open())}
 
@@ -84,14 +84,14 @@ def test_make_run_rows():
     assert f"in {len(runs)} of {len(runs)} seeds, at about {share:.1f} times the from-scratch search's CPU" in text
     answers = sorted(s["best_reward"] for s in runs)
     assert f"four seeds gave −{-answers[-1]:.2f} to −{-answers[0]:.2f}" in text
-    big = [_json(RESULTS / "universal_search_v" / f"u60k-s{i}-summary.json") for i in range(4)
-           if (RESULTS / "universal_search_v" / f"u60k-s{i}-summary.json").exists()]
+    big = [_json(RESULTS / "search_from_universal" / "violations_agent" / f"u60k-s{i}-summary.json") for i in range(4)
+           if (RESULTS / "search_from_universal" / "violations_agent" / f"u60k-s{i}-summary.json").exists()]
     assert big and all(s["workflows_evaluated"] == 7 for s in big) and "RUN_EPISODES=60000`: 7" in text
     small = [cpu[f"u9k-v-s{i}"] for i in range(4)]   # the same agent's 9,000-episode searches (RESULTS.md)
     ratio = sum(cpu[f"u60k-s{i}"] for i in range(4) if f"u60k-s{i}" in cpu) / len(big) / (sum(small) / len(small))
     assert f"about {ratio:.1f} times the CPU" in text
 
-    scratch = [_json(RESULTS / "makerun" / f"{name}-summary.json") for name in SCRATCH]
+    scratch = [_json(RESULTS / "makerun_scratch" / f"{name}-summary.json") for name in SCRATCH]
     row = _row("`make run RUN_FROM=` answers")
     for s in scratch:
         assert s["total_episodes"] == 60000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
@@ -209,10 +209,12 @@ def test_universal_row_and_section():
 
 def test_the_ratio_form_agent_shipped_before():
     """The README's price of the agent shipped before (the ratio-form alignment reward) is its committed
-    evaluation's (benchmarks/results/universal_ratio), and it followed every workflow at 0.95 against B_line."""
-    cage2 = {r["red_agent"]: r["mean"] for r in _json(RESULTS / "agents-before-p" / "cage2.json")["eval_native"]
+    evaluation's (benchmarks/results/retired_agents/universal_ratio), and it followed every workflow at 0.95 against
+    B_line."""
+    cage2 = {r["red_agent"]: r["mean"] for r in _json(RESULTS / "retired_agents" / "cage2.json")["eval_native"]
              if r["mode"] == "greedy" and r["length"] == 100}
-    rows = [r for r in csv.DictReader((RESULTS / "universal_ratio" / "workflows" / "workflows.csv").open())
+    ratio = RESULTS / "retired_agents" / "universal_ratio"
+    rows = [r for r in csv.DictReader((ratio / "workflows" / "workflows.csv").open())
             if r["red_agent"] == "B_lineAgent"]
     assert len(rows) == 120 and all(float(r["compliance"]) >= 0.95 for r in rows)
     eligible = [float(r["mean"]) for r in rows if r["gt_eligible"] == "True"]
@@ -228,3 +230,29 @@ def test_relative_links_resolve():
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, "broken links: " + ", ".join(broken)
+
+
+def _expand(path: str) -> list[str]:
+    """``a{,-s1}b`` -> ``ab``, ``a-s1b`` (the brace form the docs use for a family of files)."""
+    m = re.search(r"\{([^{}]*)\}", path)
+    if not m:
+        return [path]
+    return [p for alt in m.group(1).split(",") for p in _expand(path[:m.start()] + alt + path[m.end():])]
+
+
+def test_quoted_results_paths_exist():
+    """Every results path the README, docs and benchmarks/README.md quote is in the tree, or the text names the git
+    tag that has it (results folders were renamed and superseded ones removed in issue S: a stale path fails here)."""
+    pages = [(ROOT / "README.md", ROOT, "benchmarks/results/"),
+             (ROOT / "benchmarks" / "README.md", ROOT / "benchmarks", "results/"),   # its paths are relative
+             *((page, ROOT, "benchmarks/results/") for page in sorted((ROOT / "docs").glob("*.md")))]
+    missing = []
+    for page, base, prefix in pages:
+        text = page.read_text()
+        for m in re.finditer(r"`(" + prefix + r"[^`\s]+)`", text):
+            if "git tag" in text[m.end():m.end() + 20]:
+                continue
+            for path in _expand(m.group(1)):
+                if not any(base.glob(path.rstrip("/"))):
+                    missing.append(f"{page.relative_to(ROOT)}: {path}")
+    assert not missing, "quoted results paths not in the tree: " + ", ".join(missing)

@@ -84,3 +84,19 @@ def test_splice_replaces_only_the_block():
     assert report.splice(text, new) == f"before\n{new}after\n"
     with pytest.raises(ValueError, match="no results block"):
         report.splice("no markers\n", "x")
+
+
+def test_gpu_training_rows_come_from_the_files_tables(facts):
+    """The GPU training section reads each file's stored table: a row per batched run, graphs on or off as its
+    command says, and a changed number in a table changes the page."""
+    table = ("Training throughput (`python benchmarks/bench_batched.py --device cuda --cuda-graphs`)\n\n"
+             "| mode | workflows at once | transitions/s | vs one workflow |\n|---|---:|---:|---:|\n"
+             "| one workflow (Trainer) | 1 | 100 | 1.00x |\n| batched (BatchedTrainer) | 16 | 1,234,567 | 12.35x |\n")
+    assert report.training_rows(table) == [
+        {"mode": "one workflow (Trainer)", "workflows": 1, "transitions_per_s": 100.0, "vs_one": "1.00x"},
+        {"mode": "batched (BatchedTrainer)", "workflows": 16, "transitions_per_s": 1234567.0, "vs_one": "12.35x"}]
+    runs = facts["gpu_runs"]
+    assert runs and any(r["cuda_graphs"] for r in runs) and any(not r["cuda_graphs"] for r in runs)
+    changed = copy.deepcopy(facts)
+    changed["gpu_runs"][0]["training"][-1]["transitions_per_s"] = 7654321.0
+    assert "7,654,321" in report.page(changed) and "7,654,321" not in report.page(facts)

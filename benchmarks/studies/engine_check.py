@@ -6,7 +6,7 @@ workflow each); the native side is ``workflow-rl evaluate AGENT --workflow all -
 standard error of the difference is the two estimates' in quadrature (independent episodes); both are printed.
 
     PYTHONPATH=. python benchmarks/studies/engine_check.py --native runs/eval500/workflows.csv \
-        --cyborg runs/cyborg-* --out benchmarks/results/universal
+        --cyborg runs/cyborg-* --out benchmarks/results/recipe/cpu-ns50-s1/engine_check
 """
 from __future__ import annotations
 

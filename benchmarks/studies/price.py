@@ -8,7 +8,7 @@ meet the same red-agent and environment draws and the comparison pairs by workfl
 workflows of the per-workflow difference, with a Student-t 95% interval across workflows).
 
     PYTHONPATH=. python benchmarks/studies/price.py runs/new-eval --base runs/shipped-eval \
-        --held-out runs/new/config.json --out benchmarks/results/universal_price/price.md
+        --held-out runs/new/config.json --out benchmarks/results/compliance_price/price.md
 """
 from __future__ import annotations
 

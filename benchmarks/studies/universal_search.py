@@ -2,7 +2,7 @@
 item 4) against a per-workflow ground truth and the universal agent's own evaluation.
 
     python benchmarks/studies/universal_search.py --ground-truth benchmarks/results/ground_truth/ground_truth.csv \
-        --out benchmarks/results/universal_search RUN_DIR [RUN_DIR ...] [--evaluation workflows.csv]
+        --out DIR RUN_DIR [RUN_DIR ...] [--evaluation workflows.csv]
 
 Per search (one row of ``OUT/universal_search.csv``, and ``OUT/universal_search.md``):
 

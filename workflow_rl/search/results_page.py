@@ -31,7 +31,7 @@ CPU_MACHINE = "2-core CPU (the development box of BENCHMARKS.md)"
 GPU_DIR = "benchmarks/results/gpu"
 MAKERUN = [f"benchmarks/results/recipe/makerun/makerun-s{i}-summary.json" for i in range(4)]
 MAKERUN_TIMES = "benchmarks/results/recipe/makerun/times.csv"
-SCRATCH = [f"benchmarks/results/makerun/makerun{s}-q1-summary.json" for s in ("", "-s1", "-s2")]
+SCRATCH = [f"benchmarks/results/makerun_scratch/makerun{s}-q1-summary.json" for s in ("", "-s1", "-s2")]
 GROUND_TRUTH = {"B_lineAgent": "benchmarks/results/ground_truth",
                 "RedMeanderAgent": "benchmarks/results/ground_truth_meander"}
 PLANNED = "benchmarks/results/planning/cyborg-opening-planned/evaluation.json"
@@ -63,6 +63,32 @@ def _latest_gpu(root: Path) -> tuple[str, dict] | None:
     return None
 
 
+def training_rows(table: str) -> list[dict]:
+    """The rows of a GPU file's batched-training table (``gpu_check.py`` stores it as the markdown
+    ``studies/bench_batched.py`` prints): mode, workflows at once, transitions/s, and the ratio to one workflow."""
+    rows = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[1].isdigit():
+            rows.append({"mode": cells[0], "workflows": int(cells[1]),
+                         "transitions_per_s": float(cells[2].replace(",", "")), "vs_one": cells[3]})
+    return rows
+
+
+def _gpu_runs(root: Path) -> list[dict]:
+    """Every GPU file's training throughput and timed searches, oldest first (one H100's measured range)."""
+    runs = []
+    for file in sorted((root / GPU_DIR).glob("*.json")):
+        data = json.loads(file.read_text())
+        table = (data.get("batched_training") or {}).get("table")
+        searches = (data.get("search_claims") or {}).get("rows") or []
+        if table or searches:
+            runs.append({"file": f"{GPU_DIR}/{file.name}", "gpu": data["gpu"],
+                         "training": training_rows(table) if table else [], "searches": searches,
+                         "cuda_graphs": bool(table) and "--cuda-graphs" in table})
+    return runs
+
+
 def gather(root: Path = ROOT) -> dict:
     """Every input of the page, read from the committed files under ``root`` (the shipped agents' cards through
     :mod:`workflow_rl.rl.pretrained`, the CAGE2 winner from :mod:`workflow_rl.rl.evaluate`): plain data, so the
@@ -84,6 +110,7 @@ def gather(root: Path = ROOT) -> dict:
         "cyborg_cpu": _csv(root, "benchmarks/results/engines.csv"),
         "gpu": {"file": gpu[0], "gpu": gpu[1]["gpu"], "torch": gpu[1].get("torch"),
                 "rows": gpu[1]["engine"]["rows"]} if gpu else None,
+        "gpu_runs": _gpu_runs(root),
         "makerun": [{"file": f, **_json(root, f)} for f in MAKERUN],
         "makerun_cpu": {r["run"]: float(r["user_s"]) for r in _csv(root, MAKERUN_TIMES)},
         "scratch": [{"file": f, **_json(root, f)} for f in SCRATCH],
@@ -187,6 +214,31 @@ def _gt_split(gt: dict) -> tuple[list, list]:
 # the README block
 
 
+def _gpu_training(runs: list[dict]) -> list[str]:
+    """The page's "Training on one GPU" section: batched training's throughput and whole searches, per file."""
+    if not runs:
+        return []
+    out = ["## Training on one GPU", "",
+           "PPO with the engine, rollout storage and updates on the GPU, 200 envs per workflow "
+           "(`benchmarks/device/gpu_check.py`, stage `batched_training`); transitions per second, one row per run.",
+           "", "| machine | CUDA graphs | workflows at once | transitions/s | vs one workflow | source |",
+           "|---|---|---:|---:|---:|---|"]
+    for run in runs:
+        for r in run["training"]:
+            if r["mode"].startswith("batched"):
+                out.append(f"| one {run['gpu']} | {'on' if run['cuda_graphs'] else 'off'} | {r['workflows']} | "
+                           f"{r['transitions_per_s']:,.0f} | "
+                           f"{r['vs_one']} | `{run['file']}` |")
+    out += ["", "Whole searches of 100,000 episodes against B_line (16 workflows per batch; `gpu_check.py`, stage "
+            "`search_claims`):", "", "| machine | claims | batch rounds | workflows | answer | wall s | source |",
+            "|---|---|---:|---:|---|---:|---|"]
+    for run in runs:
+        for r in run["searches"]:
+            out.append(f"| one {run['gpu']} | {r['mode']} | {r['rounds']} | {r['workflows']} | {r['answer']} | "
+                       f"{r['wall_s']:.1f} | `{run['file']}` |")
+    return out + [""]
+
+
 def readme_block(facts: dict) -> str:
     """The README's results table, markers included: the rows the README has carried, each read from its file."""
     winner, cells = _winner(facts), _cells(facts)
@@ -227,7 +279,7 @@ def readme_block(facts: dict) -> str:
                         f"{' workflows' if i == 0 else ''}, {s['wall_time_s']:.0f} s{' wall' if i == 0 else ''})"
                         for i, s in enumerate(facts["scratch"]))
     rows.append(("`make run RUN_FROM=` answers (from scratch)", scratch,
-                 "`benchmarks/results/makerun/makerun{,-s1,-s2}-q1-summary.json`"))
+                 "`benchmarks/results/makerun_scratch/makerun{,-s1,-s2}-q1-summary.json`"))
     for i, (red, gt) in enumerate(facts["ground_truth"].items()):
         user_first, others = _gt_split(gt)
         seeds = "/".join(sorted({r["n_seeds"] for r in gt["rows"]}))
@@ -414,6 +466,7 @@ def page(facts: dict) -> str:
                        f"{ {'bline': 'B_line', 'meander': 'Meander'}.get(red, red)} | {best['n_envs']:,} | "
                        f"{best['env_steps_per_s']:,.0f} | `{g['file']}` |")
     out += ["", "The GPU row is the newest file under `benchmarks/results/gpu/` that holds engine rows.", ""]
+    out += _gpu_training(facts["gpu_runs"])
     gt_b = facts["ground_truth"]["B_lineAgent"]
     best = _gt_best(gt_b)
     cpu = facts["makerun_cpu"]
