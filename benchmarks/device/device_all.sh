@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# One device call that measures issue H on the GPU (both GPU layouts, graphs, training, the 100k search) and, on the
-# same machine's CPU cores at the same time, runs issue I's device job (recipe ablation over seeds, CybORG
-# evaluation). Wheels and scenario data come from `bash benchmarks/device/device_wheels.sh` (run beforehand where PyPI
+# One device call that measures issue H on the GPU (both GPU layouts, graphs, training, the 100k search). Wheels and scenario data come from `bash benchmarks/device/device_wheels.sh` (run beforehand where PyPI
 # is reachable; carried as .whl/). Issue G's regret runs are not here: they run on the project's CPU
 # (`benchmarks/studies/regret.py runs`), or alone with `benchmarks/device/device_regret.sh`.
-#   run: carry [".whl"], then `[AGENT=0] [PROFILE=1] [GPU_ARGS="--stages ..."]
+#   run: carry [".whl"], then `[PROFILE=1] [GPU_ARGS="--stages ..."]
 #        bash benchmarks/device/device_all.sh [SECONDS]`
 #   (GPU_ARGS: more gpu_check.py options, e.g. a subset of its stages) (OUT is set by the device tool); the GPU
-#   checks get SECONDS - 20 (default 480); issue I's job takes ~7 min. With CURVES=1 (carry "runs/curves-device"
+#   checks get SECONDS - 20 (default 480). With CURVES=1 (carry "runs/curves-device"
 #   too) more CybORG curve shards are collected on cores 6-13 and come back as curves.tgz (unpack with `mkdir -p
 #   runs/curves-device && tar xzf FILES_AT/curves.tgz -C runs/curves-device --strip-components 1`).
 set -u
@@ -15,18 +13,9 @@ LIMIT=${1:-480}
 . "$(dirname "$0")/device_env.sh"   # the carried wheels, PYTHONPATH
 export PYTHONUNBUFFERED=1
 nproc; python3 --version; nvidia-smi --query-gpu=name --format=csv,noheader
-# I (AGENT=1, the default): the recipe ablation over seeds and the agent's CybORG evaluation on cores 0-5 (what
-# benchmarks/device/device_agent.sh runs, without its own wheel install: one install, above, for every job here).
-# AGENT=0 leaves the CPU cores idle, so the GPU timings are not taken next to busy cores.
+# the GPU checks run on cores 14-15 beside CURVES=1's collection, on every core without it
 GPU_CORES=14-15
-if [ "${AGENT:-1}" = 1 ]; then
-  mkdir -p "$OUT/agent"
-  (taskset -c 0-5 timeout -s INT 440 python3 benchmarks/device/device_agent.py --out "$OUT/agent" \
-     > "$OUT/agent/stdout.log" 2>&1
-   echo "device_agent exit $?" > "$OUT/agent.log") &
-elif [ "${CURVES:-0}" != 1 ]; then
-  GPU_CORES=0-15
-fi
+[ "${CURVES:-0}" = 1 ] || GPU_CORES=0-15
 # K's CybORG curves are collected (tests/data/cyborg_curves.csv); CURVES=1 collects more on cores 6-13
 if [ "${CURVES:-0}" = 1 ]; then
   mkdir -p runs/curves-device
@@ -74,8 +63,6 @@ if [ "${PROFILE:-0}" = 1 ]; then
 fi
 rm -rf "$OUT"/gpu/search_b*/policies "$OUT"/gpu/search_b*/workflows "$OUT"/gpu/claims/*/workflows "$OUT/gpu/train"
 wait
-[ -f "$OUT/agent.log" ] && { cat "$OUT/agent.log"; tail -25 "$OUT/agent/device_agent.log" 2>/dev/null; }
 # the device tool returns a limited number of files: one archive each
 if [ "${CURVES:-0}" = 1 ]; then tar czf "$OUT/curves.tgz" -C runs curves-device; fi
 tar czf "$OUT/gpu.tgz" -C "$OUT" gpu && rm -rf "$OUT/gpu"
-if [ -d "$OUT/agent" ]; then tar czf "$OUT/agent.tgz" -C "$OUT" agent && rm -rf "$OUT/agent"; fi

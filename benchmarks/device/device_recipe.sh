@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue P on one GPU: `workflow-rl train --recipe universal` from random weights (the recipe's CUDA scale: 16,384 envs,
 # 9.8M episodes), under a wall-clock cap, then on the machine's CPU cores: its six CAGE2 cells unconstrained (--workflow
-# none, 1,000 native episodes each, greedy, episode seed 777, paired with pretrained:cage2-opening on the same
-# episodes), its screen of all 120 workflows against both red agents (100 episodes each, with the ground truths), and
+# none, 1,000 native episodes each, greedy, episode seed 777, paired with the shipped pretrained:universal on the
+# same episodes), its screen of all 120 workflows against both red agents (100 episodes each, with the ground truths), and
 # its slim checkpoint (what ships, under 16 MiB). Everything is the CLI (python -m workflow_rl.cli).
 #   run: carry [".whl"], then `bash benchmarks/device/device_recipe.sh`  (OUT is set by the device tool)
 #   dry run here: `DEVICE=cpu TRAIN_S=60 SCALE="--n-envs 64 --num-episodes 2048" EVAL_EPISODES=50 SCREEN_EPISODES=4 \
@@ -33,8 +33,8 @@ CK="$WORK/train/checkpoints/latest.pt"
 E="--mode greedy --episode-seed 777"
 (pin 4 $CLI evaluate "$CK" --workflow none --red-agents bline meander --episodes "$EVAL_EPISODES" $E \
    --out "$WORK/eval-none" > "$WORK/eval-none.log" 2>&1) &
-(pin 5 $CLI evaluate pretrained:cage2-opening --red-agents bline meander --episodes "$EVAL_EPISODES" $E \
-   --out "$WORK/eval-cage2-opening" > "$WORK/eval-cage2-opening.log" 2>&1) &
+(pin 5 $CLI evaluate pretrained:universal --workflow none --red-agents bline meander --episodes "$EVAL_EPISODES" \
+   $E --out "$WORK/eval-shipped" > "$WORK/eval-shipped.log" 2>&1) &
 (pin 6-7 $CLI evaluate "$CK" --workflow all --red-agents B_lineAgent --lengths 100 --episodes "$SCREEN_EPISODES" \
    --ground-truth benchmarks/results/ground_truth/ground_truth.csv --out "$WORK/screen-bline" \
    > "$WORK/screen-bline.log" 2>&1) &
@@ -42,10 +42,10 @@ E="--mode greedy --episode-seed 777"
    --ground-truth benchmarks/results/ground_truth_meander/ground_truth.csv --out "$WORK/screen-meander" \
    > "$WORK/screen-meander.log" 2>&1) &
 wait
-$CLI compare "$WORK/eval-cage2-opening" "$WORK/eval-none" > "$WORK/compare.log" 2>&1
+$CLI compare "$WORK/eval-shipped" "$WORK/eval-none" > "$WORK/compare.log" 2>&1
 { echo "# recipe universal, seed $SEED, $DEVICE"; nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null
   grep -E "^training|^done|exit" "$WORK/train.log"; tail -n 2 "$WORK/train/training_log.csv" | cut -c1-300
-  for f in eval-none eval-cage2-opening screen-bline screen-meander compare; do echo "## $f"; tail -n 25 "$WORK/$f.log"; done
+  for f in eval-none eval-shipped screen-bline screen-meander compare; do echo "## $f"; tail -n 25 "$WORK/$f.log"; done
 } > "$OUT/summary.md"
 cat "$OUT/summary.md"
 $PY -c "from workflow_rl.rl.pretrained import save_slim; save_slim('$CK', '$OUT/recipe-s$SEED.pt')"
