@@ -95,6 +95,9 @@ def _edge_files(d: Path) -> None:
         path.parent.mkdir(parents=True)
         write_shard(path, np.zeros((2, 100, 13), np.int8), 0)
         path.write_bytes(damage(path.read_bytes()))
+    fifo = shard_path(d / "shard_fifo" / "shards", "B_lineAgent", "restore_compromised", 0, 2)
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)   # reading it would wait for a writer forever
     wrong = shard_path(d / "shard_short" / "shards", "B_lineAgent", "restore_compromised", 0, 5)   # holds 2, not 5
     wrong.parent.mkdir(parents=True)
     write_shard(wrong, np.zeros((2, 100, 13), np.int8), 0)
@@ -302,6 +305,7 @@ CASES = [
     (["curves", "--report-only", "--out", "{d}/shard_empty"], "is damaged .*: delete it"),
     (["curves", "--report-only", "--out", "{d}/shard_cut"], "is damaged"),
     (["curves", "--report-only", "--out", "{d}/shard_short"], "is damaged \\(access of shape \\(2, 100, 13\\)"),
+    (["curves", "--report-only", "--out", "{d}/shard_fifo"], "is a named pipe \\(FIFO\\), not a shard: remove it"),
     # ---- silent nonsense (issue O): refused instead
     (["train", "--n-envs", "4", "--max-episodes", "2", "--update-every-steps", "1000"],
      "plays 10 episode\\(s\\) of every env per update .* budget of 8 episodes: nothing would train"),

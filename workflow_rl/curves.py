@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.checks import file_kind
 from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
@@ -244,6 +245,10 @@ def _read_shard(path: Path, episodes: int) -> tuple[int, np.ndarray]:
     """(seed, access) of one shard file, which must hold the ``episodes`` episodes its name says; a truncated,
     empty or foreign file is one ValueError naming the fix (shards are written atomically, so only a hand or
     another program makes one)."""
+    if not path.is_file():   # a FIFO or device named like a shard: opening it would wait for a writer forever
+        kind = file_kind(path.stat().st_mode) if path.exists() else "a broken symbolic link"
+        raise ValueError(f"shard {path} is {kind}, not a shard: remove it and run again without "
+                         "--report-only to collect it anew")
     try:
         with np.load(path, allow_pickle=False) as z:
             seed, access = int(z["seed"]), np.asarray(z["access"])
