@@ -22,8 +22,9 @@ $(VENV)/.installed: pyproject.toml
 # network for all 120 workflows; its training and its shipped screen of all 120 are not counted, its card says
 # what they cost): the GP fine-tunes its pick within the budget (9,000 episodes: one workflow; fine-tuned with the
 # agent's own alignment reward). Measured (benchmarks/results/recipe/makerun/): answers 2.4-2.7 points above the
-# ground truth's best, 130-133 s of one CPU core (219 s for a from-scratch search); 60,000 episodes (7 workflows)
-# cost about 6.5x that for no better answer (an earlier agent: benchmarks/results/search_from_universal/).
+# ground truth's best, 130-133 s of one CPU core. From an earlier universal agent
+# (benchmarks/results/search_from_universal/violations_agent/times.csv): a from-scratch search took 219-231 s, and
+# 60,000 episodes (7 workflows) about 6.5x the CPU of that agent's 9,000-episode search, for no better answer.
 # `make run RUN_FROM=` searches from scratch instead (every workflow trained from nothing; 60,000 episodes: slower,
 # weaker answers).
 RUN_FROM ?= --init-checkpoint pretrained:universal --hidden 256 256 --decoy-memory --mask-decoys

@@ -226,10 +226,10 @@ CASES = [
     (["search", "--workflows", "D,E"], "missing"),
     (["search", "--inherit", "bogus"], "--inherit"),
     (["search", "--init-checkpoint", "{d}/nonexistent.pt"], "no checkpoint"),
-    (["search", "--init-checkpoint", "pretrained:cage2"], "same --hidden and memory flags"),
+    (["search", "--init-checkpoint", "pretrained:universal"], "same --hidden and memory flags"),
     (["search", "--init-checkpoint", "pretrained:nobody"], "no pretrained agent 'nobody'"),
     (["train", "--init-checkpoint", "{d}/nonexistent.pt"], "no checkpoint"),
-    (["train", "--init-checkpoint", "pretrained:cage2", "--hidden", "256", "256"], "--decoy-memory --mask-decoys"),
+    (["train", "--init-checkpoint", "pretrained:universal", "--hidden", "256", "256"], "--decoy-memory --mask-decoys"),
     (["train", "--mask-decoys"], "add --decoy-memory"),
     (["train", "--opening", "51", "145"], "--opening must be in \\[0, 144\\], got 145"),
     (["train", "--opening", "1", "2", "3", "--episode-length", "3"], "the policy would never act"),
@@ -265,8 +265,8 @@ CASES = [
     (["curves", "--report-only", "--out", "{d}/empty"], "no CybORG shards"),
     (["curves", "--cyborg-csv", "{d}/file"], "not a curve-counts file"),
     (["curves", "--cyborg-csv", "{d}/nonexistent.csv"], "no curve counts"),
-    (["curves", "--cyborg-csv", "{d}/counts_short.csv"], "counts_short.csv is damaged at line 2 .*: make it again"),
-    (["curves", "--cyborg-csv", "{d}/counts_word.csv"], "counts_word.csv is damaged at line 2 .*'ten'"),
+    (["curves", "--cyborg-csv", "{d}/counts_short.csv"], "counts_short.csv is damaged near line 2 .*: make it again"),
+    (["curves", "--cyborg-csv", "{d}/counts_word.csv"], "counts_word.csv is damaged near line 2 .*'ten'"),
     (["bench", "--out", "{d}/file"], "--out .* is a file"),
     (["bench", "--sizes", "0"], "--sizes"),
     (["bench", "--modes", "bogus"], "--modes"),
@@ -909,3 +909,14 @@ def test_a_damaged_training_log_on_resume_is_one_line_naming_the_fix(tmp_path, c
     rc, _, err = run_main([*args, "--max-episodes", "4", "--resume"], capsys)
     assert rc == 0, err
     assert log.read_text().startswith("workflow_id,workflow,update,")
+
+
+def test_a_training_log_that_is_a_named_pipe_is_refused_not_read(tmp_path):
+    """A resumed run reads its log to trim it; a FIFO under that name (anywhere a resume looks: a seed's or a search
+    workflow's folder) would block the read forever, so it is refused first."""
+    from workflow_rl.rl.runlog import trim_log
+
+    log = tmp_path / "training_log.csv"
+    os.mkfifo(log)
+    with pytest.raises(ValueError, match="is not a plain file: move it away to resume with a new log"):
+        trim_log(log, 3)

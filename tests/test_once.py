@@ -106,7 +106,7 @@ def test_a_replaced_checkpoint_is_read_again(tmp_path, start, loads):
 
 
 def test_a_resumed_search_validates_once_and_reads_its_init_checkpoint_once(tmp_path, capsys, start, loads,
-                                                                            validations):
+                                                                            validations, monkeypatch):
     """``search --resume`` rebuilds the settings it saved: they are validated once there too (the state's check
     against them reuses the validated settings rather than building and validating a second copy)."""
     out = tmp_path / "s"
@@ -114,6 +114,10 @@ def test_a_resumed_search_validates_once_and_reads_its_init_checkpoint_once(tmp_
             "--total-episodes", "8", "--eval-episodes", "2"]
     rc, _, err = run_main([*args, "--out", str(out)], capsys)
     assert rc == 0, err
+    # from a folder whose runs/search (the default --out) holds another search: a resume is not a new search there
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_main([*args], capsys)
+    assert rc == 0 and (tmp_path / "runs" / "search" / "search_state.json").is_file(), err
     loads.clear()
     validations.clear()
     rc, text, err = run_main(["search", "--resume", str(out), "--no-progress"], capsys)

@@ -110,18 +110,20 @@ def read_counts_csv(path: str | os.PathLike) -> dict[tuple[str, str], PanelCount
     if not path.is_file():
         raise FileNotFoundError(f"no curve counts at {path}: run `workflow-rl curves` to make them")
     raw: dict = {}
+    columns = ()
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != CSV_COLUMNS:
-            raise ValueError(f"{path} is not a curve-counts file (columns {', '.join(CSV_COLUMNS)})")
         try:
-            for r in reader:
+            columns = tuple(reader.fieldnames or ())
+            for r in reader if columns == CSV_COLUMNS else ():
                 _read_counts_row(r, raw)
         except (KeyError, ValueError, TypeError, IndexError, csv.Error) as e:
-            # a short row (None cells), a word where a count belongs, an unknown level or step: the file was cut
-            # or edited; it is made again, not repaired
-            raise ValueError(f"{path} is damaged at line {reader.line_num} ({type(e).__name__}: {e}): make it "
-                             "again with `workflow-rl curves`") from None
+            # a short row (None cells), a word where a count belongs, an unknown level or step, a field past csv's
+            # size limit, bytes that are not text: the file was cut or edited; it is made again, not repaired
+            raise ValueError(f"{path} is damaged near line {max(1, reader.line_num)} ({type(e).__name__}: {e}): make "
+                             "it again with `workflow-rl curves`") from None
+    if columns != CSV_COLUMNS:
+        raise ValueError(f"{path} is not a curve-counts file (columns {', '.join(CSV_COLUMNS)})")
     return {k: PanelCounts(k[0], k[1], **v) for k, v in raw.items()}
 
 

@@ -106,12 +106,19 @@ def cmd_search(args) -> int:
     search = _search(args)   # every flag and the state file checked before the folder is touched
     with RunDirLock(args.resume or args.out):
         # again under the lock: what another process left is what counts. A state file another process changed
-        # since it was read is read (and its settings validated) again; an unchanged one is not. A new search's
-        # settings, validated once above, do not depend on the folder: only the folder is checked again.
-        if args.resume and file_version(Path(args.resume) / "search_state.json") != read:
+        # since it was read is read (and its settings validated) again; an unchanged one is not, but the folder
+        # and the checkpoints it names are checked again (a search killed between writing a checkpoint and its
+        # state leaves the one changed and the other not). A new search's settings, validated once above, do not
+        # depend on the folder: only the folder is checked again.
+        if not args.resume:
+            check_run_folder(args.out, "search", False, args.overwrite, _inputs(search.cfg))
+        elif file_version(Path(args.resume) / "search_state.json") != read:
             search = _search(args)
         else:
-            check_run_folder(args.out, "search", False, args.overwrite, _inputs(search.cfg))
+            from workflow_rl.search.search import check_run_files
+
+            check_run_folder(args.resume, "search", True, False)
+            check_run_files(search.out, search.cfg, search.state)
         threads.configure(search.cfg.thread_work(), args.threads)
         executor = _ray_executor(args, search.cfg)
         if args.overwrite:

@@ -109,6 +109,9 @@ def trim_log(path: Path, update: int) -> None:
     failed write (a full disk) cut short: rows are flushed whole, so one without its line end is incomplete."""
     if not path.exists():
         return
+    if not path.is_file():   # a FIFO or device under the log's name: reading it would wait for a writer forever
+        raise ValueError(f"{path} is not a plain file: move it away to resume with a new log, or start again with "
+                         "--overwrite")
     try:
         text = path.read_text()
         rows = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1])))

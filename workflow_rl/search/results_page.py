@@ -76,7 +76,7 @@ def training_rows(table: str) -> list[dict]:
 
 
 def _gpu_runs(root: Path) -> list[dict]:
-    """Every GPU file's training throughput and timed searches, oldest first (one H100's measured range)."""
+    """Every GPU file's training throughput and timed searches, in file-name order (dated names)."""
     runs = []
     for file in sorted((root / GPU_DIR).glob("*.json")):
         data = json.loads(file.read_text())
