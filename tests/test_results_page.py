@@ -59,7 +59,7 @@ def test_a_changed_card_number_changes_the_page_and_the_readme(facts):
     old, new = report.page(facts), report.page(changed)
     assert old != new and "−14.50 ± " in new and "−14.50 ± " not in old
     cell = next(line for line in new.splitlines() if line.startswith("| B_line 100 |"))
-    assert cell.endswith("behind |")
+    assert "−14.50 ± 0.18 (n 1,000) behind |" in cell   # the real-CybORG greedy column
     block = report.readme_block(changed)
     assert f"−14.50 (winner" in block and f"{before} (winner" not in block
     assert "ahead beyond noise in 1 cells (Meander 30), behind beyond noise in 3" in block
@@ -100,3 +100,17 @@ def test_gpu_training_rows_come_from_the_files_tables(facts):
     changed = copy.deepcopy(facts)
     changed["gpu_runs"][0]["training"][-1]["transitions_per_s"] = 7654321.0
     assert "7,654,321" in report.page(changed) and "7,654,321" not in report.page(facts)
+
+
+def test_planned_cells_come_from_their_files_and_are_marked(facts):
+    """The shipped agent's planned column and README row read its planned runs: a planned cell moved behind the
+    winner is marked so in both."""
+    planned = report._planned_cells(facts["planned"]["universal"])
+    assert len(planned) == 6 and {r["engine"] for r in planned.values()} == {"cyborg"}
+    changed = copy.deepcopy(facts)
+    row = next(r for r in changed["planned"]["universal"]["rows"]
+               if r["red_agent"] == "RedMeanderAgent" and r["length"] == 30)
+    row["mean"] = -6.5
+    cell = next(line for line in report.page(changed).splitlines() if line.startswith("| Meander 30 |"))
+    assert cell.endswith(f"−6.50 ± {row['ci95']:.2f} (n 400) behind |")
+    assert "behind beyond noise in 1 (Meander 30)" in report.readme_block(changed)

@@ -34,7 +34,10 @@ MAKERUN_TIMES = "benchmarks/results/recipe/makerun/times.csv"
 SCRATCH = [f"benchmarks/results/makerun_scratch/makerun{s}-q1-summary.json" for s in ("", "-s1", "-s2")]
 GROUND_TRUTH = {"B_lineAgent": "benchmarks/results/ground_truth",
                 "RedMeanderAgent": "benchmarks/results/ground_truth_meander"}
-PLANNED = "benchmarks/results/planning/cyborg-opening-planned/evaluation.json"
+PLANNED = {"universal": ["benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-3050/evaluation.json",
+                         "benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-100/evaluation.json"]}
+"""Per shipped agent, its planned play on real CybORG (``evaluate --plan --engine cyborg``): the files that together
+hold its six cells (planned play is slow, so the cells were measured in more than one run)."""
 FIDELITY = "tests/data/cyborg_returns.csv"
 RECIPE_TIME = "benchmarks/results/recipe/cpu-ns50-s1/time.txt"
 
@@ -115,7 +118,9 @@ def gather(root: Path = ROOT) -> dict:
         "makerun_cpu": {r["run"]: float(r["user_s"]) for r in _csv(root, MAKERUN_TIMES)},
         "scratch": [{"file": f, **_json(root, f)} for f in SCRATCH],
         "ground_truth": gt,
-        "planned": [r for r in _json(root, PLANNED)["results"] if r["mode"] == "planned"],
+        "planned": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
+                                                    if r["mode"] == "planned" and r["engine"] == "cyborg"]}
+                    for name, files in PLANNED.items()},
         "fidelity": [{k: r[k] for k in ("red", "policy", "length")} for r in _csv(root, FIDELITY)],
         "recipe_cpu_s": sum(float(line.split(":")[1]) for line in time_txt
                             if "User time" in line or "System time" in line),
@@ -156,13 +161,6 @@ def mark(row: dict, winner: float) -> str:
 
 def _cell_name(cell: tuple[str, int]) -> str:
     return f"{RED[cell[0]]} {cell[1]}"
-
-
-def _join_cells(cells: list[tuple[str, int]]) -> str:
-    """``B_line 30 and 50`` for one red agent's cells, ``B_line 30, Meander 100`` otherwise."""
-    if len({c[0] for c in cells}) == 1 and len(cells) > 1:
-        return f"{RED[cells[0][0]]} " + ", ".join(str(c[1]) for c in cells[:-1]) + f" and {cells[-1][1]}"
-    return ", ".join(_cell_name(c) for c in cells)
 
 
 def _workflow_stats(card: dict, red: str) -> dict:
@@ -239,6 +237,28 @@ def _gpu_training(runs: list[dict]) -> list[str]:
     return out + [""]
 
 
+def _planned_cells(planned: dict) -> dict[tuple, dict]:
+    """A shipped agent's planned real-CybORG rows by (red, length); a cell measured twice keeps its last file's."""
+    return {(r["red_agent"], r["length"]): r for r in planned["rows"] if r["length"] in LENGTHS}
+
+
+def _versus_winner(col: dict, winner: dict, cells: list) -> str:
+    """One README cell: the six returns beside the winner's, the sums, and which cells are ahead or behind beyond
+    noise (:func:`mark`)."""
+    parts = []
+    for red, label in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
+        ours = " / ".join(num(col[(red, k)]["mean"]) for k in LENGTHS)
+        theirs = " / ".join(num(winner[(red, k)]) for k in LENGTHS)
+        parts.append(f"{label}{ours} (winner {theirs})")
+    ahead = [c for c in cells if mark(col[c], winner[c]) == "ahead"]
+    behind = [c for c in cells if mark(col[c], winner[c]) == "behind"]
+    return ("; ".join(parts) + f"; six-cell sum {num(sum(col[c]['mean'] for c in cells))} vs "
+            f"{num(sum(winner.values()))}: ahead beyond noise in {len(ahead)} cells"
+            + (f" ({', '.join(map(_cell_name, ahead))})" if ahead else "")
+            + f", behind beyond noise in {len(behind)}"
+            + (f" ({', '.join(map(_cell_name, behind))})" if behind else ""))
+
+
 def readme_block(facts: dict) -> str:
     """The README's results table, markers included: the rows the README has carried, each read from its file."""
     winner, cells = _winner(facts), _cells(facts)
@@ -297,39 +317,22 @@ def readme_block(facts: dict) -> str:
             text = (f"spread ≤ {e['between_sd_upper']:.2f} vs seed sd {e['within_sd']:.2f} "
                     f"(F {e['f']:.2f}, p {e['p']:.2f})")
         rows.append((label, head + text, f"`{gt['folder']}/`"))
-    total_winner = sum(winner.values())
     for name, card in facts["agents"].items():
         greedy = _columns(card).get(("cyborg", "greedy", None))
         if greedy and all(c in greedy for c in cells):
             n = sorted({greedy[c]["episodes"] for c in cells})
-            parts = []
-            for red, label in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
-                ours = " / ".join(num(greedy[(red, k)]["mean"]) for k in LENGTHS)
-                theirs = " / ".join(num(winner[(red, k)]) for k in LENGTHS)
-                parts.append(f"{label}{ours} (winner {theirs})")
-            ahead = [c for c in cells if mark(greedy[c], winner[c]) == "ahead"]
-            behind = [c for c in cells if mark(greedy[c], winner[c]) == "behind"]
-            text = ("; ".join(parts) + f"; six-cell sum {num(sum(greedy[c]['mean'] for c in cells))} vs "
-                    f"{num(total_winner)}: ahead beyond noise in {len(ahead)} cells"
-                    + (f" ({', '.join(map(_cell_name, ahead))})" if ahead else "")
-                    + f", behind beyond noise in {len(behind)}"
-                    + (f" ({', '.join(map(_cell_name, behind))})" if behind else ""))
+            text = _versus_winner(greedy, winner, cells)
             rows.append((f"`pretrained:{name}` unconstrained (`--workflow none`) vs the CAGE2 winner (real CybORG, "
                          f"greedy, {'/'.join(f'{k:,}' for k in n)} episodes per cell)", text,
                          f"`workflow_rl/pretrained/{name}.json`, `CAGE2_WINNER` in `workflow_rl/rl/evaluate.py`"))
-    planned = {(r["red_agent"], r["length"]): r for r in facts["planned"]}
-    if all(c in planned for c in cells):
-        n = sorted({planned[c]["episodes"] for c in cells})
-        at = [c for c in cells if planned[c]["mean"] >= winner[c]]
-        below = [c for c in cells if c not in at]
-        text = ("B_line 30/50/100: " + " / ".join(num(planned[("B_lineAgent", k)]["mean"]) for k in LENGTHS)
-                + "; Meander: " + " / ".join(num(planned[("RedMeanderAgent", k)]["mean"]) for k in LENGTHS)
-                + f"; six-cell sum {num(sum(planned[c]['mean'] for c in cells))} vs {num(total_winner)}: at or above "
-                f"the winner in {len(at)} cells" + (f", behind on {_join_cells(below)}" if below else ""))
-        rows.append(("`cage2-opening` planned (the agent shipped before, tag `agents-before-p`; `evaluate --plan`: a "
-                     "belief and rollouts on the native engine each step; real CybORG, "
-                     f"{'/'.join(f'{k:,}' for k in n)} episodes per cell)", text,
-                     f"`{str(Path(PLANNED).parent)}/`"))
+    for name, planned in facts["planned"].items():
+        cells_of = _planned_cells(planned)
+        if all(c in cells_of for c in cells):
+            n = sorted({cells_of[c]["episodes"] for c in cells})
+            rows.append((f"`pretrained:{name}` planned (`evaluate --plan`: a belief and rollouts on the native engine "
+                         f"each step; real CybORG, {'/'.join(f'{k:,}' for k in n)} episodes per cell)",
+                         _versus_winner(cells_of, winner, cells),
+                         ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
     for name, card in facts["agents"].items():
         if not card.get("eval_workflows"):
             continue
@@ -405,8 +408,14 @@ def page(facts: dict) -> str:
     for name, card in facts["agents"].items():
         cols = _columns(card)
         src = f"`workflow_rl/pretrained/{name}.json`"
+        planned = facts["planned"].get(name)
+        if planned:
+            cols[("cyborg", "planned", None)] = _planned_cells(planned)
         out += [f"### `pretrained:{name}`", "",
-                f"Source: {src} (`eval_native`, `eval_cyborg`); played "
+                f"Source: {src} (`eval_native`, `eval_cyborg`)"
+                + (f"; planned (`evaluate --plan`: a belief and rollouts on the native engine each step): "
+                   + ", ".join(f"`{f}`" for f in planned["files"]) if planned else "")
+                + "; played "
                 + ("unconstrained (`--workflow none`)." if card.get("eval_workflow") in (None, "none")
                    else f"under `--workflow {card['eval_workflow']}`."), ""]
         heads = [f"{'real CybORG' if e == 'cyborg' else e} {m}" + (f" ({w})" if w else "") for e, m, w in cols]
