@@ -106,6 +106,8 @@ def _edge_files(d: Path) -> None:
     counts = ",".join(CSV_COLUMNS) + "\n"
     (d / "counts_short.csv").write_text(counts + "B_lineAgent,sleep,any\n")   # a row cut short: None cells
     (d / "counts_word.csv").write_text(counts + "B_lineAgent,sleep,any,0,ten" + ",0" * 13 + "\n")
+    (d / "counts_cut.csv").write_text(counts + "B_lineAgent,sleep,user,0,10" + ",0" * 13 + "\n")   # 1 row of 204
+    (d / "counts_step.csv").write_text(counts + "B_lineAgent,sleep,user,-1,10" + ",0" * 13 + "\n")
     row = {c: "" for c in COLUMNS} | protocol(SearchConfig()) | {"mean": -20.0, "seed_values": "-20.0",
                                                                  "eligible": "True"}
     for name, rows in (("gt_nan.csv", [row | {"workflow": "D,E,OS,OH,U", "mean": "nan", "seed_values": "nan"},
@@ -267,6 +269,8 @@ CASES = [
     (["curves", "--cyborg-csv", "{d}/nonexistent.csv"], "no curve counts"),
     (["curves", "--cyborg-csv", "{d}/counts_short.csv"], "counts_short.csv is damaged near line 2 .*: make it again"),
     (["curves", "--cyborg-csv", "{d}/counts_word.csv"], "counts_word.csv is damaged near line 2 .*'ten'"),
+    (["curves", "--cyborg-csv", "{d}/counts_cut.csv"], "the panel B_lineAgent/sleep lacks rows"),
+    (["curves", "--cyborg-csv", "{d}/counts_step.csv"], "damaged near line 2 .*step -1 is outside 0..99"),
     (["bench", "--out", "{d}/file"], "--out .* is a file"),
     (["bench", "--sizes", "0"], "--sizes"),
     (["bench", "--modes", "bogus"], "--modes"),

@@ -95,8 +95,11 @@ def test_gpu_training_rows_come_from_the_files_tables(facts):
     assert report.training_rows(table) == [
         {"mode": "one workflow (Trainer)", "workflows": 1, "transitions_per_s": 100.0, "vs_one": "1.00x"},
         {"mode": "batched (BatchedTrainer)", "workflows": 16, "transitions_per_s": 1234567.0, "vs_one": "12.35x"}]
+    assert report._flag_value("(`python x.py --n-envs 200 --rounds 3`)", "--n-envs") == "200"
+    assert report._flag_value("(`python x.py --rounds 3`)", "--n-envs") is None
     runs = facts["gpu_runs"]
     assert runs and any(r["cuda_graphs"] for r in runs) and any(not r["cuda_graphs"] for r in runs)
+    assert {r["n_envs"] for r in runs if r["training"]} == {"200"}
     changed = copy.deepcopy(facts)
     changed["gpu_runs"][0]["training"][-1]["transitions_per_s"] = 7654321.0
     assert "7,654,321" in report.page(changed) and "7,654,321" not in report.page(facts)

@@ -124,6 +124,10 @@ def read_counts_csv(path: str | os.PathLike) -> dict[tuple[str, str], PanelCount
                              "it again with `workflow-rl curves`") from None
     if columns != CSV_COLUMNS:
         raise ValueError(f"{path} is not a curve-counts file (columns {', '.join(CSV_COLUMNS)})")
+    for key, d in raw.items():   # a file cut at a line end reads cleanly: its missing rows would count as zeros
+        if len(d.pop("rows")) != len(LEVELS) * (HORIZON + 2):
+            raise ValueError(f"{path} is damaged: the panel {key[0]}/{key[1]} lacks rows (each level has {HORIZON} "
+                             "steps, late_sum and late_sumsq): make it again with `workflow-rl curves`")
     return {k: PanelCounts(k[0], k[1], **v) for k, v in raw.items()}
 
 
@@ -132,7 +136,7 @@ def _read_counts_row(r: dict, raw: dict) -> None:
     key = (r["red"], r["policy"])
     d = raw.setdefault(key, {"episodes": int(r["episodes"]), "curve": np.zeros((2, HORIZON, T.N_HOSTS), np.int64),
                              "late_sum": np.zeros((2, T.N_HOSTS), np.int64),
-                             "late_sq": np.zeros((2, T.N_HOSTS), np.int64)})
+                             "late_sq": np.zeros((2, T.N_HOSTS), np.int64), "rows": set()})
     li = LEVELS.index(r["level"])
     vals = np.array([int(r[h]) for h in T.HOSTS], np.int64)
     if r["row"] == "late_sum":
@@ -140,7 +144,11 @@ def _read_counts_row(r: dict, raw: dict) -> None:
     elif r["row"] == "late_sumsq":
         d["late_sq"][li] = vals
     else:
-        d["curve"][li, int(r["row"])] = vals
+        t = int(r["row"])
+        if not 0 <= t < HORIZON:
+            raise ValueError(f"step {t} is outside 0..{HORIZON - 1}")
+        d["curve"][li, t] = vals
+    d["rows"].add((li, r["row"]))
 
 
 # ------------------------------------------------------------------------------------------------------ engines

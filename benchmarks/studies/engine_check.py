@@ -93,7 +93,11 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.native.is_file():
         sys.exit(f"error: {a.native} does not exist: give the workflows.csv of `evaluate AGENT --workflow all`")
-    rows = compare(feasible.read_csv(a.native), cyborg_cells(a.cyborg))
+    try:
+        native = feasible.read_csv(a.native)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    rows = compare(native, cyborg_cells(a.cyborg))
     a.out.mkdir(parents=True, exist_ok=True)
     with open(a.out / "engine_check.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["workflow"])

@@ -117,7 +117,10 @@ def _table(folder: str) -> list[dict]:
     if not path.is_file():
         fail(f"{path} not found: give a folder written by `workflow-rl evaluate AGENT --workflow all "
              "--ground-truth GT.csv --out DIR`")
-    rows = feasible.read_csv(path)
+    try:
+        rows = feasible.read_csv(path)
+    except ValueError as e:
+        fail(str(e))
     if not any(r.get("gt_eligible") for r in rows if r["length"] == LENGTH):
         fail(f"{path} has no 100-step row a ground truth holds eligible: evaluate with --lengths 100 "
              "and --ground-truth")

@@ -137,8 +137,12 @@ def read_csv(path: Path) -> list[dict]:
             return float(text)
         return text == "True" if name in _BOOLS else text
 
-    with open(path, newline="") as f:
-        rows = [{k: typed(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
+    try:
+        with open(path, newline="") as f:
+            rows = [{k: typed(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
+    except (ValueError, TypeError, csv.Error) as e:   # a word for a number, a row cut short, bytes that are not text
+        raise ValueError(f"{path} is not a workflows.csv that `workflow-rl evaluate --workflow all` wrote "
+                         f"({type(e).__name__}: {e}): evaluate again") from None
     for r in rows:
         if r.get("gt_mean") is None:
             for c in GT_COLUMNS:

@@ -78,6 +78,12 @@ def training_rows(table: str) -> list[dict]:
     return rows
 
 
+def _flag_value(command: str, flag: str) -> str | None:
+    """The value a recorded command gave ``flag`` (``--n-envs 200`` -> ``"200"``), None if it gave none."""
+    words = command.replace("`", " ").replace(")", " ").split()
+    return words[words.index(flag) + 1] if flag in words[:-1] else None
+
+
 def _gpu_runs(root: Path) -> list[dict]:
     """Every GPU file's training throughput and timed searches, in file-name order (dated names)."""
     runs = []
@@ -88,7 +94,8 @@ def _gpu_runs(root: Path) -> list[dict]:
         if table or searches:
             runs.append({"file": f"{GPU_DIR}/{file.name}", "gpu": data["gpu"],
                          "training": training_rows(table) if table else [], "searches": searches,
-                         "cuda_graphs": bool(table) and "--cuda-graphs" in table})
+                         "cuda_graphs": bool(table) and "--cuda-graphs" in table,
+                         "n_envs": _flag_value(table or "", "--n-envs")})
     return runs
 
 
@@ -217,23 +224,22 @@ def _gpu_training(runs: list[dict]) -> list[str]:
     if not runs:
         return []
     out = ["## Training on one GPU", "",
-           "PPO with the engine, rollout storage and updates on the GPU, 200 envs per workflow "
-           "(`benchmarks/device/gpu_check.py`, stage `batched_training`); transitions per second, one row per run.",
-           "", "| machine | CUDA graphs | workflows at once | transitions/s | vs one workflow | source |",
-           "|---|---|---:|---:|---:|---|"]
+           "PPO with the engine, rollout storage and updates on the GPU (`benchmarks/device/gpu_check.py`, stage "
+           "`batched_training`); transitions per second, one row per run.",
+           "", "| machine | CUDA graphs | envs per workflow | workflows at once | transitions/s | vs one workflow | "
+           "source |", "|---|---|---:|---:|---:|---:|---|"]
     for run in runs:
         for r in run["training"]:
             if r["mode"].startswith("batched"):
-                out.append(f"| one {run['gpu']} | {'on' if run['cuda_graphs'] else 'off'} | {r['workflows']} | "
-                           f"{r['transitions_per_s']:,.0f} | "
-                           f"{r['vs_one']} | `{run['file']}` |")
-    out += ["", "Whole searches of 100,000 episodes against B_line (16 workflows per batch; `gpu_check.py`, stage "
-            "`search_claims`):", "", "| machine | claims | batch rounds | workflows | answer | wall s | source |",
-            "|---|---|---:|---:|---|---:|---|"]
+                out.append(f"| one {run['gpu']} | {'on' if run['cuda_graphs'] else 'off'} | {run['n_envs'] or '?'} | "
+                           f"{r['workflows']} | {r['transitions_per_s']:,.0f} | {r['vs_one']} | `{run['file']}` |")
+    out += ["", "Whole searches (`gpu_check.py`, stage `search_claims`: the budget's claim rules compared):", "",
+            "| machine | claims | episodes | batch rounds | workflows | answer | wall s | source |",
+            "|---|---|---:|---:|---:|---|---:|---|"]
     for run in runs:
         for r in run["searches"]:
-            out.append(f"| one {run['gpu']} | {r['mode']} | {r['rounds']} | {r['workflows']} | {r['answer']} | "
-                       f"{r['wall_s']:.1f} | `{run['file']}` |")
+            out.append(f"| one {run['gpu']} | {r['mode']} | {r['episodes_used']:,} | {r['rounds']} | "
+                       f"{r['workflows']} | {r['answer']} | {r['wall_s']:.1f} | `{run['file']}` |")
     return out + [""]
 
 
