@@ -77,16 +77,7 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
         finally:
             pool.close()
     if mode == "cyborg-sequential":
-        envs = [CybORGEnv(red, 100, scenario, seed=seed + i) for i in range(n_envs)]
-        for e in envs:
-            e.reset()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            for e in envs:
-                _, _, _, trunc, _ = e.step(int(rng.integers(0, tables.N_ACTIONS)))
-                if trunc:
-                    e.reset()
-        return n_envs * steps / (time.perf_counter() - t0)
+        return _time_sequential([CybORGEnv(red, 100, scenario, seed=seed + i) for i in range(n_envs)], steps, rng)
     vec = {"cyborg-sync": "sync", "cyborg-pipes": "pipes", "cyborg-shm": "shared_memory"}[mode]
     env = make_vector_env(n_envs, red, engine="cyborg", seed=seed, vectorization=vec, start_method=start_method,
                           scenario=scenario)
@@ -99,6 +90,19 @@ def time_cyborg(mode: str, red: str, n_envs: int, steps: int, scenario=None, see
         return n_envs * steps / (time.perf_counter() - t0)
     finally:
         env.close()
+
+
+def _time_sequential(envs: list, steps: int, rng: np.random.Generator) -> float:
+    """Steps/s of CybORG envs stepped one after another in a plain loop with random actions (reset when done)."""
+    for e in envs:
+        e.reset()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        for e in envs:
+            _, _, _, trunc, _ = e.step(int(rng.integers(0, tables.N_ACTIONS)))
+            if trunc:
+                e.reset()
+    return len(envs) * steps / (time.perf_counter() - t0)
 
 
 def run_bench(sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cyborg_steps: int = 300,
@@ -207,14 +211,7 @@ def time_cyborg_single(red: str, steps: int, scenario=None, log=print) -> float 
     except Exception as e:  # noqa: BLE001 - the baseline is optional
         log(f"(CybORG baseline skipped: {e})")
         return None
-    rng = np.random.default_rng(0)
-    env.reset(seed=0)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, _, trunc, _ = env.step(int(rng.integers(0, tables.N_ACTIONS)))
-        if trunc:
-            env.reset()
-    return steps / (time.perf_counter() - t0)
+    return _time_sequential([env], steps, np.random.default_rng(0))
 
 
 def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN_STEPS, cuda_sizes=CUDA_SIZES,

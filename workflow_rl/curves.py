@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_rl.checks import file_kind
 from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
-from workflow_rl.rundir import atomic_write
+from workflow_rl.rundir import atomic_write, path_kind
 from workflow_rl.sim import tables as T
 
 HORIZON = 100
@@ -256,8 +255,7 @@ def _read_shard(path: Path, episodes: int) -> tuple[int, np.ndarray]:
     empty or foreign file is one ValueError naming the fix (shards are written atomically, so only a hand or
     another program makes one)."""
     if not path.is_file():   # a FIFO or device named like a shard: opening it would wait for a writer forever
-        kind = file_kind(path.stat().st_mode) if path.exists() else "a broken symbolic link"
-        raise ValueError(f"shard {path} is {kind}, not a shard: remove it and run again without "
+        raise ValueError(f"shard {path} is {path_kind(path)}, not a shard: remove it and run again without "
                          "--report-only to collect it anew")
     try:
         with np.load(path, allow_pickle=False) as z:

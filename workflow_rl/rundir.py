@@ -235,7 +235,7 @@ def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: boo
     named = [p for p in entries if _owners(p.name)]
     odd = [p for p in named if not _is_plain(p)]
     if odd:
-        raise ValueError(f"{odd[0]} is {_kind(odd[0])}, not a file or folder a workflow-rl run writes: remove it "
+        raise ValueError(f"{odd[0]} is {path_kind(odd[0])}, not a file or folder a workflow-rl run writes: remove it "
                          "yourself, or choose another --out")
     kind = run_kind(out)
     if resume:
@@ -270,7 +270,8 @@ def _names(paths: list[Path]) -> str:
     return ", ".join(p.name for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
-def _kind(p: Path) -> str:
+def path_kind(p: Path) -> str:
+    """What is at ``p`` itself (a symbolic link is named as one, not followed), as a message names it."""
     return file_kind(os.lstat(p).st_mode)
 
 

@@ -56,13 +56,17 @@ def _csv(root: Path, rel: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _latest_gpu(root: Path) -> tuple[str, dict] | None:
-    """The newest GPU benchmark file (by its dated name) that holds engine rows: the GPU's one speed answer."""
-    files = sorted((root / GPU_DIR).glob("*.json"))
-    for file in reversed(files):
-        data = json.loads(file.read_text())
+def _gpu_files(root: Path) -> list[tuple[str, dict]]:
+    """Every GPU benchmark file (its path under ``root`` and its contents), in file-name order (dated names)."""
+    return [(f"{GPU_DIR}/{file.name}", json.loads(file.read_text()))
+            for file in sorted((root / GPU_DIR).glob("*.json"))]
+
+
+def _latest_gpu(files: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    """The newest GPU benchmark file that holds engine rows: the GPU's one speed answer."""
+    for rel, data in reversed(files):
         if isinstance(data.get("engine"), dict) and data["engine"].get("rows"):
-            return f"{GPU_DIR}/{file.name}", data
+            return rel, data
     return None
 
 
@@ -84,15 +88,14 @@ def _flag_value(command: str, flag: str) -> str | None:
     return words[words.index(flag) + 1] if flag in words[:-1] else None
 
 
-def _gpu_runs(root: Path) -> list[dict]:
+def _gpu_runs(files: list[tuple[str, dict]]) -> list[dict]:
     """Every GPU file's training throughput and timed searches, in file-name order (dated names)."""
     runs = []
-    for file in sorted((root / GPU_DIR).glob("*.json")):
-        data = json.loads(file.read_text())
+    for rel, data in files:
         table = (data.get("batched_training") or {}).get("table")
         searches = (data.get("search_claims") or {}).get("rows") or []
         if table or searches:
-            runs.append({"file": f"{GPU_DIR}/{file.name}", "gpu": data["gpu"],
+            runs.append({"file": rel, "gpu": data["gpu"],
                          "training": training_rows(table) if table else [], "searches": searches,
                          "cuda_graphs": bool(table) and "--cuda-graphs" in table,
                          "n_envs": _flag_value(table or "", "--n-envs")})
@@ -107,7 +110,8 @@ def gather(root: Path = ROOT) -> dict:
     from workflow_rl.rl.evaluate import CAGE2_WINNER
     from workflow_rl.rl.recipes import RECIPES
 
-    gpu = _latest_gpu(root)
+    gpu_files = _gpu_files(root)
+    gpu = _latest_gpu(gpu_files)
     gt = {}
     for red, folder in GROUND_TRUTH.items():
         gt[red] = {"folder": folder, "rows": _csv(root, f"{folder}/ground_truth.csv"),
@@ -120,7 +124,7 @@ def gather(root: Path = ROOT) -> dict:
         "cyborg_cpu": _csv(root, "benchmarks/results/engines.csv"),
         "gpu": {"file": gpu[0], "gpu": gpu[1]["gpu"], "torch": gpu[1].get("torch"),
                 "rows": gpu[1]["engine"]["rows"]} if gpu else None,
-        "gpu_runs": _gpu_runs(root),
+        "gpu_runs": _gpu_runs(gpu_files),
         "makerun": [{"file": f, **_json(root, f)} for f in MAKERUN],
         "makerun_cpu": {r["run"]: float(r["user_s"]) for r in _csv(root, MAKERUN_TIMES)},
         "scratch": [{"file": f, **_json(root, f)} for f in SCRATCH],
