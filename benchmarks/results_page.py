@@ -4,8 +4,8 @@
     python benchmarks/results_page.py --out DIR   # write DIR/results.md and DIR/README.md instead
     python benchmarks/results_page.py --check     # exit 1 (naming the file) if either is not what the files say
 
-Thin over :mod:`workflow_rl.search.results_page` (why the page is generated: its docstring). Reads committed files only; runs in
-seconds.
+Thin over :mod:`workflow_rl.search.results_page` (why the page is generated: its docstring). Reads committed files
+only; runs in seconds.
 """
 from __future__ import annotations
 

@@ -111,7 +111,8 @@ class SearchConfig(ValidatedOnce):
     """(from a universal agent) fine-tune first the workflows whose screened compliance is >= the compliance
     threshold + M (then those above the threshold, then any): the first universal agent's compliance was ~0.996 or
     ~0.951-0.959 at 0.95, and in the measured searches 4 of 6 fine-tuned picks from the lower group failed the
-    sampled gate (each costs a full cap), 2 of 7 from the upper group (benchmarks/results/search_from_universal/ratio_agent)"""
+    sampled gate (each costs a full cap), 2 of 7 from the upper group
+    (benchmarks/results/search_from_universal/ratio_agent)"""
     seeds_per_workflow: int = field(default=1, metadata={"metavar": "K"})
     """train K independent seeds of each workflow (in the same batch) and observe their mean held-out return:
     averages out seed noise; each seed gets --max-episodes x --n-envs"""
