@@ -512,7 +512,7 @@ def test_every_state_the_engine_writes_passes_its_range_check(red):
     step; and a value one past a range is refused, so the check is not vacuous."""
     import numpy as np
 
-    from workflow_rl.envs.native import NativeVectorEnv
+    from workflow_rl.envs.native_env import NativeVectorEnv
     from workflow_rl.sim import tables as T
     from workflow_rl.sim.native import check_state
 

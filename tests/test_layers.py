@@ -8,11 +8,6 @@ PKG = REPO / "workflow_rl"
 LAYER = {"checks": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
          "bench": 2, "search": 4, "pretrained": 0, "cli": 5}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""
-SHIMS = {"workflow_rl.rl.planner": "workflow_rl.rl.planning.planner"}
-"""Old module paths kept for users' code, each re-exporting the module that moved: exempt from the layer rule (a
-shim imports its new home, wherever that is), and imported by nothing in the package."""
-
-
 def _module(path: Path) -> str:
     rel = path.relative_to(PKG.parent).with_suffix("")
     parts = list(rel.parts)
@@ -47,7 +42,7 @@ def _layer(module: str) -> int | None:
 
 def test_layers_import_downward_only():
     bad = [f"{m} -> {i}" for m, deps in _graph().items() for i in deps
-           if m not in SHIMS and _layer(m) is not None and _layer(i) is not None and _layer(i) > _layer(m)]
+           if _layer(m) is not None and _layer(i) is not None and _layer(i) > _layer(m)]
     assert not bad, "upward imports: " + ", ".join(sorted(bad))
 
 
@@ -72,11 +67,3 @@ def test_no_import_cycles():
         if m not in done:
             visit(m, [], set(), done)
     assert not cycles, "import cycles: " + "; ".join(cycles)
-
-
-def test_shims_only_re_export_and_nothing_in_the_package_uses_them():
-    """An old path is a user's door, not the package's: nothing imports a shim, and a shim imports only its module's
-    new home (so it has nothing of its own to drift)."""
-    graph = _graph()
-    assert not [f"{m} -> {i}" for m, deps in graph.items() for i in deps if i in SHIMS]
-    assert {m: graph[m] for m in SHIMS} == {m: {new} for m, new in SHIMS.items()}

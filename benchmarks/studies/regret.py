@@ -76,7 +76,7 @@ def _median_cell(values: list[float]) -> str:
 
 def table(rows: list[dict]) -> str:
     """The markdown table: one line per (strategy, budget); replayed rows also get the held-out regret (the answer
-    valued by the ground-truth seeds the search did not see: ``workflow_rl.search.replay``)."""
+    valued by the ground-truth seeds the search did not see: ``workflow_rl.search.ground_truth_replay``)."""
     heldout = any(r.get("heldout_regret") is not None for r in rows)
     lines = ["| strategy | budget | searches | median regret [95%] | mean regret ± 95% | "
              + ("median held-out regret [95%] | " if heldout else "") + "answer in top set | "
@@ -103,7 +103,7 @@ def table(rows: list[dict]) -> str:
 
 
 def replay_runs(a) -> list[dict]:
-    from workflow_rl.search.replay import replay_search
+    from workflow_rl.search.ground_truth_replay import replay_search
 
     variants = [(s, {"strategy": s}) for s in a.strategies]
     variants += [(f"gp-ucb beta={b:g}", {"strategy": "gp-ucb", "gp_beta": b}) for b in a.gp_betas]

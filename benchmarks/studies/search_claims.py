@@ -15,7 +15,7 @@ one process and reports for each:
         --out runs/claims
 
 One real search per rule is one sample (the runs' GP picks diverge once their timing does). ``--replay GT_RUN``
-instead replays ``--search-seeds`` searches per rule against a finished exhaustive run (``search.replay``): the real
+instead replays ``--search-seeds`` searches per rule against a finished exhaustive run (``search.ground_truth_replay``): the real
 search loop, with a batch modelled round by round — every running seed trains ``n_envs`` episodes per round, passes
 its gate at the episode count the ground truth recorded for that seed and stops at its recorded cost — so the rules
 are compared on the same searches in seconds, on rounds and on the answers' regret (paired by search seed).
@@ -41,7 +41,7 @@ from scipy import stats
 
 from workflow_rl.search.batched_executor import BatchedExecutor
 from workflow_rl.search.config import CLAIMS
-from workflow_rl.search.replay import ReplayExecutor, draw_seeds, replay_search, replayed_record
+from workflow_rl.search.ground_truth_replay import ReplayExecutor, draw_seeds, replay_search, replayed_record
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 from workflow_rl.search.stats import median_interval
 

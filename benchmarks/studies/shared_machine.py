@@ -52,7 +52,7 @@ def jobs(args) -> dict[str, list[str]]:
 def planned_harness(decisions: int) -> None:
     """``decisions`` planned decisions of the shipped opening agent, one env at a time, the native engine as the
     harness (as a user's own loop would drive it)."""
-    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.envs.native_env import NativeEnv
     from workflow_rl.rl.planning.planner import PlanConfig, make_act
 
     act = make_act("pretrained:cage2-opening", PlanConfig(), episode_length=100)

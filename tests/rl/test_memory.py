@@ -129,7 +129,7 @@ def test_evaluation_remembers_from_each_episode_start():
 
 
 def test_episode_workers_remember_like_the_trainer():
-    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.envs.native_env import NativeEnv
     from workflow_rl.rl.episode_workers import _play
 
     torch.manual_seed(0)
@@ -144,7 +144,7 @@ def test_episode_workers_remember_like_the_trainer():
 def test_episode_workers_pay_the_configured_alignment_reward():
     """The episode-worker path counts fixes as the trainer does and pays the chosen form: -lambda/100 per
     violation and nothing else under ``violations``; the same episode's counts under ``ratio``."""
-    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.envs.native_env import NativeEnv
     from workflow_rl.rl.compliance import VIOLATION_SCALE
     from workflow_rl.rl.episode_workers import _play
     from workflow_rl.workflow import Workflow
@@ -288,7 +288,7 @@ def test_the_clock_counts_this_episodes_steps_in_training_evaluation_and_episode
     """``--clock-memory``: the last policy input is the steps taken so far this episode / 100 -- 0 at every
     episode's first step, in the trainer (two 20-step episodes per rollout), in ``agent_act`` and in the episode
     workers alike, after the decoy block it leaves intact."""
-    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.envs.native_env import NativeEnv
     from workflow_rl.rl.episode_workers import _play
     from workflow_rl.rl.evaluate import agent_act
 

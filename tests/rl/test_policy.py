@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from workflow_rl.envs.native import NativeVectorEnv
+from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.evaluate import agent_act
 from workflow_rl.rl.policy import Policy

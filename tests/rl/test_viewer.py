@@ -101,7 +101,7 @@ def test_single_env_renders_ansi():
     assert truncated and "t=3" in text and T.red_action_name(*info["red_action"]) in text
     from gymnasium.utils.env_checker import check_env
 
-    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.envs.native_env import NativeEnv
 
     check_env(gym.make("workflow_rl/CAGE2-v0", render_mode="ansi").unwrapped)   # gymnasium's checks, render too
     with pytest.raises(ValueError, match="render_mode"):

@@ -1,11 +1,11 @@
-"""Replaying searches against a finished ground truth (``search.replay``): the real search loop, training looked up."""
+"""Replaying searches against a finished ground truth (``search.ground_truth_replay``): the real search loop, training looked up."""
 import numpy as np
 import pytest
 
 from workflow_rl.search.config import SearchConfig
 from workflow_rl.search.ground_truth import write_ground_truth
 from workflow_rl.search.records import Proposal, SearchState
-from workflow_rl.search.replay import load_exhaustive, replay_search, replayed_record, seed_costs
+from workflow_rl.search.ground_truth_replay import load_exhaustive, replay_search, replayed_record, seed_costs
 from workflow_rl.workflow import Workflow, all_workflows
 from helpers import REPO
 

@@ -1,4 +1,4 @@
-"""A search from a universal agent (``search.universal``, ``search.fidelity``): the two-fidelity GP, the phases
+"""A search from a universal agent (``search.universal``, ``search.multifidelity``): the two-fidelity GP, the phases
 ((b) trains its own universal agent inside the budget; (a) starts from a given one, not counted), resume in any
 phase, the calls and the confidence set, bad input."""
 import csv
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from workflow_rl.search import fidelity as F
+from workflow_rl.search import multifidelity as F
 from workflow_rl.search import universal as U
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
 from workflow_rl.workflow import all_workflows

@@ -53,7 +53,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
             if name in engine_options:
                 check_bool(name, engine_options[name])
         check_memory(f"num_envs={num_envs:,}", num_envs * engine_bytes_per_env(), "use fewer envs")
-        from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv, red_kind_weights
+        from workflow_rl.envs.native_env import CudaVectorEnv, NativeVectorEnv, red_kind_weights
 
         if device.startswith("cuda"):
             return CudaVectorEnv(num_envs, red_kind_weights(red), episode_length, seed, device=device,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workflow_rl.envs.native import CudaVectorEnv, NativeVectorEnv
+from workflow_rl.envs.native_env import CudaVectorEnv, NativeVectorEnv
 
 
 @dataclass

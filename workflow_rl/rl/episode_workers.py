@@ -47,7 +47,7 @@ def _make_single_env(engine: str, red: str, length: int, scenario):
         from workflow_rl.envs.cyborg import CybORGEnv
 
         return CybORGEnv(red, length, scenario)
-    from workflow_rl.envs.native import NativeEnv
+    from workflow_rl.envs.native_env import NativeEnv
 
     return NativeEnv(red, length)
 

@@ -31,7 +31,7 @@ Rules (also in docs/search.md):
 * From a universal agent (``--init-checkpoint`` of an agent trained across workflows, or ``--universal-fraction``
   to train one first inside the budget): every workflow is first observed at low fidelity (the universal agent's
   evaluation under it), then the budget fine-tunes the GP's picks from the universal weights; see
-  ``search.universal`` (phases, calls, the answer) and ``search.fidelity`` (the GP).
+  ``search.universal`` (phases, calls, the answer) and ``search.multifidelity`` (the GP).
 * Every policy is kept on disk under ``RUN_DIR/workflows/``; the search state is saved atomically after every
   iteration, and ``resume`` continues exactly (an interrupted training resumes from its own checkpoint).
 """
@@ -314,7 +314,7 @@ class WorkflowSearch:
 
     def explore(self, executor: Executor) -> None:
         """The loop of :meth:`run` without the end-of-search artefacts (the replay of a ground truth,
-        ``search.replay``, runs thousands of these)."""
+        ``search.ground_truth_replay``, runs thousands of these)."""
         executor.open(SearchJob(self.cfg, self.out, self.progress, train_and_evaluate, evaluate_record,
                                 lambda: self.state.episodes_used))
         self._grows = executor.needs() is not None   # elastic claims, and an executor that can grow them

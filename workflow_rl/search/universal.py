@@ -12,7 +12,7 @@ Phases (``SearchState.phase``, saved, so a killed search resumes in the phase it
 3. ``fine-tune``: the budget fine-tunes the workflows the GP picks, each from the universal weights (not from
    another fine-tuned workflow: every high observation then measures the same thing, the universal start plus the
    same further training), and each is a *high-fidelity* observation (``records.Record``, as in an ordinary
-   search). The GP is ``search.fidelity``'s (a learned offset and noise level for the high observations). Picks are
+   search). The GP is ``search.multifidelity``'s (a learned offset and noise level for the high observations). Picks are
    the UCB argmax (or, ``--strategy random``, a uniform draw) among the untried workflows the universal agent's
    evaluation calls eligible: fine-tuning spends the budget on workflows that can be the answer.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_workflows
 from workflow_rl.rl.pretrained import PREFIX, load_agent, read_spec, spec_file, starting_weights
-from workflow_rl.search.fidelity import Observations, fit, posterior_high
+from workflow_rl.search.multifidelity import Observations, fit, posterior_high
 from workflow_rl.search.gp import seed_noise
 from workflow_rl.search.records import Record, Screened, SearchInterrupted
 from workflow_rl.workflow import Workflow, all_workflows, is_workflow_list

@@ -4,7 +4,7 @@ One CUDA thread steps one env, running the very functions the CPU kernel runs (`
 ``numba.cuda.jit(device=True)`` instead of ``numba.njit``), so the two targets give identical trajectories,
 rewards included. The state stays a struct of arrays with the env batch first (a :class:`SimState` of device
 arrays); outputs are written into whatever device arrays the caller passes, e.g. views of torch tensors made with
-``numba.cuda.as_cuda_array`` (no copies: :class:`workflow_rl.envs.native.CudaVectorEnv` does this). The small rule
+``numba.cuda.as_cuda_array`` (no copies: :class:`workflow_rl.envs.native_env.CudaVectorEnv` does this). The small rule
 tables are compiled into the kernel as constants; the two lookup tables that depend on ``official_bugs`` go to the
 device once per process.
 

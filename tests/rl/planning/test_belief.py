@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from workflow_rl.rl.planning.belief import BeliefConfig, ParticleBelief
-from workflow_rl.envs.native import NativeVectorEnv
+from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.sim import tables as T
 
 

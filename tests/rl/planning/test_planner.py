@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from workflow_rl.envs.native import NativeVectorEnv
+from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.memory import policy_input
 from workflow_rl.rl.planning.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
@@ -280,15 +280,6 @@ def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     assert bench("budget").returncode == 0
     assert "particles 8, horizon 2, rollouts 2" in (tmp_path / "budget.md").read_text()
     assert (tmp_path / "budget.png").stat().st_size > 0
-
-
-def test_the_old_import_path_is_the_planner():
-    """``workflow_rl.rl.planner`` (the path the README documented before the planner moved to ``planning``) gives
-    the same objects."""
-    from workflow_rl.rl.planning import planner as new
-    from workflow_rl.rl import planner as old
-
-    assert old.make_act is new.make_act and old.PlanConfig is new.PlanConfig and old.agent_acting is new.agent_acting
 
 
 def test_the_belief_steps_the_engine_the_planner_rolls_out(cage2):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workflow_rl.checks import check_float, check_int, check_seed
-from workflow_rl.envs.native import red_kind_weights
+from workflow_rl.envs.native_env import red_kind_weights
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 

@@ -369,7 +369,7 @@ def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: i
     (the engine's own state each step, its RNG key replaced, so the planner knows the present, not red's future
     dice): the planner's upper bound, which a perfect belief would reach. Episodes as ``NativeVectorEnv(episodes,
     red, seed=seed)`` plays them."""
-    from workflow_rl.envs.native import NativeVectorEnv
+    from workflow_rl.envs.native_env import NativeVectorEnv
 
     planner = Planner(agent, workflow, config, planner_seed)
     policy = planner.policy
