@@ -155,7 +155,8 @@ def test_the_search_screen_on_the_run_device(fake_gpu, tmp_path, monkeypatch):
 def test_an_agent_acts_on_its_own_device_whatever_feeds_it(fake_gpu):
     """The reverse placement (an agent on the GPU, a CPU engine, as a user's own loop may have it): the acting
     function moves observations, workflow encoding and memory to the agent and hands actions back on the CPU."""
-    from workflow_rl.rl.evaluate import agent_act, evaluate_cells
+    from workflow_rl.rl.evaluate import evaluate_cells
+    from workflow_rl.rl.planning.planner import make_act
     from workflow_rl.rl.pretrained import load_agent
     from workflow_rl.workflow import Workflow
 
@@ -163,7 +164,7 @@ def test_an_agent_acts_on_its_own_device_whatever_feeds_it(fake_gpu):
     means = []
     for device in (FAKE, "cpu"):
         agent, _ = load_agent(AGENT, device)
-        act = agent_act(agent, wf, greedy=False, generator=torch.Generator().manual_seed(1))
+        act = make_act(agent, workflow=wf, greedy=False, generator=torch.Generator().manual_seed(1))
         means.append([r.mean for r in evaluate_cells(act, ["B_lineAgent"], [3], 2, workflow=wf)])
         assert fake_gpu.took() == {device}
     assert np.isfinite(means[0]).all() and means[0] == means[1]

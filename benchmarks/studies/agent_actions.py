@@ -21,7 +21,7 @@ import torch
 from workflow_rl.rl import pretrained
 from workflow_rl.envs.factory import make_vector_env
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.evaluate import agent_act
+from workflow_rl.rl.planning.planner import make_act
 from workflow_rl.sim import tables as T
 
 KINDS = {"sleep": (T.A_SLEEP, T.A_MONITOR), "monitor": (T.A_MONITOR, T.A_ANALYSE), "analyse": (T.A_ANALYSE, T.A_REMOVE),
@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for red in a.red_agents:
         for greedy in (True, False):
-            acts = play(agent_act(agent, wf, greedy, torch.Generator().manual_seed(a.seed)), red, a.envs, a.seed,
+            gen = torch.Generator().manual_seed(a.seed)
+            acts = play(make_act(agent, workflow=wf, greedy=greedy, generator=gen), red, a.envs, a.seed,
                         "native", 1)["actions"]
             rep, tot = repeated_decoys(acts)
             rows.append({"red": red, "mode": "greedy" if greedy else "sampled",

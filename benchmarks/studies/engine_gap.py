@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.studies.agent_actions import KINDS, STEPS, play  # noqa: E402
 from workflow_rl.rl import pretrained  # noqa: E402
-from workflow_rl.rl.evaluate import agent_act  # noqa: E402
+from workflow_rl.rl.planning.planner import make_act  # noqa: E402
 from workflow_rl.sim import tables as T  # noqa: E402
 
 WINDOW = 10
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     agent, wf = pretrained.load(a.agent)   # a shipped agent or a checkpoint file
-    runs = {eng: play(agent_act(agent, wf, a.greedy, torch.Generator().manual_seed(a.seed)), a.red, a.episodes,
-                      a.seed, eng, a.workers) for eng in ("native", "cyborg")}
+    runs = {eng: play(make_act(agent, workflow=wf, greedy=a.greedy, generator=torch.Generator().manual_seed(a.seed)),
+                      a.red, a.episodes, a.seed, eng, a.workers) for eng in ("native", "cyborg")}
     res = {"agent": a.agent, "red": a.red, "episodes": a.episodes, "greedy": a.greedy,
            "return": {e: float(r["rewards"].sum(1).mean()) for e, r in runs.items()}, "windows": []}
     per_window = {e: windows(r["rewards"]) for e, r in runs.items()}

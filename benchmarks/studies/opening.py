@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from workflow_rl.rl import pretrained  # noqa: E402
-from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_cells  # noqa: E402
+from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, evaluate_cells  # noqa: E402
+from workflow_rl.rl.planning.planner import make_act  # noqa: E402
 from workflow_rl.sim import tables as T  # noqa: E402
 
 LENGTHS = (30, 50, 100)
@@ -36,7 +37,7 @@ def returns(spec: str, opening: tuple[int, ...] | None, reds, lengths, episodes:
     agent, workflow = pretrained.load(spec)
     if opening is not None:
         agent.opening = tuple(opening)
-    cells = evaluate_cells(agent_act(agent, workflow, greedy=True), list(reds), list(lengths), episodes, seed=seed)
+    cells = evaluate_cells(make_act(agent, workflow=workflow), list(reds), list(lengths), episodes, seed=seed)
     return {(c.red_agent, c.length): c.played.returns for c in cells}
 
 

@@ -29,7 +29,7 @@ from workflow_rl.rl.planning.belief import ParticleBelief
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.evaluate import CAGE2_WINNER, EVAL_SEED, play_cells
-from workflow_rl.rl.planning.planner import PlanConfig, agent_acting, play_true_state
+from workflow_rl.rl.planning.planner import PlanConfig, make_act, play_true_state
 from workflow_rl.workflow import parse_workflow_arg
 
 LENGTHS = (30, 50, 100)
@@ -59,9 +59,9 @@ def compare(args) -> dict:
                       min_gain=args.min_gain, value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     lengths = sorted(set(args.lengths))
-    greedy, t_g = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed, lengths, workflow)
-    planned_act = (agent_acting(agent, workflow, plan, args.seed) if args.length_unknown else
-                   {L: agent_acting(agent, workflow, plan, args.seed, episode_length=L) for L in lengths})
+    greedy, t_g = play(make_act(agent, workflow=workflow), red, args.episodes, args.episode_seed, lengths, workflow)
+    planned_act = (make_act(agent, plan, args.seed, workflow) if args.length_unknown else
+                   {L: make_act(agent, plan, args.seed, workflow, episode_length=L) for L in lengths})
     planned, t_p = play(planned_act, red, args.episodes, args.episode_seed, lengths, workflow)
     cells = []
     for L in lengths:
@@ -90,7 +90,7 @@ def belief(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
     plan = PlanConfig(particles=args.particles)
     red = parse_red_agent(args.red)
-    act = agent_acting(agent, workflow)
+    act = make_act(agent, workflow=workflow)
     n, steps = args.episodes, max(LENGTHS)
     env = make_vector_env(n, red, engine="native", episode_length=steps, seed=args.episode_seed)
     obs, _ = env.reset(seed=args.episode_seed)
@@ -127,7 +127,7 @@ def truth(args) -> dict:
                       value_scale=args.value_scale).validate()
     red = parse_red_agent(args.red)
     kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
-    greedy, _ = play(agent_acting(agent, workflow), red, args.episodes, args.episode_seed, lengths=args.lengths)
+    greedy, _ = play(make_act(agent, workflow=workflow), red, args.episodes, args.episode_seed, lengths=args.lengths)
     cells, t0 = {}, time.perf_counter()
     for length in args.lengths:   # each cell its own episodes of that length, as the CLI's planned cells
         planned = play_true_state(agent, workflow, plan, kind, args.episodes, length, args.episode_seed, args.seed)

@@ -8,7 +8,8 @@ import pytest
 import torch
 from helpers import run_main, train_cfg
 
-from workflow_rl.rl.evaluate import agent_act, evaluate_cells, evaluate_workflows, scripted_act
+from workflow_rl.rl.evaluate import evaluate_cells, evaluate_workflows, scripted_act
+from workflow_rl.rl.planning.planner import make_act
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.search import feasible
 from workflow_rl.workflow import Workflow, parse_workflow_list
@@ -23,9 +24,9 @@ def _by_workflow(results):
 def test_one_workflow_equals_the_single_workflow_evaluation():
     torch.manual_seed(0)
     agent = Agent((32,))
-    got = evaluate_workflows(lambda enc: agent_act(agent, None, True, encodings=enc), [A], ["B_lineAgent"],
+    got = evaluate_workflows(lambda enc: make_act(agent, encodings=enc), [A], ["B_lineAgent"],
                              [30, 50], episodes=12, batch=5)
-    want = evaluate_cells(agent_act(agent, A, True), ["B_lineAgent"], [30, 50], 12, workflow=A, batch=5)
+    want = evaluate_cells(make_act(agent, workflow=A), ["B_lineAgent"], [30, 50], 12, workflow=A, batch=5)
     assert [(r.mean, r.std, r.compliance, r.fixes, r.episodes) for _, r in got] == \
         [(r.mean, r.std, r.compliance, r.fixes, r.episodes) for r in want]
 
@@ -35,11 +36,11 @@ def test_each_env_carries_and_is_counted_under_its_own_workflow():
     are then counted exactly as in [B, B], not as in [A, A]; and the policy is handed each env's encoding."""
     seen = []
 
-    def make_act(enc):
+    def act_for(enc):
         seen.append(enc.clone())
         return scripted_act("restore_compromised")
 
-    ab, aa, bb = (evaluate_workflows(make_act, ws, ["B_lineAgent"], [100], episodes=4, batch=8)
+    ab, aa, bb = (evaluate_workflows(act_for, ws, ["B_lineAgent"], [100], episodes=4, batch=8)
                   for ws in ([A, B], [A, A], [B, B]))
     assert [r.mean for _, r in ab] == [r.mean for _, r in aa] == [r.mean for _, r in bb]
     assert _by_workflow(ab)[1][4:] == _by_workflow(bb)[1][4:] != _by_workflow(aa)[1][4:]

@@ -104,9 +104,9 @@ def test_the_trainer_feeds_each_env_its_own_memory_of_this_episode(tmp_path, red
 
 
 def test_evaluation_remembers_from_each_episode_start():
-    """``agent_act`` keeps the same memory as training: reset at t == 0, then each decoy it chose and the red
+    """``make_act`` keeps the same memory as training: reset at t == 0, then each decoy it chose and the red
     activity it saw, this step's included."""
-    from workflow_rl.rl.evaluate import agent_act
+    from workflow_rl.rl.planning.planner import make_act
 
     seen = []
 
@@ -116,7 +116,7 @@ def test_evaluation_remembers_from_each_episode_start():
             a = torch.tensor([A_DECOY + 3, 7])[: x.shape[0]] if len(seen) % 2 else torch.tensor([A_DECOY, 0])
             return a, None, None
 
-    act = agent_act(Recorder(memory=BOTH), None, greedy=True)
+    act = make_act(Recorder(memory=BOTH))
     obs = torch.zeros(2, OBS_DIM)
     scan = obs.clone()
     scan[1, 4 * 5] = 1
@@ -286,11 +286,11 @@ def test_the_trainer_with_masked_decoys_never_repeats_a_decoy_in_place(tmp_path)
 
 def test_the_clock_counts_this_episodes_steps_in_training_evaluation_and_episode_workers(tmp_path):
     """``--clock-memory``: the last policy input is the steps taken so far this episode / 100 -- 0 at every
-    episode's first step, in the trainer (two 20-step episodes per rollout), in ``agent_act`` and in the episode
+    episode's first step, in the trainer (two 20-step episodes per rollout), in ``make_act`` and in the episode
     workers alike, after the decoy block it leaves intact."""
     from workflow_rl.envs.native_env import NativeEnv
     from workflow_rl.rl.episode_workers import _play
-    from workflow_rl.rl.evaluate import agent_act
+    from workflow_rl.rl.planning.planner import make_act
 
     clock = Memory(decoys=True, clock=True)
     assert clock.dim == DECOY_DIM + 1 and Memory.of(PPOConfig(decoy_memory=True, clock_memory=True)) == clock
@@ -311,7 +311,7 @@ def test_the_clock_counts_this_episodes_steps_in_training_evaluation_and_episode
             seen.append(float(x[0, -1]))
             return torch.zeros(x.shape[0], dtype=torch.int64), None, None
 
-    act = agent_act(Recorder(memory=clock), None, greedy=True)
+    act = make_act(Recorder(memory=clock))
     for t in (0, 1, 2, 0, 1):
         act(torch.zeros(1, OBS_DIM), t)
     assert seen == pytest.approx([0.0, 0.01, 0.02, 0.0, 0.01])

@@ -6,9 +6,8 @@ import torch
 from helpers import train_cfg
 
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
-from workflow_rl.rl.evaluate import agent_act
 from workflow_rl.rl.memory import Memory
-from workflow_rl.rl.planning.planner import PlanConfig, agent_acting
+from workflow_rl.rl.planning.planner import PlanConfig, make_act
 from workflow_rl.rl.ppo import Agent, PPOConfig, opening_action, opening_at
 from workflow_rl.rl.trainer import Trainer
 
@@ -54,7 +53,7 @@ def test_a_run_with_an_opening_saves_it_and_the_loaded_agent_plays_it(tmp_path):
     t.run()
     agent = agent_from_checkpoint(load_checkpoint(tmp_path / "checkpoints" / "latest.pt"), "cpu")
     assert agent.opening == OPENING
-    act = agent_act(agent, None, greedy=True)
+    act = make_act(agent)
     obs = torch.zeros(3, 52)
     assert [int(act(obs, s)[0]) for s in range(3)] == list(OPENING)
     with torch.no_grad():
@@ -66,7 +65,7 @@ def test_a_run_with_an_opening_saves_it_and_the_loaded_agent_plays_it(tmp_path):
 def test_the_planner_plays_the_opening_before_it_plans(plan):
     torch.manual_seed(0)
     agent = Agent((8,), Memory(decoys=True, masked=True), OPENING).eval()
-    act = agent_acting(agent, None, plan, seed=1, episode_length=10)
+    act = make_act(agent, plan, seed=1, episode_length=10)
     obs = np.zeros(52, np.float32)
     assert [act(obs, t) for t in range(3)] == list(OPENING)
     assert 0 <= act(obs, 3) < 145

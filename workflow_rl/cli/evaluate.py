@@ -40,10 +40,11 @@ def _typed_none(args) -> bool:
 
 def _policies(args, workflow, lengths: list[int], per_env: bool = False):
     """{mode: acting function}, the label, and the workflow (a checkpoint's own unless --workflow is given); with
-    ``per_env`` (a list of workflows) each mode's value is ``make_act(encodings)`` instead, for
+    ``per_env`` (a list of workflows) each mode's value is ``act_for(encodings)`` instead, for
     ``evaluate_workflows``. The planned mode's value is {length: acting function}, one per episode length in
     ``lengths``: the planner is told each cell's length (``evaluate_cells`` plays each length's own episodes)."""
-    from workflow_rl.rl.evaluate import agent_act, greedy_workflow_act, scripted_act
+    from workflow_rl.rl.evaluate import greedy_workflow_act, scripted_act
+    from workflow_rl.rl.planning.planner import make_act
     from workflow_rl.workflow import is_workflow_list
 
     plan = plan_settings(args)
@@ -82,20 +83,18 @@ def _policies(args, workflow, lengths: list[int], per_env: bool = False):
     gen = torch.Generator().manual_seed(args.seed)   # on the CPU on any --device: the same draws (sample_actions)
     if per_env:
         modes = ["greedy", "sampled"] if args.mode == "both" else [args.mode]
-        return {m: (lambda enc, m=m: agent_act(agent, None, greedy=m == "greedy", generator=gen, encodings=enc))
+        return {m: (lambda enc, m=m: make_act(agent, greedy=m == "greedy", generator=gen, encodings=enc))
                 for m in modes}, args.checkpoint, None
     acts = {}
     if args.mode in ("greedy", "both"):
-        acts["greedy"] = agent_act(agent, workflow, greedy=True)
+        acts["greedy"] = make_act(agent, workflow=workflow)
     if args.mode in ("sampled", "both"):
-        acts["sampled"] = agent_act(agent, workflow, greedy=False, generator=gen)
+        acts["sampled"] = make_act(agent, workflow=workflow, greedy=False, generator=gen)
     if plan is not None:
-        from workflow_rl.rl.planning.planner import agent_acting
-
         if agent.device.type != "cpu":
             print(f"note: --plan plans on a CPU copy of the agent (the planner's model is the native engine's CPU "
                   f"kernel); greedy and sampled run on {args.device}", flush=True)
-        acts["planned"] = {L: agent_acting(agent, workflow, plan, args.seed, episode_length=L)
+        acts["planned"] = {L: make_act(agent, plan, args.seed, workflow, episode_length=L)
                            for L in lengths}
     return acts, args.checkpoint, workflow
 
@@ -222,9 +221,9 @@ def _evaluate_workflows(args) -> int:
     check_memory(f"{len(workflows)} workflows x {args.episodes} episodes", _WORKFLOWS_BYTES * len(workflows)
                  * args.episodes * len(reds) * len(lengths) * len(makers), "evaluate fewer --episodes per workflow")
     rows, played = [], []
-    for mode, make_act in makers.items():
+    for mode, act_for in makers.items():
         t0 = time.monotonic()
-        results = evaluate_workflows(make_act, list(workflows), reds, lengths, args.episodes,
+        results = evaluate_workflows(act_for, list(workflows), reds, lengths, args.episodes,
                                      seed=EVAL_SEED if args.episode_seed is None else args.episode_seed,
                                      device=args.device)
         rows += feasible.workflow_rows(results, "native", mode)

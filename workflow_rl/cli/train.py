@@ -64,10 +64,11 @@ def add_train(sub) -> None:
 def _eval_block(agent, workflow, cfg: TrainConfig, args) -> dict:
     """The held-out evaluation of a trained agent, where it is (the run's device), on the engine's device
     (:func:`engine_device`: a CUDA run evaluated on real CybORG is not refused after it has trained)."""
-    from workflow_rl.rl.evaluate import agent_act, evaluate_policy
+    from workflow_rl.rl.evaluate import evaluate_policy
+    from workflow_rl.rl.planning.planner import make_act
 
-    r = evaluate_policy(agent_act(agent, workflow, greedy=not args.eval_sampled), cfg.red_agent, args.eval_length,
-                        args.eval_episodes, engine=args.eval_engine, workflow=workflow,
+    r = evaluate_policy(make_act(agent, workflow=workflow, greedy=not args.eval_sampled), cfg.red_agent,
+                        args.eval_length, args.eval_episodes, engine=args.eval_engine, workflow=workflow,
                         device=engine_device(args.eval_engine, cfg.device),
                         **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, args.eval_engine))
     return {"length": r.length, "episodes": r.episodes, "mean": r.mean, "ci95": r.ci95, "std": r.std,
@@ -78,7 +79,7 @@ def _eval_block(agent, workflow, cfg: TrainConfig, args) -> dict:
 def engine_device(engine: str, device: str) -> str:
     """Where an evaluation's engine runs: the native engine on the run's ``device`` (its CPU or CUDA build), real
     CybORG on the CPU whatever the device. The agent stays on the run's device either way: its acting function
-    moves the observations to it and the actions back (``rl.evaluate.agent_act``)."""
+    moves the observations to it and the actions back (``rl.planning.planner.make_act``)."""
     return device if engine == "native" else "cpu"
 
 

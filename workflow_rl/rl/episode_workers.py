@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
+from workflow_rl.rl.actor import Actor
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS, ComplianceTracker, fix_hosts
 from workflow_rl.rl.memory import Memory
-from workflow_rl.rl.policy import Policy
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
 from workflow_rl.rl.schedule import episode_seed
 
@@ -57,19 +57,19 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
     tracker = ComplianceTracker(1, form=form)
-    policy = Policy(agent, enc)   # the inputs and memory every acting path builds (``rl.policy``)
-    mem = policy.reset(1)
+    actor = Actor.of(agent, encodings=enc)   # the inputs and memory every acting path builds (``rl.actor``)
+    mem = actor.reset(1)
 
     def x_of(o) -> torch.Tensor:
-        return policy.inputs(torch.as_tensor(o, dtype=torch.float32).unsqueeze(0), mem)
+        return actor.inputs(torch.as_tensor(o, dtype=torch.float32).unsqueeze(0), mem)
 
     xs, acts, logps, vals, env_r, align_r = [], [], [], [], [], []
     truncated = False
-    while not truncated:
+    while not truncated:   # no opening to play: --opening is refused with episode workers (``rl.config``)
         x = x_of(obs)
         with torch.inference_mode():
-            a, lp, v = agent.act(x, gen)
-        policy.took(mem, a)
+            a, lp, v = actor.sample(x, gen)
+        actor.took(mem, a)
         obs, r, _term, truncated, info = env.step(int(a.item()))
         al = 0.0
         if rank is not None and bool(fix_hosts(a)[0]):
@@ -82,7 +82,7 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
         env_r.append(float(r))
         align_r.append(al)
     with torch.no_grad():
-        fv = float(agent.value(x_of(obs)).item())
+        fv = float(actor.value(x_of(obs)).item())
     return Trajectory(index, np.stack(xs), np.array(acts), np.array(logps, np.float32), np.array(vals, np.float32),
                       np.array(env_r, np.float32), np.array(align_r, np.float32), fv,
                       float(tracker.compliant.item()), float(tracker.violations.item()), float(tracker.neutral.item()))

@@ -13,14 +13,12 @@ import torch
 
 from workflow_rl.checks import check_episodes
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
+from workflow_rl.rl.actor import ActFn
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.policy import Policy
 from workflow_rl.sim import tables
 from workflow_rl.workflow import Workflow
 
-# act(obs (N,52) float tensor, t) -> actions (N,) int64 tensor
-ActFn = Callable[[torch.Tensor, int], torch.Tensor]
 EVAL_SEED = 20_240_601   # held out: training seeds never reach this stream (see evaluate())
 CAGE2_WINNER = {("B_lineAgent", 30): -3.47, ("B_lineAgent", 50): -6.41, ("B_lineAgent", 100): -13.76,
                 ("RedMeanderAgent", 30): -5.64, ("RedMeanderAgent", 50): -8.69, ("RedMeanderAgent", 100): -16.6}
@@ -189,14 +187,14 @@ def _play_round(env, act: ActFn, seed: int, lengths: list[int], count: bool, ran
     return out
 
 
-def evaluate_workflows(make_act: Callable[[torch.Tensor], ActFn], workflows: list[Workflow], red_agents: list[str],
+def evaluate_workflows(act_for: Callable[[torch.Tensor], ActFn], workflows: list[Workflow], red_agents: list[str],
                        lengths: list[int], episodes: int = 100, engine: str = "native", seed: int = EVAL_SEED,
                        device: str = "cpu", batch: int = 4096, **engine_options) -> list[tuple[str, EvalResult]]:
     """The cells of :func:`evaluate_cells` for many workflows at once: ``episodes`` fresh episodes per workflow and
     red agent, every workflow's episodes in the same vector env, each env under its own workflow (its encoding in
     the policy input, its type ranks for compliance), instead of one evaluation per workflow.
 
-    ``make_act(encodings)``: the acting function for a round whose envs carry ``encodings`` (N, 25). Per red agent
+    ``act_for(encodings)``: the acting function for a round whose envs carry ``encodings`` (N, 25). Per red agent
     the (workflow, episode) pairs are dealt round-robin over the workflows into rounds of up to ``batch`` envs,
     round r seeded ``seed + 7919 r`` as in :func:`evaluate_cells` (so each workflow's episodes are independent of
     the others' count, not paired with them). Returns (workflow codes, result) per red agent, workflow and length,
@@ -218,7 +216,7 @@ def evaluate_workflows(make_act: Callable[[torch.Tensor], ActFn], workflows: lis
                 wf, ep = flat % w_count, flat // w_count
                 take = min(n, total - start)
                 idx = torch.as_tensor(wf, device=device)
-                out = _play_round(env, make_act(enc[idx]), seed + ROUND_STRIDE * round_, lengths, True, ranks[idx],
+                out = _play_round(env, act_for(enc[idx]), seed + ROUND_STRIDE * round_, lengths, True, ranks[idx],
                                   device)
                 for L, cols in out.items():
                     for i, col in enumerate(cols):
@@ -230,27 +228,6 @@ def evaluate_workflows(make_act: Callable[[torch.Tensor], ActFn], workflows: lis
 
 
 # ----------------------------------------------------------------------------------------------------- baselines
-def agent_act(agent, workflow: Workflow | None, greedy: bool, generator: torch.Generator | None = None,
-              encodings: torch.Tensor | None = None) -> ActFn:
-    """Acting function of a trained agent under a workflow (zeros for an unconditioned agent), or with
-    ``encodings`` (N, 25) each env under its own (``evaluate_workflows``); an agent with an episode memory
-    (``--decoy-memory``, ``--red-memory``) keeps it from step ``t`` 0 of each episode on, as in training
-    (``rl.memory``).
-
-    Where it computes: on the agent's device (:attr:`Agent.device`). Observations, the workflow encodings and the
-    memory are put there, and the actions are handed back on the observations' device, so an agent on a GPU acts
-    in a CPU engine and the reverse (with the run's device for both, as the commands load it, nothing moves).
-    The steps are :meth:`Policy.act`'s (``rl.policy``); this keeps the episode's state between calls."""
-    policy, mem = Policy.of(agent, workflow, encodings), None
-
-    def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-        nonlocal mem
-        a, mem = policy.act(obs, mem, t, greedy, generator)
-        return a
-
-    return act
-
-
 def scripted_act(name: str, seed: int = 0) -> ActFn:
     """A scripted policy from :mod:`workflow_rl.policies` as an acting function."""
     from workflow_rl.policies import POLICIES

@@ -112,7 +112,7 @@ def _mlp(inp: int, hidden: tuple[int, ...], out: int, out_std: float) -> nn.Sequ
 class Agent(nn.Module):
     """Actor (77 -> 64 -> 64 -> 145, tanh) and a separate critic (77 -> 64 -> 64 -> 1); more inputs with an
     episode ``memory`` (``rl.memory``); ``opening``: the fixed first actions it was trained with (every acting
-    function plays them through :func:`opening_action`)."""
+    function plays them: ``rl.actor.Actor.play``)."""
 
     def __init__(self, hidden: tuple[int, ...] = (64, 64), memory: Memory = Memory(), opening: tuple[int, ...] = ()):
         super().__init__()
@@ -122,8 +122,8 @@ class Agent(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        """Where the weights are: every acting function moves its inputs here (``rl.policy.Policy``, under
-        ``rl.evaluate.agent_act`` and the planner), so an agent on a GPU is fed from a CPU engine and the reverse."""
+        """Where the weights are: every acting function moves its inputs here (``rl.actor.Actor``, under
+        ``make_act`` and the planner), so an agent on a GPU is fed from a CPU engine and the reverse."""
         return next(self.parameters()).device
 
     def value(self, x: torch.Tensor) -> torch.Tensor:

@@ -147,9 +147,10 @@ def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow
     """The shipped agent ``name`` (``"universal"`` or ``"pretrained:universal"``; an alias: the agent under its
     workflow), or the agent of a checkpoint file ``name``,
     and its workflow (None: unconstrained), on ``device`` (for a user's own loop; :func:`load_agent` underneath).
-    Acting: wrap it with :func:`workflow_rl.rl.evaluate.agent_act` (it keeps the episode memory of an agent trained
-    with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one trained with it), or
-    ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)`` for one without either."""
+    Acting: pass it (or just its name) to :func:`workflow_rl.rl.planning.planner.make_act` (it keeps the episode
+    memory of an agent trained with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one
+    trained with it), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)`` for one
+    without either."""
     spec = name if name.startswith(PREFIX) or Path(name).is_file() else PREFIX + name
     agent, ck = load_agent(spec, device)
     alias = alias_of(spec)

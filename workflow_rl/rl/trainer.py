@@ -43,14 +43,15 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
+from workflow_rl.rl.actor import Actor
 from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save
 from workflow_rl.rl.compliance import ComplianceTracker, WorkflowWindow
 from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig, divergence_message
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
-from workflow_rl.rl.memory import Memory, forget, policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim, opening_at
+from workflow_rl.rl.memory import Memory
+from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
@@ -114,7 +115,10 @@ class BatchedTrainer:
             self.obs, self.access = self.stepper.reset(seed=cfg.seed)
         self.snapshots = self.stepper is not None and self.stepper.snapshots
         """whether the engine's state can be checkpointed mid-episode (the native engines, not real CybORG)."""
-        self.wf_enc = torch.zeros((self.q, self.n, WORKFLOW_DIM), device=self.device)
+        self.actor = Actor.of(self.agents, encodings=torch.zeros((self.q, self.n, WORKFLOW_DIM), device=self.device),
+                              opening=cfg.ppo.opening)
+        """how every env acts: the stack's members, each env's workflow encoding (``wf_enc``) and the run's
+        opening; its inputs, memory and opening steps are those of every other acting path (``rl.actor``)."""
         self.rank = torch.arange(5, device=self.device).repeat(total, 1)
         self.wf_id = torch.full((total,), -1, dtype=torch.int64, device=self.device)
         """per env, the index (``Workflow.index``) of the workflow its episode plays, -1 for plain PPO: with
@@ -123,7 +127,7 @@ class BatchedTrainer:
         self.lam = torch.zeros(total, dtype=torch.float64, device=self.device)   # alignment lambda per env
         self.ep_env_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
         self.ep_align_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
-        self.mem = self.memory.blank(total, self.device)
+        self.mem = self.actor.reset(total)
         """per env, its episode memory (``--decoy-memory``, ``--red-memory``; ``rl.memory``), or None."""
         self.global_step = 0
         self.slots: list[Slot | None] = [None] * self.q
@@ -133,6 +137,12 @@ class BatchedTrainer:
         """runs ``_segment``: replayed as one CUDA graph per shape with ``--cuda-graphs`` on the CUDA engine."""
 
     # ------------------------------------------------------------------------------------------------ slots
+    @property
+    def wf_enc(self) -> torch.Tensor:
+        """(Q, n, 25): each env's workflow encoding, the actor's (written in place when an env's workflow
+        changes)."""
+        return self.actor.encoding
+
     def free_slots(self) -> list[int]:
         return [k for k, s in enumerate(self.slots) if s is None]
 
@@ -320,11 +330,6 @@ class BatchedTrainer:
         s.claim, s.waiting, s.stop_reason = s.total_episodes, False, "budget"
         self.save(k)
 
-    def _x(self, obs: torch.Tensor) -> torch.Tensor:
-        """The policy input of every env, (Q, n, ...): observation, workflow encoding and the episode memory."""
-        mem = None if self.mem is None else self.mem.view(self.q, self.n, -1)
-        return policy_input(obs.view(self.q, self.n, -1), self.wf_enc, mem)
-
     def _collect(self, steps: int, active: np.ndarray):
         """``steps`` steps of every env: the rollout (each field (Q, steps * n, ...)), the mask of each slot's
         training rows (its first ``active[k]`` envs) and each slot's finished episodes."""
@@ -333,7 +338,7 @@ class BatchedTrainer:
         # host without reading the device
         ends = tuple(t for t in range(steps) if (self.global_step + t + 1) % c.episode_length == 0)
         # likewise the steps the opening plays (--opening): each env's step of its episode is known on the host
-        forced = tuple(opening_at(c.ppo.opening, (self.global_step + t) % c.episode_length) for t in range(steps))
+        forced = tuple(self.actor.forced((self.global_step + t) % c.episode_length) for t in range(steps))
         b = self._buffers(steps, len(ends))
         self._next_workflows(b, ends)
         self.segments.run((steps, ends, forced), self._segment, b, ends, forced)
@@ -402,11 +407,11 @@ class BatchedTrainer:
         b["final_value"].zero_()
         b["ends"].zero_()
         with torch.no_grad():
-            params = self.agents.params()
-            x = self._x(self.obs)
+            params, actor = self.agents.params(), self.actor
+            x = actor.inputs(self.obs, self.mem)   # the memory saw self.obs at the last step: seeing it again is a no-op
             for t in range(b["x"].shape[0]):
-                a, logp, v = self.agents.act(x, self.gen, params)
-                played = a if forced[t] is None else torch.full_like(a, forced[t])
+                a, logp, v = actor.sample(x, self.gen, params)
+                played = actor.play(a, forced[t])
                 out = self.stepper.step(played.reshape(total))
                 # an episode with no workflow (plain PPO, a mixture's --none-share) earns no alignment reward
                 lam = torch.where(self.wf_id >= 0, self.lam, 0.0)
@@ -416,14 +421,13 @@ class BatchedTrainer:
                 b["reward"][t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
                 self.ep_env_ret += r_env
                 self.ep_align_ret += align
-                self.memory.took(self.mem, played.reshape(total))
+                actor.took(self.mem, played.reshape(total))
                 obs = out.obs.to(self.device)
                 if t in ends:
                     trunc = out.truncated.to(self.device)
                     final_obs = torch.where(trunc.unsqueeze(1), out.final_obs.to(self.device), obs)
-                    self.memory.saw(self.mem, final_obs)
                     # bootstrap the time-limit end with the value of the episode's last observation
-                    b["final_value"][t] = self.agents.value(self._x(final_obs), params)
+                    b["final_value"][t] = actor.value(actor.inputs(final_obs, self.mem), params)
                     b["ends"][t] = trunc.view(q, n)
                     e = ends.index(t)
                     rec = b["ended"][e]
@@ -433,16 +437,15 @@ class BatchedTrainer:
                     tr.clear(trunc)
                     self.ep_env_ret.masked_fill_(trunc, 0)
                     self.ep_align_ret.masked_fill_(trunc, 0)
-                    forget(self.mem, trunc)
+                    actor.forget(self.mem, trunc)
                     # the new episodes' workflows (every env's episode ends here: fixed length, common start)
                     self.wf_enc.copy_(b["next_enc"][e])
                     self.rank.copy_(b["next_rank"][e])
                     self.wf_id.copy_(b["next_id"][e])
-                self.memory.saw(self.mem, obs)
-                x = self._x(obs)   # the next step's input: after a new episode's memory reset
+                x = actor.inputs(obs, self.mem)   # the next step's input: after a new episode's memory reset
                 self.obs.copy_(out.obs)
                 self.access.copy_(out.access)
-            b["last_value"].copy_(self.agents.value(x, params))
+            b["last_value"].copy_(actor.value(x, params))
 
     def _hand_over(self, ended: torch.Tensor, active: np.ndarray, finished: list[dict]) -> None:
         """Hand the episodes recorded in ``ended`` (one episode end of a rollout) to their slots (active envs only)."""

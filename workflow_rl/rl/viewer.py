@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
+from workflow_rl.rl.actor import ActFn
 from workflow_rl.rl.compliance import ComplianceTracker, ratio, target_types
-from workflow_rl.rl.evaluate import ActFn
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
 

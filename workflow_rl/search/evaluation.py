@@ -12,7 +12,8 @@ import numpy as np
 
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.pretrained import starting_weights
-from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, agent_act, evaluate_policy
+from workflow_rl.rl.evaluate import EVAL_SEED, across_seeds, evaluate_policy
+from workflow_rl.rl.planning.planner import make_act
 from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.rl.trainer import Trainer
 from workflow_rl.search.config import SearchConfig
@@ -75,7 +76,7 @@ def evaluate_record(cfg: SearchConfig, p: Proposal, agents: list, summaries: lis
     (the best seed's if none complied)."""
     wf = Workflow.parse(p.workflow)
     device = cfg.train.device
-    evs = [evaluate_policy(agent_act(a, wf, greedy=True), cfg.train.red_agent, cfg.eval_length, cfg.eval_episodes,
+    evs = [evaluate_policy(make_act(a, workflow=wf), cfg.train.red_agent, cfg.eval_length, cfg.eval_episodes,
                            engine="native", seed=EVAL_SEED, workflow=wf, device=device) for a in agents]
     statuses = [seed_status(cfg, p, s["stop_reason"]) for s in summaries]
     status = ("compliant" if all(x == "compliant" for x in statuses) else

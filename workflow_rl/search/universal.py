@@ -27,7 +27,8 @@ import math
 from pathlib import Path
 
 from workflow_rl.rl.checkpoint import load_checkpoint
-from workflow_rl.rl.evaluate import EVAL_SEED, agent_act, evaluate_workflows
+from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_workflows
+from workflow_rl.rl.planning.planner import make_act
 from workflow_rl.rl.pretrained import PREFIX, load_agent, read_spec, spec_file, starting_weights
 from workflow_rl.search.multifidelity import Observations, fit, posterior_high
 from workflow_rl.search.gp import seed_noise
@@ -130,7 +131,7 @@ def compute_screen(checkpoint: Path, settings, device: str) -> list[Screened]:
     engine on ``device`` (the search's)."""
     agent, _ = load_agent(checkpoint, device)
     greedy = settings.mode == "greedy"
-    results = evaluate_workflows(lambda enc: agent_act(agent, None, greedy=greedy, encodings=enc),
+    results = evaluate_workflows(lambda enc: make_act(agent, greedy=greedy, encodings=enc),
                                  list(all_workflows()), [settings.red_agent], [settings.length], settings.episodes,
                                  engine=settings.engine, seed=settings.seed, device=device)
     return [Screened(workflow=w, observed_reward=r.mean, observed_ci95=r.ci95, eval_compliance=r.compliance,

@@ -9,7 +9,7 @@ import torch
 from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.memory import policy_input
-from workflow_rl.rl.planning.planner import PlanConfig, Planner, agent_acting, make_act, play_true_state
+from workflow_rl.rl.planning.planner import PlanConfig, Planner, make_act, play_true_state
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables as T
 from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
@@ -21,6 +21,12 @@ TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
 @pytest.fixture(scope="module")
 def cage2():
     return pretrained.load("pretrained:cage2")
+
+
+def _act(cage2, plan=None, **kw):
+    """``make_act`` of the loaded agent and workflow ``cage2``."""
+    agent, wf = cage2
+    return make_act(agent, plan, workflow=wf, **kw)
 
 
 def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
@@ -52,14 +58,14 @@ def test_planning_is_deterministic_with_a_seed(cage2):
 
 
 def test_no_search_is_the_greedy_policy(cage2):
-    greedy = _actions(agent_acting(*cage2))[0]
+    greedy = _actions(_act(cage2))[0]
     for cfg in (PlanConfig(particles=4, top_k=1, fix_candidates=0), PlanConfig(particles=4, horizon=0)):
-        assert np.array_equal(_actions(agent_acting(*cage2, cfg))[0], greedy)
+        assert np.array_equal(_actions(_act(cage2, cfg))[0], greedy)
 
 
 def test_a_batch_acts_as_its_envs_one_by_one(cage2):
-    batch, _ = _actions(agent_acting(*cage2, TINY, seed=2), n=3, steps=12, batched=True)
-    first, _ = _actions(agent_acting(*cage2, TINY, seed=2), n=1, steps=12, batched=True)
+    batch, _ = _actions(_act(cage2, TINY, seed=2), n=3, steps=12, batched=True)
+    first, _ = _actions(_act(cage2, TINY, seed=2), n=1, steps=12, batched=True)
     assert np.array_equal(batch[:1], first)          # env 0 of a batch is what a one-env harness gets
     assert batch.shape == (3, 12) and ((batch >= 0) & (batch < T.N_ACTIONS)).all()
 
@@ -96,7 +102,7 @@ def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
     monkeypatch.setattr(planner_module.sim, "step", counting_step)
     opening = len(cage2[0].opening)
     length = opening + 6
-    act = agent_acting(*cage2, dataclasses.replace(TINY, fix_candidates=0), seed=1, episode_length=length)
+    act = _act(cage2, dataclasses.replace(TINY, fix_candidates=0), seed=1, episode_length=length)
     env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
     obs, _ = env.reset(seed=8)
     for t in range(length):
@@ -111,16 +117,16 @@ def test_rollouts_stop_at_the_episode_end(cage2, monkeypatch):
 def test_a_length_beyond_the_horizon_changes_nothing(cage2):
     """While the episode has at least ``horizon`` steps left, the planner told its length chooses bit for bit
     what the planner that is not told chooses (same seed); only the last horizon - 1 steps may differ."""
-    unknown = _actions(agent_acting(*cage2, TINY, seed=5), steps=30)[0]
-    assert np.array_equal(_actions(agent_acting(*cage2, TINY, seed=5, episode_length=100), steps=30)[0], unknown)
-    short = _actions(agent_acting(*cage2, TINY, seed=5, episode_length=30), steps=30)[0]
+    unknown = _actions(_act(cage2, TINY, seed=5), steps=30)[0]
+    assert np.array_equal(_actions(_act(cage2, TINY, seed=5, episode_length=100), steps=30)[0], unknown)
+    short = _actions(_act(cage2, TINY, seed=5, episode_length=30), steps=30)[0]
     assert np.array_equal(short[:, :27], unknown[:, :27])   # t <= 26: 30 - t >= horizon 4
 
 
 @pytest.mark.parametrize("length", [0, -3, 2.5, "100"])
 def test_a_bad_episode_length_is_one_value_error(cage2, length):
     with pytest.raises(ValueError, match="episode_length must be"):
-        agent_acting(*cage2, TINY, episode_length=length)
+        _act(cage2, TINY, episode_length=length)
 
 
 def test_evaluate_cells_plays_each_length_with_its_own_acting_function(cage2):
@@ -128,11 +134,11 @@ def test_evaluate_cells_plays_each_length_with_its_own_acting_function(cage2):
     (greedy), the cells of the one shared 100-step run."""
     from workflow_rl.rl.evaluate import evaluate_cells
 
-    shared = evaluate_cells(agent_acting(*cage2), ["meander"], [5, 9], 6, batch=4)
-    per_length = evaluate_cells({L: agent_acting(*cage2) for L in (5, 9)}, ["meander"], [5, 9], 6, batch=4)
+    shared = evaluate_cells(_act(cage2), ["meander"], [5, 9], 6, batch=4)
+    per_length = evaluate_cells({L: _act(cage2) for L in (5, 9)}, ["meander"], [5, 9], 6, batch=4)
     assert [(r.mean, r.std) for r in per_length] == [(r.mean, r.std) for r in shared]
     with pytest.raises(ValueError, match=r"no acting function for the episode length\(s\) \[9\]"):
-        evaluate_cells({5: agent_acting(*cage2)}, ["meander"], [5, 9], 2)
+        evaluate_cells({5: _act(cage2)}, ["meander"], [5, 9], 2)
 
 
 def test_fix_candidates_are_the_fixes_the_belief_points_at():
@@ -169,7 +175,7 @@ def test_the_planner_scores_the_belief_s_fixes_beside_the_policy_s_choices(cage2
 @pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
 def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):
     cfg = PlanConfig(particles=1, top_k=3, horizon=25, rollouts=8)
-    greedy = _actions(agent_acting(*cage2), red, 16, 100, 77, batched=True)[1]
+    greedy = _actions(_act(cage2), red, 16, 100, 77, batched=True)[1]
     planned = play_true_state(*cage2, cfg, red, episodes=16, steps=100, seed=77)
     diff = planned - greedy
     half = 1.96 * diff.std(ddof=1) / math.sqrt(len(diff))
@@ -289,6 +295,6 @@ def test_the_belief_steps_the_engine_the_planner_rolls_out(cage2):
     env = NativeVectorEnv(2, T.RED_BLINE, 100, seed=3)
     obs, _ = env.reset(seed=3)
     for bugs in (True, False):
-        act = agent_acting(*cage2, TINY, seed=1, official_bugs=bugs)
+        act = _act(cage2, TINY, seed=1, official_bugs=bugs)
         act(obs, 0)
         assert [b.config.official_bugs for b in act.beliefs()] == [bugs, bugs]

@@ -16,7 +16,6 @@ only what blue sees, so the environment is whatever calls it, and the native eng
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -26,7 +25,8 @@ from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBel
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED
-from workflow_rl.rl.policy import Policy
+from workflow_rl.rl.ppo import Agent
+from workflow_rl.rl.actor import ActFn, Actor
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
@@ -137,8 +137,7 @@ class Planner:
     def __init__(self, agent, workflow: Workflow | None, config: PlanConfig = PlanConfig(), seed: int = 0,
                  official_bugs: bool = True):
         self.config = config.validate()
-        self.policy = Policy.of(on_cpu(agent), workflow)   # the policy it plans with and rolls out, on the CPU
-        self.agent = self.policy.agent
+        self.actor = Actor.of(on_cpu(agent), workflow)   # the policy it plans with and rolls out, on the CPU
         self.seed = check_seed("seed", seed)
         self.official_bugs = official_bugs
         self.rank = torch.as_tensor(workflow.rank) if workflow else None
@@ -156,8 +155,7 @@ class Planner:
         and not on steps a 30-step episode never plays."""
         cfg = self.config
         horizon = cfg.horizon if steps_left is None else min(cfg.horizon, check_int("steps_left", steps_left, 1))
-        with torch.no_grad():
-            logits = self.agent.logits(x)[0]
+        logits = self.actor.logits(x)[0]
         k = min(cfg.top_k, int((logits > MASKED / 2).sum()))   # never a masked (impossible) decoy
         cands = torch.topk(logits, k).indices.numpy()
         if cfg.fix_candidates:
@@ -198,7 +196,7 @@ class Planner:
         (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
         n = len(first)
         b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
-        policy = self.policy
+        actor = self.actor
         m = None if mem is None else mem.expand(n, -1).clone()
         obs = torch.from_numpy(b.obs)
         a = torch.from_numpy(first)
@@ -206,15 +204,14 @@ class Planner:
         ret, discount = np.zeros(n), 1.0
         for h in range(horizon):
             if h:
-                a = policy.greedy(policy.inputs(obs, m))
-            policy.took(m, a)
+                a = actor.greedy(actor.inputs(obs, m))
+            actor.took(m, a)
             sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
             ret += discount * b.reward
             discount *= cfg.gamma
         if cfg.value_scale > 0 and bootstrap:
-            x = policy.inputs(obs, m)
             with torch.no_grad():
-                ret += discount * cfg.value_scale * self.agent.value(x).numpy()
+                ret += discount * cfg.value_scale * actor.value(actor.inputs(obs, m)).numpy()
         return ret
 
 
@@ -230,9 +227,6 @@ def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]
     return [a for _, a in sorted(scored, key=lambda pa: (-pa[0], pa[1]))[:m]]
 
 
-ActFn = Callable[[object, int], object]
-
-
 def on_cpu(agent):
     """``agent`` if it is on the CPU, else a CPU copy of it (the caller's agent stays where it is). The planner
     computes on the CPU: its model is the native engine's CPU kernel, its particles and rollout buffers are numpy
@@ -246,67 +240,122 @@ def on_cpu(agent):
     return copy.deepcopy(agent).to("cpu")
 
 
-def agent_acting(agent, workflow: Workflow | None, plan: PlanConfig | None = None, seed: int = 0,
-                 official_bugs: bool = True, episode_length: int | None = None) -> ActFn:
-    """``act(obs, t)`` of a loaded agent, greedy (``plan`` None) or planned. ``obs`` is one observation (52,) --
-    then ``act`` returns an int -- or a batch (N, 52) of independent envs -- then an (N,) int64 tensor; numpy, torch
-    or a list (a torch batch on a GPU gets its actions back on that GPU: the agent acts on a CPU copy,
-    :func:`on_cpu`). ``t`` is the step within the episode: call it at every step, ``t`` 0 first (it starts the
-    episode's memory and belief); the action it returns is the one the belief assumes blue took.
-    ``episode_length``: the steps every episode has, when the harness knows it (CAGE2's cells: 30, 50 or 100); the
-    planner then plays only the steps left (``t`` must stay below it). None: unknown, rollouts play their full
-    horizon. The greedy policy does not use it (it never sees the length)."""
+def make_act(name: str | Agent = "pretrained:universal", plan: PlanConfig | None = None, seed: int = 0,
+             workflow: Workflow | None = None, episode_length: int | None = None, *, greedy: bool = True,
+             generator: torch.Generator | None = None, encodings: torch.Tensor | None = None,
+             official_bugs: bool = True) -> ActFn:
+    """``act(obs, t)``, the one way to act with a trained agent: ``name`` a shipped agent (``pretrained:NAME``), a
+    checkpoint file (both loaded on the CPU) or a loaded :class:`Agent` (it acts where it is). Greedy by default;
+    ``greedy=False`` samples with ``generator`` (None: torch's global one; give a seeded generator for repeatable
+    draws); with ``plan`` the planner chooses (greedy only, on a CPU copy of the agent: :func:`on_cpu`; ``seed``
+    seeds its draws). ``workflow`` overrides the agent's own; ``encodings`` (N, 25) instead gives each env of an
+    N-env batch its own workflow (not planned). ``episode_length``: the steps every episode has, when the harness
+    knows it (CAGE2's cells: 30, 50 or 100); the planner then plays only the steps left (``t`` must stay below
+    it). None: unknown, rollouts play their full horizon; greedy and sampled play never see it.
+
+    ``obs`` is one observation (52,) -- then ``act`` returns an int -- or a batch (N, 52) of independent envs --
+    then an (N,) int64 tensor on ``obs``'s device; numpy, torch or a list. ``t`` is the step within the episode:
+    call it at every step, ``t`` 0 first (it starts the episode's memory and belief); the action it returns is the
+    one the memory and belief assume blue played. E.g. driving real CybORG through its ``ChallengeWrapper``
+    (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
+
+        act = make_act("pretrained:universal", PlanConfig(), episode_length=100)
+        obs = wrapper.reset()
+        for t in range(100):
+            obs, reward, done, info = wrapper.step(act(obs, t))
+    """
+    if isinstance(name, str):
+        from workflow_rl import threads
+        from workflow_rl.rl import pretrained
+
+        threads.configure()   # one env at a time: one thread (``workflow_rl.threads``; WORKFLOW_RL_THREADS overrides)
+        agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
+        workflow = workflow or own
+    else:
+        agent = name
     if episode_length is not None:
         check_episode_length("episode_length", episode_length)
-    planner = Planner(agent, workflow, plan, seed, official_bugs) if plan is not None else None
-    # it acts on the CPU, planned or greedy; a batch comes back on its own device
-    policy = planner.policy if planner is not None else Policy.of(on_cpu(agent), workflow)
+    if plan is None:
+        return _acting(Actor.of(agent, workflow, encodings), greedy, generator, episode_length)
+    if not greedy or encodings is not None:
+        raise ValueError("a planned act is greedy and plans under one workflow: drop greedy=False and encodings, "
+                         "or plan=None")
+    return _planned(Planner(agent, workflow, plan, seed, official_bugs), plan, seed, official_bugs, episode_length)
+
+
+def _acting(actor: Actor, greedy: bool, generator: torch.Generator | None, episode_length: int | None) -> ActFn:
+    """:func:`make_act`'s greedy or sampled ``act``: :meth:`Actor.act` on the actor's device, carrying the
+    episode's memory from call to call."""
+    st = {"mem": None}
+
+    def act(obs, t: int):
+        t = _check_call(t, episode_length)
+        o = _observations(obs)
+        a, st["mem"] = actor.act(o, st["mem"], t, greedy, generator)
+        return int(a[0]) if np.ndim(obs) == 1 else a
+
+    return act
+
+
+def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
+             episode_length: int | None) -> ActFn:
+    """:func:`make_act`'s planned ``act``: the planner's choice per env from its own particle belief, on the CPU
+    (a batch on a GPU gets its actions back there)."""
+    actor = planner.actor
     st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
 
     def act(obs, t: int):
-        t = check_step(t)
-        if episode_length is not None and not 0 <= t < episode_length:
-            raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
-                             f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
+        t = _check_call(t, episode_length)
         where = obs.device if isinstance(obs, torch.Tensor) else None   # a GPU engine's batch: read on the CPU
-        obs = obs.detach().cpu() if where is not None else obs
-        o = torch.as_tensor(check_observation(obs))
-        single = np.ndim(obs) == 1
+        o = _observations(obs).cpu()
         n = o.shape[0]
         if t == 0 or st["n"] != n:   # a new episode (or a new batch): blank memory, beliefs at the start state
-            if planner is not None and len(st["beliefs"]) != n:
+            if len(st["beliefs"]) != n:
                 plan.check_memory(n)   # a belief per env of the batch
-            st["n"], st["mem"] = n, policy.reset(n)
+            st["n"], st["mem"] = n, actor.reset(n)
             st["episode"] += 1
-            if planner is not None:
-                if len(st["beliefs"]) == n:
-                    for b in st["beliefs"]:
-                        b.reset()   # the next episode's particles: the belief's own next stream
-                else:
-                    st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), _sub_seed(seed, i))
-                                     for i in range(n)]
-        elif planner is not None:
+            if len(st["beliefs"]) == n:
+                for b in st["beliefs"]:
+                    b.reset()   # the next episode's particles: the belief's own next stream
+            else:
+                st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), _sub_seed(seed, i)) for i in range(n)]
+        else:
             for i, b in enumerate(st["beliefs"]):
                 b.update(int(st["last"][i]), o[i].numpy())
         mem = st["mem"]
-        x = policy.inputs(o, mem)
-        forced = policy.forced(t)
-        if forced is not None:   # the agent's opening: nothing to plan
-            a = torch.full((n,), forced, dtype=torch.int64)
-        elif planner is None:
-            a = policy.greedy(x)
-        else:
-            a = torch.as_tensor([planner.choose(b.state, b.access, b.weights, x[i:i + 1],
-                                                None if mem is None else mem[i:i + 1],
-                                                (i, st["episode"], t),
-                                                None if episode_length is None else episode_length - t).action
-                                 for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
-        policy.took(mem, a)
+        x = actor.inputs(o, mem)
+        forced = actor.forced(t)
+        a = torch.full((n,), forced, dtype=torch.int64) if forced is not None else torch.as_tensor(
+            [planner.choose(b.state, b.access, b.weights, x[i:i + 1], None if mem is None else mem[i:i + 1],
+                            (i, st["episode"], t), None if episode_length is None else episode_length - t).action
+             for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
+        actor.took(mem, a)
         st["last"] = a.numpy().copy()
-        return int(a[0]) if single else a if where is None else a.to(where)
+        return int(a[0]) if np.ndim(obs) == 1 else a if where is None else a.to(where)
 
     act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
     return act
+
+
+def _check_call(t, episode_length: int | None) -> int:
+    """``t`` checked (:func:`check_step`) and, when the episode's length is known, below it."""
+    t = check_step(t)
+    if episode_length is not None and not 0 <= t < episode_length:
+        raise ValueError(f"act was called at step t={t} of an episode of episode_length={episode_length}: "
+                         f"t counts 0..{episode_length - 1} (pass the harness's own episode length)")
+    return t
+
+
+def _observations(obs) -> torch.Tensor:
+    """``obs`` as an (N, 52) float tensor: checked by :func:`check_observation` (a CPU copy), except a batch
+    already on a GPU, whose shape alone is checked (reading its bits back each step would stall the device)."""
+    if isinstance(obs, torch.Tensor) and obs.device.type != "cpu":
+        width = 4 * T.N_HOSTS
+        if obs.dim() not in (1, 2) or obs.shape[-1] != width or obs.numel() == 0:
+            raise ValueError(f"act takes one observation of shape ({width},) or a batch (N, {width}), got shape "
+                             f"{tuple(obs.shape)}")
+        return obs.reshape(-1, width).float()
+    return torch.as_tensor(check_observation(obs.detach().cpu() if isinstance(obs, torch.Tensor) else obs))
 
 
 def check_observation(obs) -> np.ndarray:
@@ -343,26 +392,6 @@ def _sub_seed(seed: int, i: int) -> int:
     return int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def make_act(name: str = "pretrained:universal", plan: PlanConfig | None = None, seed: int = 0,
-             workflow: Workflow | None = None, episode_length: int | None = None) -> ActFn:
-    """The acting function of a shipped agent (``pretrained:NAME``) or checkpoint file, greedy or, with ``plan``,
-    planned (see :func:`agent_acting`); ``workflow`` overrides the agent's own; ``episode_length``, when the
-    harness knows it, lets the planner stop its rollouts at the episode's end. E.g. driving real CybORG through
-    its ``ChallengeWrapper`` (52-bit observations, integer actions 0..144; ``envs.cyborg.CybORGEnv`` is one)::
-
-        act = make_act("pretrained:universal", PlanConfig(), episode_length=100)
-        obs = wrapper.reset()
-        for t in range(100):
-            obs, reward, done, info = wrapper.step(act(obs, t))
-    """
-    from workflow_rl import threads
-    from workflow_rl.rl import pretrained
-
-    threads.configure()   # one env at a time: one thread (``workflow_rl.threads``; WORKFLOW_RL_THREADS overrides)
-    agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
-    return agent_acting(agent, workflow or own, plan, seed, episode_length=episode_length)
-
-
 def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
                     seed: int, planner_seed: int = 0) -> np.ndarray:
     """(episodes,) returns over ``steps`` native steps of the planner given the true state as its one particle
@@ -372,18 +401,18 @@ def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: i
     from workflow_rl.envs.native_env import NativeVectorEnv
 
     planner = Planner(agent, workflow, config, planner_seed)
-    policy = planner.policy
+    actor = planner.actor
     env = NativeVectorEnv(episodes, red, max(steps, 1), seed=seed)
     obs, info = env.reset(seed=seed)
-    access, mem, ret = info["red_access"], policy.reset(episodes), np.zeros(episodes)
+    access, mem, ret = info["red_access"], actor.reset(episodes), np.zeros(episodes)
     for t in range(steps):
-        x = policy.inputs(torch.as_tensor(obs), mem)
+        x = actor.inputs(torch.as_tensor(obs), mem)
         truth = env.sim_state()
-        forced = policy.forced(t)
+        forced = actor.forced(t)
         a = torch.full((episodes,), forced, dtype=torch.int64) if forced is not None else torch.as_tensor(
             [planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
                             None if mem is None else mem[i:i + 1], (i, t)).action for i in range(episodes)])
-        policy.took(mem, a)
+        actor.took(mem, a)
         obs, r, _, _, info = env.step(a.numpy())
         access, ret = info["red_access"], ret + r
     return ret

@@ -1,25 +1,25 @@
-"""``rl.policy.Policy``, the one owner of acting: its state is the caller's, so one policy serves many batches."""
+"""``rl.actor.Actor``, the one owner of acting: its state is the caller's, so one actor serves many batches."""
 import numpy as np
 import torch
 
 from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.rl import pretrained
-from workflow_rl.rl.evaluate import agent_act
-from workflow_rl.rl.policy import Policy
+from workflow_rl.rl.actor import Actor
+from workflow_rl.rl.planning.planner import make_act
 from workflow_rl.sim import tables as T
 
 
-def test_one_policy_plays_two_batches_as_two_acting_functions_do():
-    """Two batches (3 and 2 envs, different episodes) stepped in turn through one Policy, each with its own state,
-    play what two separate ``agent_act`` functions play: nothing of one episode leaks into the other (the shipped
+def test_one_actor_plays_two_batches_as_two_acting_functions_do():
+    """Two batches (3 and 2 envs, different episodes) stepped in turn through one Actor, each with its own state,
+    play what two separate ``make_act`` functions play: nothing of one episode leaks into the other (the shipped
     agent has decoy memory, masking and an opening)."""
     agent, wf = pretrained.load("pretrained:cage2-opening")
     assert agent.opening and agent.memory.dim
-    policy = Policy.of(agent, wf)
+    policy = Actor.of(agent, wf)
     envs = [NativeVectorEnv(n, T.RED_MEANDER, 100, seed=s) for n, s in ((3, 1), (2, 2))]
     obs = [e.reset(seed=s)[0] for e, s in zip(envs, (1, 2))]
     states = [policy.reset(3), policy.reset(2)]
-    refs = [agent_act(agent, wf, greedy=True), agent_act(agent, wf, greedy=True)]
+    refs = [make_act(agent, workflow=wf), make_act(agent, workflow=wf)]
     for t in range(25):
         for i, env in enumerate(envs):
             o = torch.as_tensor(obs[i])
@@ -33,7 +33,7 @@ def test_one_policy_plays_two_batches_as_two_acting_functions_do():
 
 def test_a_new_episode_or_batch_starts_from_blank_memory():
     agent, wf = pretrained.load("pretrained:cage2")
-    policy = Policy.of(agent, wf)
+    policy = Actor.of(agent, wf)
     obs = torch.zeros(4, 4 * T.N_HOSTS)
     _, mem = policy.act(obs, None, 0)
     assert mem.shape == (4, agent.memory.dim)
@@ -42,4 +42,4 @@ def test_a_new_episode_or_batch_starts_from_blank_memory():
     assert torch.equal(policy.reset(2), torch.zeros(2, agent.memory.dim))
     assert policy.device == agent.device and policy.encoding.device == agent.device
     enc = torch.as_tensor(np.stack([wf.encode()] * 3)) if wf else torch.zeros(3, 25)
-    assert Policy.of(agent, encodings=enc).inputs(obs[:3], policy.reset(3)).shape[0] == 3
+    assert Actor.of(agent, encodings=enc).inputs(obs[:3], policy.reset(3)).shape[0] == 3
