@@ -1,5 +1,6 @@
 """``rl.actor.Actor``, the one owner of acting: its state is the caller's, so one actor serves many batches."""
 import numpy as np
+import pytest
 import torch
 
 from workflow_rl.envs.native_env import NativeVectorEnv
@@ -43,3 +44,25 @@ def test_a_new_episode_or_batch_starts_from_blank_memory():
     assert policy.device == agent.device and policy.encoding.device == agent.device
     enc = torch.as_tensor(np.stack([wf.encode()] * 3)) if wf else torch.zeros(3, 25)
     assert Actor.of(agent, encodings=enc).inputs(obs[:3], policy.reset(3)).shape[0] == 3
+
+
+def test_make_act_takes_a_name_or_a_loaded_agent_greedy_sampled_or_planned():
+    """The one acting function: a shipped agent's name and the same agent loaded play alike (one observation gives
+    an int, a batch a tensor); a seeded sampled run repeats; a planned run is greedy under one workflow."""
+    from workflow_rl.rl.planning.planner import PlanConfig
+
+    agent, wf = pretrained.load("pretrained:cage2")
+    env = NativeVectorEnv(3, T.RED_MEANDER, 100, seed=4)
+    obs, _ = env.reset(seed=4)
+    by_name, loaded = make_act("pretrained:cage2"), make_act(agent, workflow=wf)
+    single = make_act(agent, workflow=wf)
+    sampled = [make_act(agent, workflow=wf, greedy=False, generator=torch.Generator().manual_seed(9)) for _ in "ab"]
+    for t in range(12):
+        o = torch.as_tensor(obs)
+        a = loaded(o, t)
+        assert torch.equal(by_name(o, t), a) and single(obs[0], t) == int(a[0])
+        assert torch.equal(sampled[0](o, t), sampled[1](o, t))
+        obs, *_ = env.step(a.numpy())
+    for bad in ({"greedy": False}, {"encodings": torch.zeros(3, 25)}):
+        with pytest.raises(ValueError, match="planned act is greedy"):
+            make_act(agent, PlanConfig(), workflow=wf, **bad)
