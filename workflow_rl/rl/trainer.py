@@ -408,7 +408,8 @@ class BatchedTrainer:
         b["ends"].zero_()
         with torch.no_grad():
             params, actor = self.agents.params(), self.actor
-            x = actor.inputs(self.obs, self.mem)   # the memory saw self.obs at the last step: seeing it again is a no-op
+            # the memory has seen self.obs (the last step's, or a reset's without red activity): seeing it again is a no-op
+            x = actor.inputs(self.obs, self.mem)
             for t in range(b["x"].shape[0]):
                 a, logp, v = actor.sample(x, self.gen, params)
                 played = actor.play(a, forced[t])
