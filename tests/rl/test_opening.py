@@ -5,21 +5,22 @@ import pytest
 import torch
 from helpers import train_cfg
 
+from workflow_rl.rl.actor import Actor
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.planning.planner import PlanConfig, make_act
-from workflow_rl.rl.ppo import Agent, PPOConfig, opening_action, opening_at
+from workflow_rl.rl.ppo import Agent, PPOConfig, opening_at
 from workflow_rl.rl.trainer import Trainer
 
 OPENING = (51, 116, 55)   # two decoys on User2, one on Enterprise0
 
 
-def test_opening_at_and_opening_action():
+def test_opening_at_and_what_an_actor_plays():
     assert [opening_at(OPENING, t) for t in range(5)] == [51, 116, 55, None, None]
     policy = torch.tensor([7, 8])
-    assert opening_action(OPENING, 1, policy).tolist() == [116, 116]
-    assert opening_action(OPENING, 3, policy) is policy
-    assert opening_action((), 0, policy) is policy
+    assert Actor.play(policy, opening_at(OPENING, 1)).tolist() == [116, 116]
+    assert Actor.play(policy, opening_at(OPENING, 3)) is policy
+    assert Actor.play(policy, opening_at((), 0)) is policy
 
 
 def _trainer(tmp_path, **kw):

@@ -164,13 +164,6 @@ def opening_at(opening: tuple[int, ...], t: int) -> int | None:
     return opening[t] if t < len(opening) else None
 
 
-def opening_action(opening: tuple[int, ...], t: int, action: torch.Tensor) -> torch.Tensor:
-    """What every env plays at step ``t`` of its episode: the opening's action while it lasts, else ``action``
-    (the policy's choice)."""
-    forced = opening_at(opening, t)
-    return action if forced is None else torch.full_like(action, forced)
-
-
 def logp_entropy(logits: torch.Tensor, action: torch.Tensor):
     """(log_prob of ``action``, entropy) under categorical ``logits``."""
     logp_all = torch.log_softmax(logits, -1)

@@ -9,9 +9,10 @@ mean return is taken; under a workflow, among the candidates whose chance of bei
 most ``max_violation``. Every candidate is scored on the same particles with the same RNG keys (common random
 numbers), so their difference is not blurred by red's dice.
 
-:func:`make_act` is the one acting API: ``act(obs, t)`` for a shipped agent or checkpoint, greedy or planned, that
-any harness -- the native engine's evaluation, real CybORG, a user's own loop -- drives step by step: it is told
-only what blue sees, so the environment is whatever calls it, and the native engine is only the planner's model.
+:func:`make_act` is the one acting API: ``act(obs, t)`` for a shipped agent, a checkpoint or a loaded agent, greedy,
+sampled or planned, that any harness -- the native engine's evaluation, real CybORG, a user's own loop -- drives step
+by step: it is told only what blue sees, so the environment is whatever calls it, and the native engine is only the
+planner's model.
 """
 from __future__ import annotations
 
