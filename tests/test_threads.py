@@ -1,6 +1,6 @@
-"""The thread policy (issue Q, item 2; ``workflow_rl.threads``): what it picks for the work and the cores, and
-that the override, the command line and the acting API apply it. No timing: the speed it buys is measured by
-benchmarks/studies/shared_machine.py."""
+"""The thread policy (issue Q, item 2; ``workflow_rl.threads``): what it picks for the work and the cores, that
+the override and the command line apply it, and that the acting API (a library call) does not. No timing: the
+speed it buys is measured by benchmarks/studies/shared_machine.py."""
 import numba
 import pytest
 import torch
@@ -52,22 +52,28 @@ def test_overrides_in_order():
         pick(Work(), 2, environ={threads.ENV_VAR: "-2"})
 
 
-def test_the_planner_acts_on_one_thread_on_two_cores(two_cores):
+def test_acting_one_env_gets_one_thread_on_two_cores(two_cores):
+    torch.set_num_threads(2)
+    numba.set_num_threads(2)
+    threads.configure()   # what a command (or a caller of make_act that wants the policy) applies
+    assert (torch.get_num_threads(), numba.get_num_threads()) == (1, 1)
+
+
+def test_the_environment_override_wins(two_cores, monkeypatch):
+    monkeypatch.setenv(threads.ENV_VAR, "2")
+    torch.set_num_threads(1)
+    threads.configure()
+    assert torch.get_num_threads() == 2
+
+
+def test_make_act_leaves_the_thread_pools_alone(two_cores):
+    """A library call changes no global state: the thread policy is the command line's (or the caller's)."""
     from workflow_rl.rl.planning.planner import PlanConfig, make_act
 
     torch.set_num_threads(2)
     numba.set_num_threads(2)
-    make_act("pretrained:cage2", PlanConfig(), episode_length=30)
-    assert (torch.get_num_threads(), numba.get_num_threads()) == (1, 1)
-
-
-def test_the_environment_override_wins_for_the_api(two_cores, monkeypatch):
-    from workflow_rl.rl.planning.planner import make_act
-
-    monkeypatch.setenv(threads.ENV_VAR, "2")
-    torch.set_num_threads(1)
-    make_act("pretrained:cage2")
-    assert torch.get_num_threads() == 2
+    make_act("pretrained:universal", PlanConfig(), episode_length=30)
+    assert (torch.get_num_threads(), numba.get_num_threads()) == (2, 2)
 
 
 @pytest.mark.parametrize("flag,expect", [([], 1), (["--threads", "2"], 2)])

@@ -1,5 +1,5 @@
 """How many threads torch and numba compute with: one policy (:func:`pick`), applied at each command's start (the
-command line), by :func:`~workflow_rl.rl.planning.planner.make_act` and in every worker process (:func:`configure`).
+command line) and in every worker process (:func:`configure`); a library call (``make_act``) leaves them alone.
 
 Why: torch's and numba's thread pools default to one thread per core, and their threads meet at the end of every
 parallel operation. Beside another busy process the thread that lands on its core runs only in the scheduler's
@@ -11,7 +11,7 @@ an operation is short next to a time slice, and a second thread pays only where 
 tens of milliseconds. So torch gets a thread per :data:`MACS_PER_THREAD` multiply-adds of the largest matrix
 product the run computes at once, numba one per :data:`ENVS_PER_THREAD` envs stepped at once, each at least 1 and
 at most the cores this process may use (``checks.usable_cores``); acting one env at a time (the planner,
-``make_act``, an episode worker) gets one thread of each. On a quiet many-core machine a large native batch then
+an episode worker) gets one thread of each. On a quiet many-core machine a large native batch then
 steps on fewer threads than it could: ``--threads N`` (or ``WORKFLOW_RL_THREADS=N``) gives it N.
 
 Overrides, strongest first: ``--threads`` (the computing commands), then ``WORKFLOW_RL_THREADS`` (N, or ``off``:

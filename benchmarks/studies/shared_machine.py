@@ -12,7 +12,7 @@ bounds (at most 2x). Time is the command's wall time, start-up included, as a us
 (default ``benchmarks/results/shared_machine``).
 
 The jobs: ``search`` is ``make run``'s search at 2,000 episodes (the issue's measurement; ``--episodes``);
-``planned`` is a planned agent acting one env at a time (``make_act("pretrained:cage2-opening", PlanConfig(),
+``planned`` is a planned agent acting one env at a time (``make_act("pretrained:universal", PlanConfig(),
 episode_length=100)``, the native engine as the harness; ``--decisions``, 300 as in the issue). Measure on a
 machine nothing else is loading: any other load changes both the alone and the beside times.
 """
@@ -52,10 +52,12 @@ def jobs(args) -> dict[str, list[str]]:
 def planned_harness(decisions: int) -> None:
     """``decisions`` planned decisions of the shipped opening agent, one env at a time, the native engine as the
     harness (as a user's own loop would drive it)."""
+    from workflow_rl import threads
     from workflow_rl.envs.native_env import NativeEnv
     from workflow_rl.rl.planning.planner import PlanConfig, make_act
 
-    act = make_act("pretrained:cage2-opening", PlanConfig(), episode_length=100)
+    threads.configure()   # one env at a time: one thread, as a user's harness should ask for (make_act sets none)
+    act = make_act("pretrained:universal", PlanConfig(), episode_length=100)
     env = NativeEnv("RedMeanderAgent", 100)
     obs, _ = env.reset(seed=0)
     t = 0

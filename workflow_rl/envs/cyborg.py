@@ -96,7 +96,9 @@ def install_scenario(source: str | os.PathLike | None = None) -> Path:
 _SCENARIO_CACHE: dict[str, dict] = {}
 
 
-def _scenario_dict(scenario: str | os.PathLike | None) -> dict:
+def scenario_dict(scenario: str | os.PathLike | None = None) -> dict:
+    """CybORG's parsed Scenario2 (a fresh copy each call): what csle-cyborg's ``Main`` takes where CybORG 2.1's took
+    the YAML's path (``scenario``: the folder of the official files, as for :func:`install_scenario`)."""
     path = str(install_scenario(scenario))
     if path not in _SCENARIO_CACHE:
         sim = importlib.import_module("csle_cyborg.simulator.simulation_controller")
@@ -134,7 +136,7 @@ class CybORGEnv(gym.Env):
         with self._own_random():
             for name in self._mix:
                 red_cls = getattr(agents_mod, _RED_CLASS[name])
-                cyborg = main.Main(_scenario_dict(scenario), "sim", agents={"Red": red_cls})
+                cyborg = main.Main(scenario_dict(scenario), "sim", agents={"Red": red_cls})
                 wrapper = wrap_mod.ChallengeWrapper(env=cyborg, agent_name="Blue", max_steps=None)
                 self._engines[name] = (cyborg, wrapper)
         self.current_red = next(iter(self._mix))

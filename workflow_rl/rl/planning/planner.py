@@ -266,10 +266,8 @@ def make_act(name: str | Agent = "pretrained:universal", plan: PlanConfig | None
             obs, reward, done, info = wrapper.step(act(obs, t))
     """
     if isinstance(name, str):
-        from workflow_rl import threads
         from workflow_rl.rl import pretrained
 
-        threads.configure()   # one env at a time: one thread (``workflow_rl.threads``; WORKFLOW_RL_THREADS overrides)
         agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
         workflow = workflow or own
     else:
