@@ -1,11 +1,10 @@
 """GP-UCB search: the GP against closed form, kernel definiteness, UCB, budget, resume, inheritance, bad input."""
 import csv
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_in_process
 
 from workflow_rl.search import gp as G
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
@@ -162,8 +161,7 @@ def test_bad_search_config(tmp_path, kw, match):
 def test_cli_search_bad_input_one_line():
     for args, match in ((["--total-episodes", "0"], "total-episodes"), (["--gp-beta", "-2"], "gp-beta"),
                         (["--red-agent", "x"], "unknown red agent")):
-        r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", *args, "--out", "/tmp/never"],
-                           capture_output=True, text=True, timeout=300)
+        r = run_in_process(["search", *args, "--out", "/tmp/never"])
         assert r.returncode == 2 and r.stderr.startswith("error:") and match in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 
