@@ -381,6 +381,7 @@ def test_bench_native_cuda_without_a_gpu(capsys, tmp_path):
     (["train", "--seed", str(2**64)], "--seed must be in"),
     (["evaluate", "greedy_workflw"], "baselines"),
 ])
+@pytest.mark.slow   # a fresh Python per case (~2-3 s of imports each)
 def test_cli_refuses_in_one_line_in_a_real_process(args, match, tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
                        env=ENV, cwd=tmp_path, timeout=300)
@@ -558,6 +559,7 @@ def test_a_failure_while_stopping_reports_the_stop(capsys, monkeypatch):
     assert rc == 128 + signal.SIGTERM and err.strip() == "terminated"
 
 
+@pytest.mark.slow   # a fresh Python (~3 s)
 def test_a_closed_stdout_ends_quietly():
     """`workflow-rl demo | head -1`: the reader goes away after one line; the demo ends as Unix tools do."""
     p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", "demo", "--n-envs", "2", "--episodes", "4",

@@ -20,7 +20,7 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     pytest.importorskip("workflow_rl.sim.cuda", reason="the equality stage needs numba-cuda (its CUDA simulator)")
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",
             "--train-envs", "64", "--search-episodes", "400", "--search-batches", "2", "1", "--batch-slots", "2",
-            "--search-timeout", "240", "--budget", "1200", "--out", str(tmp_path)]
+            "--search-timeout", "240", "--budget", "1200", "--graph-rows", "500", "--out", str(tmp_path)]
     r = run_in_process(args, script=DEVICE / "gpu_check.py", cwd=ROOT)   # its stages run in processes of their own
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())
@@ -37,6 +37,7 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     assert len(res["training"]["sps_per_update"]) == 3
 
 
+@pytest.mark.slow   # its stages in fresh Pythons (~10 s)
 def test_gpu_check_runs_only_the_stages_asked_for(tmp_path):
     """``--stages``: a device run spends its minutes on what is still unmeasured; the others are not run at all."""
     args = ["--device", "cpu", "--stages", "engine", "train", "--engine-sizes", "512", "--train-envs", "16",
@@ -85,6 +86,7 @@ def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path
     assert rows["lowered"]["rounds"] <= rows["whole"]["rounds"]
 
 
+@pytest.mark.slow   # a toy search under cProfile (~6 s)
 def test_search_claims_cprofile_writes_where_the_search_spends_its_time(tmp_path):
     r = run_in_process(["--tiny", "--total-episodes", "150", "--batch-workflows", "4", "--modes", "elastic",
                         "--cprofile", "--out", str(tmp_path)], script=STUDIES / "search_claims.py", cwd=ROOT)

@@ -228,6 +228,7 @@ class _Watch(BatchedExecutor):
         super().extend(iteration, seed_budgets)
 
 
+@pytest.mark.slow   # ~8 s
 def test_elastic_claims_start_workflows_on_what_is_unclaimed(tmp_path):
     """Caps of 40, gates at the first episode, so a finished workflow costs 16 (1 episode + 1 post-gate, 8 envs):
     with elastic claims (the default) a workflow starts while others run once the median cost is unclaimed,

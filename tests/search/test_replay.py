@@ -75,6 +75,7 @@ def test_replayed_search_spends_its_budget_and_is_scored_against_the_ground_trut
     assert replay_search(ground_truth_run, seed=1, strategy="random", total_episodes=10_000) == r   # deterministic
 
 
+@pytest.mark.slow   # ~7 s
 def test_a_replayed_search_that_sees_everything_finds_a_best_workflow_up_to_seed_noise(ground_truth_run):
     r = replay_search(ground_truth_run, seed=0, strategy="gp-ucb", total_episodes=120 * 1000)
     assert r["workflows_evaluated"] == 120

@@ -123,6 +123,7 @@ def test_outputs_and_gp_log(tmp_path):
     assert saved["workflows_evaluated"] == len(log) == summary["workflows_evaluated"]
 
 
+@pytest.mark.slow   # two searches (~7 s)
 def test_resume_equals_uninterrupted(tmp_path):
     full = WorkflowSearch(_tiny(), tmp_path / "full", progress=False)
     full.run()
