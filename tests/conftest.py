@@ -35,10 +35,13 @@ def _require_cyborg(request):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every real-CybORG test is slow (a CybORG episode costs ~0.1-1 s): `pytest -m "not slow"` leaves them out."""
+    """Every real-CybORG test is slow (a CybORG episode costs ~0.1-1 s): `pytest -m "not slow"` leaves them out.
+    Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs) they share one worker: their worker
+    processes and ``/dev/shm`` checks then never overlap another CybORG test's."""
     for item in items:
         if item.get_closest_marker("cyborg") is not None:
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("cyborg"))
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -52,3 +55,14 @@ def _private_screen_cache(tmp_path_factory):
         os.environ.pop("WORKFLOW_RL_CACHE", None)
     else:
         os.environ["WORKFLOW_RL_CACHE"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _threads_as_a_command_picks_them():
+    """The suite computes with the threads a command picks for small work (``threads.configure``: one torch and one
+    numba thread unless ``WORKFLOW_RL_THREADS`` or the libraries' own variables say otherwise), whatever test runs
+    first: a library's default of a thread per core spin-waits on small operations whenever another process (a
+    second test worker, another job) holds a core, and made the planner's tests several times slower."""
+    from workflow_rl.threads import configure
+
+    configure()

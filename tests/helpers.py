@@ -2,6 +2,7 @@
 small training configuration with its log reader."""
 import csv
 import pathlib
+import subprocess
 from collections import defaultdict
 
 import numpy as np
@@ -65,6 +66,46 @@ def read_log(path):
     """A run's training_log.csv rows without the timing columns (which differ between identical runs)."""
     with open(path / "training_log.csv") as f:
         return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in csv.DictReader(f)]
+
+
+def run_in_process(args, script=None, cwd=None) -> subprocess.CompletedProcess:
+    """``workflow-rl ARGS`` (or ``python SCRIPT ARGS``) run in this process, reported as ``subprocess.run`` reports a
+    child (exit status, stdout, stderr): a fresh Python pays seconds importing torch and the package at every call.
+    A script runs as ``__main__`` with its folder first on ``sys.path``, as ``python SCRIPT`` runs it. Keep a real
+    process for what needs one (signals, the entry point itself, what an import prints)."""
+    import contextlib
+    import io
+    import os
+    import runpy
+    import sys
+
+    out, err = io.StringIO(), io.StringIO()
+    argv, path, here = sys.argv[:], sys.path[:], os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                if script is None:
+                    from workflow_rl.cli import main
+
+                    rc = main([str(a) for a in args])
+                else:
+                    sys.argv = [str(script), *map(str, args)]
+                    sys.path.insert(0, str(pathlib.Path(script).parent))
+                    runpy.run_path(str(script), run_name="__main__")
+                    rc = 0
+            except SystemExit as e:
+                rc = e.code
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+        os.chdir(here)
+    if rc is None:
+        rc = 0
+    elif not isinstance(rc, int):   # sys.exit("message"): printed to stderr, status 1
+        err.write(f"{rc}\n")
+        rc = 1
+    return subprocess.CompletedProcess(list(args), rc, out.getvalue(), err.getvalue())
 
 
 def run_main(args, capsys) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, run_main, sigint_default
+from helpers import REPO, run_in_process, run_main, sigint_default
 
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
@@ -381,6 +381,7 @@ def test_bench_native_cuda_without_a_gpu(capsys, tmp_path):
     (["train", "--seed", str(2**64)], "--seed must be in"),
     (["evaluate", "greedy_workflw"], "baselines"),
 ])
+@pytest.mark.slow   # a fresh Python per case (~2-3 s of imports each)
 def test_cli_refuses_in_one_line_in_a_real_process(args, match, tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
                        env=ENV, cwd=tmp_path, timeout=300)
@@ -558,6 +559,7 @@ def test_a_failure_while_stopping_reports_the_stop(capsys, monkeypatch):
     assert rc == 128 + signal.SIGTERM and err.strip() == "terminated"
 
 
+@pytest.mark.slow   # a fresh Python (~3 s)
 def test_a_closed_stdout_ends_quietly():
     """`workflow-rl demo | head -1`: the reader goes away after one line; the demo ends as Unix tools do."""
     p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", "demo", "--n-envs", "2", "--episodes", "4",
@@ -672,8 +674,7 @@ def test_version_and_help_without_rest_markup():
     parser = build_parser()
     subcommands = next(a for a in parser._actions if a.dest == "command").choices
     assert not [name for name, p in {"": parser, **subcommands}.items() if "``" in p.format_help()]
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "--version"], capture_output=True, text=True,
-                       env=ENV, timeout=300)
+    r = run_in_process(["--version"])
     assert r.returncode == 0 and r.stdout.strip() == f"workflow-rl {__version__}"
 
 
@@ -700,16 +701,14 @@ def _params(path: Path) -> dict:
 def test_train_killed_mid_run_resumes_to_the_same_weights(tmp_path, sig):
     args = ["train", "--n-envs", "8", "--max-episodes", "12", "--min-episodes", "12", "--update-every-steps", "50",
             "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress"]
-    assert subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "full")],
-                          env=ENV, capture_output=True, timeout=600).returncode == 0
+    assert run_in_process([*args, "--out", str(tmp_path / "full")]).returncode == 0
     p = _popen([*args, "--out", str(tmp_path / "part")], tmp_path)
     _wait_for(tmp_path / "part" / "training_log.csv", 3, p)
     p.send_signal(sig)
     p.wait(timeout=300)
     assert p.returncode in (130, -signal.SIGKILL)
     assert not list((tmp_path / "part").rglob("*.tmp*")) or sig == signal.SIGKILL
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part"),
-                        "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_in_process([*args, "--out", str(tmp_path / "part"), "--resume"])
     assert r.returncode == 0, r.stderr
     assert not list((tmp_path / "part").rglob("*.tmp*"))
     full, part = (_params(tmp_path / d / "checkpoints" / "latest.pt") for d in ("full", "part"))
@@ -758,15 +757,13 @@ def test_train_seeds_interrupted_resumes_identical_to_uninterrupted(tmp_path):
     """Fails without the batch file: the seeds' checkpoints alone resume on fresh env streams and RNG."""
     args = ["train", "--seeds", "2", "--n-envs", "8", "--max-episodes", "12", "--min-episodes", "12",
             "--update-every-steps", "50", "--checkpoint-every", "2", "--eval-episodes", "0", "--no-progress"]
-    assert subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "full")],
-                          env=ENV, capture_output=True, timeout=600).returncode == 0
+    assert run_in_process([*args, "--out", str(tmp_path / "full")]).returncode == 0
     p = _popen([*args, "--out", str(tmp_path / "part")], tmp_path)
     _wait_for(tmp_path / "part" / "seed_1" / "training_log.csv", 4, p)
     p.send_signal(signal.SIGINT)
     p.wait(timeout=300)
     assert p.returncode == 130
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part"),
-                        "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_in_process([*args, "--out", str(tmp_path / "part"), "--resume"])
     assert r.returncode == 0, r.stderr
     for i in range(2):
         full, part = (_params(tmp_path / d / f"seed_{i}" / "checkpoints" / "latest.pt") for d in ("full", "part"))
@@ -784,8 +781,7 @@ def test_search_killed_mid_run_resumes_within_budget(tmp_path, sig):
     p.wait(timeout=300)
     assert p.returncode in (130, -signal.SIGKILL), "the search ended before the signal: nothing was interrupted"
     # a second process on the folder while none runs is fine; resume finishes within the budget
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--resume", str(tmp_path / "s"),
-                        "--no-progress"], env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_in_process(["search", "--resume", str(tmp_path / "s"), "--no-progress"])
     assert r.returncode == 0, r.stderr
     state = json.loads((tmp_path / "s" / "search_state.json").read_text())
     assert state["finished"] and state["episodes_used"] <= 80
@@ -874,8 +870,7 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_identically(tmp_path):
 
     args = ["train", "--n-envs", "8", "--max-episodes", "12", "--min-episodes", "12", "--update-every-steps", "50",
             "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress"]
-    assert subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "full")],
-                          env=ENV, capture_output=True, timeout=600).returncode == 0
+    assert run_in_process([*args, "--out", str(tmp_path / "full")]).returncode == 0
     p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path,
                          preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN))
@@ -885,8 +880,7 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_identically(tmp_path):
     _assert_one_error_line(p.returncode, err, "File too large.*continues from its last checkpoint with --resume")
     assert not list((tmp_path / "part").rglob("*.tmp*"))
     torch.load(tmp_path / "part" / "checkpoints" / "latest.pt", weights_only=False)   # whole
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args, "--out", str(tmp_path / "part"),
-                        "--resume"], env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_in_process([*args, "--out", str(tmp_path / "part"), "--resume"])
     assert r.returncode == 0, r.stderr
     full, part = (_params(tmp_path / d / "checkpoints" / "latest.pt") for d in ("full", "part"))
     assert all(torch.equal(full[k], part[k]) for k in full)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import interrupting_executor
+from helpers import interrupting_executor, run_in_process
 from test_bad_input import ENV, TINY, _assert_one_error_line, _run_main
 
 from workflow_rl.search.batched_executor import STATE_FILE
@@ -488,7 +488,7 @@ def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, sig)
             "--eval-episodes", "4", "--n-init", "2", "--batch-workflows", "2", "--update-every-steps", "50",
             "--post-gate-episodes", "1", "--checkpoint-every", "3", "--seed", "1", "--no-progress"]
     run = [sys.executable, "-m", "workflow_rl.cli", *args]
-    r = subprocess.run([*run, "--out", str(tmp_path / "full")], env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_in_process([*args, "--out", str(tmp_path / "full")])
     assert r.returncode == 0, r.stderr
     p = subprocess.Popen([*run, "--out", str(tmp_path / "part")], env=ENV, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -497,8 +497,7 @@ def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, sig)
     p.send_signal(sig)
     p.wait(timeout=300)
     assert p.returncode in (130, -signal.SIGKILL), p.stderr.read()
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--resume", str(tmp_path / "part"),
-                        "--no-progress"], env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_in_process(["search", "--resume", str(tmp_path / "part"), "--no-progress"])
     assert r.returncode == 0, r.stderr
     _same_search(tmp_path / "full", tmp_path / "part")
     assert not list((tmp_path / "part").rglob("*.tmp*"))

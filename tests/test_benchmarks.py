@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import REPO
+from helpers import REPO, run_in_process
 
 ROOT = REPO
 STUDIES = ROOT / "benchmarks" / "studies"
@@ -20,9 +20,8 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     pytest.importorskip("workflow_rl.sim.cuda", reason="the equality stage needs numba-cuda (its CUDA simulator)")
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",
             "--train-envs", "64", "--search-episodes", "400", "--search-batches", "2", "1", "--batch-slots", "2",
-            "--search-timeout", "240", "--budget", "1200", "--out", str(tmp_path)]
-    r = subprocess.run([sys.executable, str(DEVICE / "gpu_check.py"), *args], capture_output=True,
-                       text=True, cwd=ROOT)
+            "--search-timeout", "240", "--budget", "1200", "--graph-rows", "500", "--out", str(tmp_path)]
+    r = run_in_process(args, script=DEVICE / "gpu_check.py", cwd=ROOT)   # its stages run in processes of their own
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())
     assert res["numba_cuda_import"] == "ok" and res["numpy"]
@@ -38,12 +37,12 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     assert len(res["training"]["sps_per_update"]) == 3
 
 
+@pytest.mark.slow   # its stages in fresh Pythons (~10 s)
 def test_gpu_check_runs_only_the_stages_asked_for(tmp_path):
     """``--stages``: a device run spends its minutes on what is still unmeasured; the others are not run at all."""
     args = ["--device", "cpu", "--stages", "engine", "train", "--engine-sizes", "512", "--train-envs", "16",
             "--budget", "300", "--out", str(tmp_path)]
-    r = subprocess.run([sys.executable, str(DEVICE / "gpu_check.py"), *args], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = run_in_process(args, script=DEVICE / "gpu_check.py", cwd=ROOT)   # its stages run in processes of their own
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())
     assert res["engine"]["rows"][0]["n_envs"] == 512 and "wall_s" in res["training"]
@@ -75,9 +74,8 @@ def test_device_recipe_job_dry_runs_on_the_cpu(tmp_path):
 
 @pytest.mark.slow   # three toy searches, ~1.5 min
 def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path):
-    r = subprocess.run([sys.executable, str(STUDIES / "search_claims.py"), "--tiny", "--total-episodes",
-                        "300", "--batch-workflows", "8", "--out", str(tmp_path)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
+    r = run_in_process(["--tiny", "--total-episodes", "300", "--batch-workflows", "8", "--out", str(tmp_path)],
+                       script=STUDIES / "search_claims.py", cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {row["mode"]: row for row in json.loads((tmp_path / "claims.json").read_text())["rows"]}
     assert set(rows) == {"elastic", "lowered", "whole"}
@@ -88,10 +86,10 @@ def test_search_claims_benchmark_compares_the_claim_rules_at_tiny_scale(tmp_path
     assert rows["lowered"]["rounds"] <= rows["whole"]["rounds"]
 
 
+@pytest.mark.slow   # a toy search under cProfile (~6 s)
 def test_search_claims_cprofile_writes_where_the_search_spends_its_time(tmp_path):
-    r = subprocess.run([sys.executable, str(STUDIES / "search_claims.py"), "--tiny", "--total-episodes",
-                        "150", "--batch-workflows", "4", "--modes", "elastic", "--cprofile", "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = run_in_process(["--tiny", "--total-episodes", "150", "--batch-workflows", "4", "--modes", "elastic",
+                        "--cprofile", "--out", str(tmp_path)], script=STUDIES / "search_claims.py", cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     text = (tmp_path / "profile_elastic.txt").read_text()
     assert "run_round" in text and "cumulative" in text   # the training rounds, by cumulative time
@@ -113,22 +111,21 @@ def test_ship_agent_builds_the_card_from_the_checkpoint_and_the_evaluations(tmp_
     ck = load_checkpoint(pretrained.path("universal"))
     ck = {**ck, "config": {**ck["config"], "workflow": None, "none_share": 0.0}}
     torch.save(ck, tmp_path / "plain.pt")
-    base = [sys.executable, str(ROOT / "benchmarks" / "ship_agent.py"), "x", str(tmp_path / "plain.pt"),
+    base = ["x", str(tmp_path / "plain.pt"),
             "--reproduce", "workflow-rl train ...", "--seconds", "12", "--machine", "m", "--kind", "k", "--status",
             "s", "--dir", str(tmp_path)]
-    r = subprocess.run([*base, "--native", str(ev)], capture_output=True, text=True, cwd=ROOT)
+    r = _ship_agent([*base, "--native", str(ev)])
     assert r.returncode == 0, r.stderr[-2000:]
     card = json.loads((tmp_path / "x.json").read_text())
     assert card["episodes_trained"] == ck["counters"]["total_episodes"] and card["eval_native"] == [row]
     assert card["eval_cyborg"] == [] and card["training_seconds"] == 12 and card["workflow"] is None
     assert load_checkpoint(tmp_path / "x.pt")["optimizer"] is None
     # a checkpoint that continued earlier runs: the card states the whole training, not the last run's counters
-    r = subprocess.run([*base, "--native", str(ev), "--earlier-episodes", "500"], capture_output=True, text=True,
-                       cwd=ROOT)
+    r = _ship_agent([*base, "--native", str(ev), "--earlier-episodes", "500"])
     card = json.loads((tmp_path / "x.json").read_text())
     assert r.returncode == 0 and card["episodes_trained"] == ck["counters"]["total_episodes"] + 500
     assert card["env_steps"] == card["episodes_trained"] * ck["config"]["episode_length"]
-    r = subprocess.run([*base, "--cyborg", str(tmp_path / "nowhere")], capture_output=True, text=True, cwd=ROOT)
+    r = _ship_agent([*base, "--cyborg", str(tmp_path / "nowhere")])
     assert r.returncode != 0 and r.stderr.strip().startswith("error:") and "Traceback" not in r.stderr
 
 
@@ -157,10 +154,10 @@ def test_ship_agent_puts_an_across_workflow_agents_tables_and_held_out_list_on_i
     feasible.write_csv([wrow], table / "workflows.csv")
     (table / "workflows.json").write_text(json.dumps({"ground_truth": ["gt.csv"], "summary": [{"red_agent": "x"}]}))
     agent = str(pretrained.path("universal"))
-    base = [sys.executable, str(ROOT / "benchmarks" / "ship_agent.py"), "x", agent, "--reproduce", "r",
+    base = ["x", agent, "--reproduce", "r",
             "--seconds", "12", "--machine", "m", "--kind", "k", "--status", "s", "--dir", str(tmp_path),
             "--native", str(cells["defender"]), "--cyborg", str(cells["defender"]), str(cells["user"])]
-    r = subprocess.run([*base, "--workflows", str(table)], capture_output=True, text=True, cwd=ROOT)
+    r = _ship_agent([*base, "--workflows", str(table)])
     assert r.returncode == 0, r.stderr[-2000:]
     card = json.loads((tmp_path / "x.json").read_text())
     ck = load_checkpoint(agent)
@@ -171,7 +168,7 @@ def test_ship_agent_puts_an_across_workflow_agents_tables_and_held_out_list_on_i
     assert [c["workflow"] for c in card["eval_cyborg"]] == ["D,OS,E,OH,U", "U,E,D,OS,OH"]
     assert card["eval_workflows"] == {"ground_truth": ["gt.csv"], "summary": [{"red_agent": "x"}], "rows": [wrow]}
     for bad in (base, [*base, "--workflows", str(table), "--native", str(cells["defender"]), str(cells["user"])]):
-        r = subprocess.run(bad, capture_output=True, text=True, cwd=ROOT)
+        r = _ship_agent(bad)
         lines = r.stderr.strip().splitlines()
         assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
 
@@ -198,9 +195,9 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
                "episodes": 400, "compliance": 0.98, "fixes": 10, "mean": -14.0, "ci95": 0.1, "std": 4.0,
                "eligible": True} for w in ("U,E,D,OS,OH", "D,E,OS,OH,U")]
     feasible.write_csv(native, tmp_path / "workflows.csv")
-    cmd = [sys.executable, str(STUDIES / "engine_check.py"), "--cyborg", str(folder), "--out",
-           str(tmp_path / "out")]
-    r = subprocess.run([*cmd, "--native", str(tmp_path / "workflows.csv")], capture_output=True, text=True, cwd=ROOT)
+    cmd = ["--cyborg", str(folder), "--out", str(tmp_path / "out")]
+    r = run_in_process([*cmd, "--native", str(tmp_path / "workflows.csv")], script=STUDIES / "engine_check.py",
+                       cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     with open(tmp_path / "out" / "engine_check.csv") as f:
         rows = list(csv.DictReader(f))
@@ -209,7 +206,8 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
     assert float(rows[0]["diff_se"]) == pytest.approx(se) and float(rows[0]["diff"]) == -1.0
     assert rows[0]["return_ok"] == str(1.0 <= 3 * se) and rows[0]["compliance_ok"] == "False"   # 0.03 apart
     feasible.write_csv(native[1:], tmp_path / "workflows.csv")
-    r = subprocess.run([*cmd, "--native", str(tmp_path / "workflows.csv")], capture_output=True, text=True, cwd=ROOT)
+    r = run_in_process([*cmd, "--native", str(tmp_path / "workflows.csv")], script=STUDIES / "engine_check.py",
+                       cwd=ROOT)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:") and "U,E,D,OS,OH" in lines[0]
 
@@ -218,9 +216,8 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
 def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path):
     """benchmarks/studies/engine_gap.py at toy size: both engines played, ten 10-step windows whose rewards add up to
     each engine's mean return, action shares that sum to 1, red's late access for every host."""
-    r = subprocess.run([sys.executable, str(STUDIES / "engine_gap.py"), "pretrained:cage2", "--red",
-                        "bline", "--episodes", "3", "--workers", "1", "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    r = run_in_process(["pretrained:cage2", "--red", "bline", "--episodes", "3", "--workers", "1", "--out",
+                        str(tmp_path)], script=STUDIES / "engine_gap.py", cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "engine_gap.json").read_text())
     assert len(res["windows"]) == 10 and res["episodes"] == 3
@@ -229,6 +226,11 @@ def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path
         assert all(sum(w[f"{eng}_kinds"].values()) == pytest.approx(1.0) for w in res["windows"])
         assert len(res["access_late"][eng]) == 13 and res["access_late"][eng]["User0"] == 1.0
     assert "| 91-100 |" in (tmp_path / "engine_gap.md").read_text()
+
+
+def _ship_agent(args):
+    """``python benchmarks/ship_agent.py ARGS`` in this process."""
+    return run_in_process(args, script=ROOT / "benchmarks" / "ship_agent.py", cwd=ROOT)
 
 
 def _benchmark_module(name: str):
@@ -341,9 +343,8 @@ def test_opening_benchmark_pairs_an_agent_with_a_forced_opening(tmp_path):
     import json
 
     def forced(opening):
-        r = subprocess.run([sys.executable, str(STUDIES / "opening.py"), "forced", "--agent", "pretrained:universal",
-                            "--opening", *opening, "--episodes", "20", "--out", str(tmp_path)],
-                           capture_output=True, text=True, timeout=600)
+        r = run_in_process(["forced", "--agent", "pretrained:universal", "--opening", *opening, "--episodes", "20",
+                            "--out", str(tmp_path)], script=STUDIES / "opening.py")
         assert r.returncode == 0, r.stderr
         return json.loads((tmp_path / f"opening_forced_{'_'.join(opening)}.json").read_text())["cells"]
 
@@ -356,9 +357,8 @@ def test_shared_machine_benchmark_dry_run(tmp_path):
     """benchmarks/studies/shared_machine.py at a trivial size: every cell runs (policy and baseline, alone and beside
     the busy loop, which it stops again) and both CSVs are written; the ratios themselves are measured on a quiet
     machine, not here."""
-    r = subprocess.run([sys.executable, str(STUDIES / "shared_machine.py"), "--command",
-                        f"{sys.executable} -c pass", "--label", "noop", "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = run_in_process(["--command", f"{sys.executable} -c pass", "--label", "noop", "--out", str(tmp_path)],
+                       script=STUDIES / "shared_machine.py", cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     with open(tmp_path / "runs.csv") as f:
         runs = list(csv.DictReader(f))
@@ -384,9 +384,8 @@ def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
     assert [(r["red"], r["n_envs"]) for r in rows] == [("B_lineAgent", "16"), ("RedMeanderAgent", "16")]
     assert all(float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"]) for r in rows)
     assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench")
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_native.py"), "--sizes", "16", "--repeats",
-                        "1", "--min-steps", "200", "--cyborg-steps", "0", "--cuda-sizes", "--out",
-                        str(tmp_path / "old")], capture_output=True, text=True, cwd=ROOT)
+    r = run_in_process(["--sizes", "16", "--repeats", "1", "--min-steps", "200", "--cyborg-steps", "0", "--cuda-sizes",
+                        "--out", str(tmp_path / "old")], script=ROOT / "benchmarks" / "bench_native.py", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "old" / "native.csv") as f:
         assert list(csv.DictReader(f))[0].keys() == rows[0].keys()

@@ -5,14 +5,13 @@ its code runs; and weights that are not finite are refused where they are read."
 import collections
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from test_bad_input import ENV, TINY
+from helpers import run_in_process
+from test_bad_input import TINY
 from test_bad_input import _assert_one_error_line as _one_error_line
 
 from workflow_rl.cli import main
@@ -49,8 +48,7 @@ def test_the_payload_really_runs_under_a_plain_unpickler(tmp_path):
 def test_evaluate_refuses_a_malicious_checkpoint_without_running_it(tmp_path):
     marker = tmp_path / "ran"
     path = _malicious(tmp_path / "evil.pt", marker)
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "evaluate", str(path), "--episodes", "1"],
-                       capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    r = run_in_process(["evaluate", str(path), "--episodes", "1"], cwd=tmp_path)
     _one_error_line(r.returncode, r.stderr, "needs posix.system to load")
     assert not marker.exists()
 

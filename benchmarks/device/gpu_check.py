@@ -237,14 +237,14 @@ def stage_graphs(args) -> dict:
     from workflow_rl.rl.ppo import PPOConfig, Rollout
     from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 
-    dev, q, n = args.device, 16, 25 * 200
+    dev, q, n = args.device, 16, args.graph_rows
     g = torch.Generator(device=dev).manual_seed(0)
     batch = Rollout(torch.randn(q, n, 77, device=dev, generator=g), torch.randint(0, 145, (q, n), device=dev,
                                                                                    generator=g),
                     -5 + torch.rand(q, n, device=dev, generator=g), *(torch.randn(q, n, device=dev, generator=g)
                                                                       for _ in range(3)))
     mask = torch.ones(q, n, dtype=torch.bool, device=dev)
-    mask[3, 4000:] = False
+    mask[3, n * 4 // 5:] = False
     out = {}
     for graphs in (False, True):
         torch.manual_seed(0)
@@ -462,6 +462,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--search-timeout", type=float, default=60.0)
     p.add_argument("--batch-slots", type=int, nargs="+", default=[1, 16, 64],
                    help="workflows per batch for the batched-training throughput stage")
+    p.add_argument("--graph-rows", type=int, default=25 * 200,
+                   help="graphs stage: rows per member of the PPO update (a CPU dry run needs far fewer)")
     p.add_argument("--stage-timeout", type=float, default=120.0, help="cap of the equality and engine stages")
     p.add_argument("--stages", nargs="+", choices=ALL_STAGES, default=list(ALL_STAGES),
                    help="the stages to run (default: all), always in the order listed here")

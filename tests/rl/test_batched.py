@@ -1,11 +1,9 @@
 """Batched multi-workflow training: the stacked network and update against per-member ones, a one-slot batch
 against the single-workflow trainer, and checkpoints (the batched search is tested in tests/search)."""
-import subprocess
-import sys
 
 import pytest
 import torch
-from helpers import read_log, train_cfg
+from helpers import read_log, run_in_process, train_cfg
 
 from workflow_rl.rl.stack import AgentStack, StackedAdam, stacked_ppo_update
 
@@ -239,16 +237,14 @@ def test_across_seeds_is_a_student_t_interval():
 
 def test_cli_seeds(tmp_path):
     out = tmp_path / "s"
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--n-envs", "8",
-                        "--max-episodes", "2", "--eval-episodes", "16", "--out", str(out), "--no-progress"],
-                       capture_output=True, text=True)
+    r = run_in_process(["train", "--seeds", "2", "--n-envs", "8", "--max-episodes", "2", "--eval-episodes", "16",
+                        "--out", str(out), "--no-progress"])
     assert r.returncode == 0, r.stderr
     import json
     s = json.loads((out / "summary.json").read_text())
     assert s["across_seeds"]["n"] == 2 and [x["seed"] for x in s["seeds"]] == [0, 1]
     assert (out / "seed_1" / "summary.json").exists()
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--seeds", "2", "--tensorboard", "--out",
-                        str(tmp_path / "t")], capture_output=True, text=True)
+    r = run_in_process(["train", "--seeds", "2", "--tensorboard", "--out", str(tmp_path / "t")])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tensorboard" in r.stderr
 
 

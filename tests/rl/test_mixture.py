@@ -1,13 +1,11 @@
 """Training across workflows (``--workflow all`` or a list, ``--hold-out``): the lists, each env's own workflow
 stream, compliance per env, equality with a single-workflow run, exact resume, and bad input."""
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
-from helpers import read_log, run_main, train_cfg
+from helpers import read_log, run_in_process, run_main, train_cfg
 
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.compliance import WINDOW_EPISODES, WorkflowWindow, classify_fixes
@@ -241,10 +239,9 @@ def test_cli_bad_input_is_one_error_line_and_writes_nothing(args, match, tmp_pat
 def test_cli_writes_the_held_out_list_to_config_and_summary(tmp_path):
     import json
 
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--workflow", "all", "--hold-out", "110",
-                        "--seeds", "2", "--n-envs", "4", "--episode-length", "20", "--update-every-steps", "20",
-                        "--max-episodes", "2", "--out", str(tmp_path), "--no-progress"],
-                       capture_output=True, text=True, timeout=600)
+    r = run_in_process(["train", "--workflow", "all", "--hold-out", "110", "--seeds", "2", "--n-envs", "4",
+                        "--episode-length", "20", "--update-every-steps", "20", "--max-episodes", "2", "--out",
+                        str(tmp_path), "--no-progress"])
     assert r.returncode == 0, r.stderr
     assert "across 10 workflows (110 held out" in r.stdout and "evaluate CHECKPOINT --workflow all" in r.stdout
     held = WorkflowMix.parse("all", "110").hold_out_text()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 import torch
-from helpers import read_log, sigint_default, train_cfg
+from helpers import read_log, run_in_process, sigint_default, train_cfg
 
 from workflow_rl.rl.checkpoint import CheckpointError, load_checkpoint
 
@@ -117,9 +117,8 @@ def test_resume_under_other_learning_settings_is_refused_budget_may_change(tmp_p
     assert load_checkpoint(tmp_path / "r" / "checkpoints" / "latest.pt")["counters"]["total_episodes"] == 8
 
 
-def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
-                          timeout=600, **kw)
+def _cli(*args):
+    return run_in_process(args)
 
 
 @pytest.mark.slow

@@ -2,8 +2,6 @@
 strategy, the ground truth and regret, bad ground-truth input."""
 import csv
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ from workflow_rl.search.search import WorkflowSearch
 from workflow_rl.search.stats import (distinguishable_from_best, holm, median_interval, posterior_confidence_set,
                                      workflow_effect)
 from workflow_rl.workflow import all_workflows
-from helpers import REPO
+from helpers import REPO, run_in_process
 
 ROOT = REPO
 
@@ -228,8 +226,7 @@ def test_cli_bad_ground_truth_is_one_error_line(tmp_path, make_record):
     bad.write_text("\x00garbage")
     for gt, match in ((tmp_path / "none.csv", "no such file"), (bad, "not a ground_truth.csv"),
                       (other, "red_agent")):
-        r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--ground-truth", str(gt), "--out",
-                            str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
+        r = run_in_process(["search", "--ground-truth", str(gt), "--out", str(tmp_path / "s")])
         assert r.returncode == 2 and r.stderr.startswith("error:") and match in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 
@@ -242,14 +239,14 @@ def test_regret_benchmark_at_toy_scale(tmp_path):
     toy = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--min-fixes", "1",
            "--compliance-threshold", "0.01", "--post-gate-episodes", "1", "--eval-episodes", "8"]
     script = str(ROOT / "benchmarks" / "studies" / "regret.py")
-    r = subprocess.run([sys.executable, script, "ground-truth", "--seeds-per-workflow", "2", "--out",
-                        str(tmp_path / "gt"), "--workflows", "D,E,OS,OH,U;U,OH,OS,E,D;E,D,OS,OH,U", *toy,
-                        "--total-episodes", "200"], capture_output=True, text=True, cwd=ROOT)
+    r = run_in_process(["ground-truth", "--seeds-per-workflow", "2", "--out", str(tmp_path / "gt"), "--workflows",
+                        "D,E,OS,OH,U;U,OH,OS,E,D;E,D,OS,OH,U", *toy, "--total-episodes", "200"], script=script,
+                       cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     gt = tmp_path / "gt" / "ground_truth.csv"
     args = ["runs", "--ground-truth", str(gt), "--budgets", "24", "--search-seeds", "2", "--out",
             str(tmp_path / "reg"), "--workflows", "D,E,OS,OH,U;U,OH,OS,E,D", *toy]
-    r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT)
+    r = run_in_process(args, script=script, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     with open(tmp_path / "reg" / "regret.csv") as f:
         rows = list(csv.DictReader(f))
@@ -260,7 +257,7 @@ def test_regret_benchmark_at_toy_scale(tmp_path):
     summary = json.loads((tmp_path / "reg" / "gp-ucb-24-seed0" / "summary.json").read_text())
     assert {"confidence_set", "regret", "answer_rank"} <= set(summary)
     stamp = (tmp_path / "reg" / "gp-ucb-24-seed0" / "summary.json").stat().st_mtime
-    r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT)
+    r = run_in_process(args, script=script, cwd=ROOT)
     assert r.returncode == 0 and (tmp_path / "reg" / "gp-ucb-24-seed0" / "summary.json").stat().st_mtime == stamp
 
 

@@ -1,12 +1,10 @@
 """The batched search (``--batch-workflows``, ``--seeds-per-workflow``): budget, interrupt and resume, bad input,
 parallel claims and the initial design."""
 import csv
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from helpers import interrupting_executor, read_log
+from helpers import interrupting_executor, read_log, run_in_process
 
 from workflow_rl.search.batched_executor import BatchedExecutor
 from workflow_rl.search.records import split_budget
@@ -71,17 +69,15 @@ def test_bad_batched_config(tmp_path, kw, match):
 
 
 def test_cli_ray_and_batch_is_one_line_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--batch-workflows", "2", "--ray",
-                        "--out", str(tmp_path / "s")], capture_output=True, text=True)
+    r = run_in_process(["search", "--batch-workflows", "2", "--ray", "--out", str(tmp_path / "s")])
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.strip().splitlines() if ln]
     assert len(lines) == 1 and "use one" in lines[0], r.stderr
 
 
 def test_batched_search_cli(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", "--batch-workflows", "3", "--n-envs", "8",
-                        "--max-episodes", "2", "--total-episodes", "40", "--eval-episodes", "8", "--n-init", "2",
-                        "--out", str(tmp_path / "s"), "--no-progress"], capture_output=True, text=True)
+    r = run_in_process(["search", "--batch-workflows", "3", "--n-envs", "8", "--max-episodes", "2", "--total-episodes",
+                        "40", "--eval-episodes", "8", "--n-init", "2", "--out", str(tmp_path / "s"), "--no-progress"])
     assert r.returncode == 0, r.stderr
     assert "40 / 40 episodes" in r.stdout
     assert np.isfinite(float(open(tmp_path / "s" / "best_workflow.json").read().split('"observed_reward": ')[1]
@@ -232,6 +228,7 @@ class _Watch(BatchedExecutor):
         super().extend(iteration, seed_budgets)
 
 
+@pytest.mark.slow   # ~8 s
 def test_elastic_claims_start_workflows_on_what_is_unclaimed(tmp_path):
     """Caps of 40, gates at the first episode, so a finished workflow costs 16 (1 episode + 1 post-gate, 8 envs):
     with elastic claims (the default) a workflow starts while others run once the median cost is unclaimed,

@@ -127,6 +127,7 @@ def test_a_missing_device_is_one_error_line(capsys, device, match):
         assert len(err) == 1 and err[0].startswith("error:") and match in err[0], err
 
 
+@pytest.mark.slow   # a fresh Python (~2 s)
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_device_cuda_from_the_shell_has_no_traceback():
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--device", "cuda", "--out",

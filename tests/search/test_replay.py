@@ -7,7 +7,7 @@ from workflow_rl.search.ground_truth import write_ground_truth
 from workflow_rl.search.records import Proposal, SearchState
 from workflow_rl.search.ground_truth_replay import load_exhaustive, replay_search, replayed_record, seed_costs
 from workflow_rl.workflow import Workflow, all_workflows
-from helpers import REPO
+from helpers import REPO, run_in_process
 
 EPISODES = 3000   # per workflow, its 3 seeds together
 
@@ -75,6 +75,7 @@ def test_replayed_search_spends_its_budget_and_is_scored_against_the_ground_trut
     assert replay_search(ground_truth_run, seed=1, strategy="random", total_episodes=10_000) == r   # deterministic
 
 
+@pytest.mark.slow   # ~7 s
 def test_a_replayed_search_that_sees_everything_finds_a_best_workflow_up_to_seed_noise(ground_truth_run):
     r = replay_search(ground_truth_run, seed=0, strategy="gp-ucb", total_episodes=120 * 1000)
     assert r["workflows_evaluated"] == 120
@@ -91,15 +92,12 @@ def test_replay_refuses_an_unfinished_ground_truth(ground_truth_run):
 
 def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_truth_run, tmp_path):
     import csv
-    import subprocess
-    import sys
 
     root = REPO
     studies = root / "benchmarks" / "studies"
     out = tmp_path / "replay"
-    r = subprocess.run([sys.executable, str(studies / "regret.py"), "replay", "--ground-truth-run",
-                        str(ground_truth_run), "--budgets", "6000", "--search-seeds", "3", "--out", str(out)],
-                       capture_output=True, text=True, cwd=root)
+    r = run_in_process(["replay", "--ground-truth-run", str(ground_truth_run), "--budgets", "6000", "--search-seeds",
+                        "3", "--out", str(out)], script=studies / "regret.py", cwd=root)
     assert r.returncode == 0, r.stderr[-2000:]
     with open(out / "replay.csv") as f:
         rows = list(csv.DictReader(f))
@@ -110,9 +108,9 @@ def test_regret_benchmark_replay_writes_a_table_per_strategy_and_budget(ground_t
     assert "| gp-ucb | 6,000 | 3 (3 scored) |" in md and "| random | 6,000 | 3 (3 scored) |" in md
     assert "- budget 6,000: gp-ucb median regret" in md and "Mann-Whitney" in md
     assert "distinct answers" in md and "median held-out regret" in md and "the ground truth's noise included" in md
-    again = subprocess.run([sys.executable, str(studies / "regret.py"), "table", str(out / "replay.csv"),
-                            "--ground-truth", str(ground_truth_run / "ground_truth.csv"), "--figure",
-                            str(out / "fig.png")], capture_output=True, text=True, cwd=root)
+    again = run_in_process(["table", str(out / "replay.csv"), "--ground-truth", str(ground_truth_run /
+                            "ground_truth.csv"), "--figure", str(out / "fig.png")], script=studies / "regret.py",
+                           cwd=root)
     assert again.returncode == 0 and again.stdout.strip() == md.strip()   # the table is rebuilt from the CSV alone
     assert (out / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -217,13 +215,11 @@ def test_search_claims_replay_models_a_batch_round_by_round(ground_truth_run, tm
     uses its whole cap (gate 500 + post-gate 500 of a 1,000 cap), so no claim rule can free anything: the four modes
     must agree exactly, and a 10,000-episode search at 1,000 per workflow needs at least 10 rounds of 10 envs x 10."""
     import json
-    import subprocess
-    import sys
 
     script = REPO / "benchmarks" / "studies" / "search_claims.py"
-    r = subprocess.run([sys.executable, str(script), "--replay", str(ground_truth_run), "--search-seeds", "3",
-                        "--total-episodes", "10000", "--batch-workflows", "4", "--modes", "lowered", "whole", "oracle", "elastic",
-                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    r = run_in_process(["--replay", str(ground_truth_run), "--search-seeds", "3", "--total-episodes", "10000",
+                        "--batch-workflows", "4", "--modes", "lowered", "whole", "oracle", "elastic", "--out",
+                        str(tmp_path)], script=script)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {row["mode"]: row for row in json.loads((tmp_path / "claims.json").read_text())["rows"]}
     assert rows["lowered"]["rounds"] == rows["whole"]["rounds"] == rows["oracle"]["rounds"] == rows["elastic"]["rounds"]

@@ -1,11 +1,10 @@
 """GP-UCB search: the GP against closed form, kernel definiteness, UCB, budget, resume, inheritance, bad input."""
 import csv
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_in_process
 
 from workflow_rl.search import gp as G
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
@@ -124,6 +123,7 @@ def test_outputs_and_gp_log(tmp_path):
     assert saved["workflows_evaluated"] == len(log) == summary["workflows_evaluated"]
 
 
+@pytest.mark.slow   # two searches (~7 s)
 def test_resume_equals_uninterrupted(tmp_path):
     full = WorkflowSearch(_tiny(), tmp_path / "full", progress=False)
     full.run()
@@ -162,8 +162,7 @@ def test_bad_search_config(tmp_path, kw, match):
 def test_cli_search_bad_input_one_line():
     for args, match in ((["--total-episodes", "0"], "total-episodes"), (["--gp-beta", "-2"], "gp-beta"),
                         (["--red-agent", "x"], "unknown red agent")):
-        r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "search", *args, "--out", "/tmp/never"],
-                           capture_output=True, text=True, timeout=300)
+        r = run_in_process(["search", *args, "--out", "/tmp/never"])
         assert r.returncode == 2 and r.stderr.startswith("error:") and match in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 

@@ -3,8 +3,6 @@
 phase, the calls and the confidence set, bad input."""
 import csv
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,7 @@ from workflow_rl.search import multifidelity as F
 from workflow_rl.search import universal as U
 from workflow_rl.search.search import SearchConfig, WorkflowSearch
 from workflow_rl.workflow import all_workflows
-from helpers import REPO
+from helpers import REPO, run_in_process
 
 
 def _synthetic(offset, high_idx, noise=0.0, seed=0):
@@ -162,9 +160,9 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     # the measurement script scores it against a ground truth and the universal agent's own calls
     root = REPO
     studies = root / "benchmarks" / "studies"
-    r = subprocess.run([sys.executable, str(studies / "universal_search.py"), str(tmp_path / "full"),
-                        "--ground-truth", str(root / "benchmarks/results/ground_truth/ground_truth.csv"),
-                        "--out", str(tmp_path / "score")], capture_output=True, text=True, cwd=root, check=False)
+    r = run_in_process([str(tmp_path / "full"), "--ground-truth", str(root / "benchmarks/results/ground_truth/"
+                        "ground_truth.csv"), "--out", str(tmp_path / "score")], script=studies / "universal_search.py",
+                       cwd=root)
     assert r.returncode == 0, r.stderr[-2000:]
     with open(tmp_path / "score" / "universal_search.csv") as f:
         row = next(csv.DictReader(f))

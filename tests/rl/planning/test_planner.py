@@ -257,27 +257,24 @@ def test_a_cyborg_harness_drives_the_planned_agent_step_by_step(red):
     env.close()
 
 
-@pytest.mark.slow   # a subprocess: imports and compiles (~15 s)
+@pytest.mark.slow   # imports and compiles (~15 s)
 def test_the_planning_benchmark_runs_and_writes_its_result(tmp_path):
     import json
-    import subprocess
-    import sys
+
+    from helpers import run_in_process
 
     root = REPO
     studies = root / "benchmarks" / "studies"
-    r = subprocess.run([sys.executable, str(studies / "planning.py"), "compare", "--episodes", "2",
-                        "--particles", "8", "--horizon", "2", "--rollouts", "2", "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=root, env={**__import__("os").environ,
-                                                                     "PYTHONPATH": str(root)})
+    r = run_in_process(["compare", "--episodes", "2", "--particles", "8", "--horizon", "2", "--rollouts", "2", "--out",
+                        str(tmp_path)], script=studies / "planning.py", cwd=root)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "compare_B_lineAgent_2.json").read_text())
     assert [c["length"] for c in res["cells"]] == [30, 50, 100] and len(res["planned_returns"]) == 2
     assert res["length_known"] and sorted(res["cell_returns"]["planned"], key=int) == ["30", "50", "100"]
 
     def bench(*args):
-        return subprocess.run([sys.executable, str(studies / "planning.py"), *args, "--episodes", "2",
-                               "--out", str(tmp_path)], capture_output=True, text=True, cwd=root,
-                              env={**__import__("os").environ, "PYTHONPATH": str(root)})
+        return run_in_process([*args, "--episodes", "2", "--out", str(tmp_path)], script=studies / "planning.py",
+                              cwd=root)
 
     same = str(tmp_path / "compare_B_lineAgent_2.json")
     assert bench("gap", "--files", same, same).returncode == 0
