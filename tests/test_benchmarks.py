@@ -216,7 +216,7 @@ def test_engine_check_puts_each_cyborg_cell_beside_the_native_row_of_its_workflo
 def test_engine_gap_compares_one_agent_on_both_engines_window_by_window(tmp_path):
     """benchmarks/studies/engine_gap.py at toy size: both engines played, ten 10-step windows whose rewards add up to
     each engine's mean return, action shares that sum to 1, red's late access for every host."""
-    r = run_in_process(["pretrained:cage2", "--red", "bline", "--episodes", "3", "--workers", "1", "--out",
+    r = run_in_process(["pretrained:universal", "--red", "bline", "--episodes", "3", "--workers", "1", "--out",
                         str(tmp_path)], script=STUDIES / "engine_gap.py", cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "engine_gap.json").read_text())
@@ -269,7 +269,7 @@ def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
     import argparse
 
     planning = _benchmark_module("planning")
-    args = argparse.Namespace(agent="pretrained:cage2", red="B_lineAgent", episodes=2, episode_seed=5, seed=0,
+    args = argparse.Namespace(agent="pretrained:universal", red="B_lineAgent", episodes=2, episode_seed=5, seed=0,
                               top_k=2, horizon=2, rollouts=1, min_gain=0.0, value_scale=1.0, lengths=[6, 10])
     res = planning.truth(args)
     assert sorted(res["cells"]) == [6, 10] and res["difference"] == res["cells"][10]["difference"]
@@ -371,8 +371,7 @@ def test_shared_machine_benchmark_dry_run(tmp_path):
 
 def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
     """``make bench`` is ``workflow-rl bench``; its native table (the kernel alone, both red agents) has the columns
-    tests/test_readme.py reads from benchmarks/results/native.csv, and benchmarks/bench_native.py (the old script's
-    flags, kept for BENCHMARKS.md's commands) writes the same table through the same function."""
+    tests/test_readme.py reads from benchmarks/results/native.csv."""
     from helpers import run_main
 
     rc, out, err = run_main(["bench", "--tables", "native", "--native-sizes", "16", "--native-min-steps", "200",
@@ -384,8 +383,3 @@ def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
     assert [(r["red"], r["n_envs"]) for r in rows] == [("B_lineAgent", "16"), ("RedMeanderAgent", "16")]
     assert all(float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"]) for r in rows)
     assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench")
-    r = run_in_process(["--sizes", "16", "--repeats", "1", "--min-steps", "200", "--cyborg-steps", "0", "--cuda-sizes",
-                        "--out", str(tmp_path / "old")], script=ROOT / "benchmarks" / "bench_native.py", cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    with open(tmp_path / "old" / "native.csv") as f:
-        assert list(csv.DictReader(f))[0].keys() == rows[0].keys()

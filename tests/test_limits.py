@@ -151,7 +151,7 @@ def _gym_make(**kw):
 def act():
     from workflow_rl.rl.planning.planner import make_act
 
-    return make_act("pretrained:cage2")
+    return make_act("pretrained:universal")
 
 
 @pytest.mark.parametrize("call,match", [

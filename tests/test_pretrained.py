@@ -23,59 +23,27 @@ def test_the_one_agent_is_shipped_and_loads_by_name():
     assert a.shape == (3,) and ((0 <= a) & (a < N_ACTIONS)).all()
 
 
-@pytest.mark.parametrize("old, workflow", [("cage2", None), ("cage2-opening", None),
+@pytest.mark.parametrize("old, workflow", [("cage2", "none"), ("cage2-opening", "none"),
                                            ("cage2-compliant", "D,OS,E,OH,U")])
-def test_old_names_play_the_one_agent_under_their_workflow_and_say_so(old, workflow, capsys, monkeypatch):
-    """Issue P: the old shipped names keep working as aliases of the one agent, each under the workflow it played
-    (none for the unconstrained ones), and the first use in a process says so on stderr: an old name never
-    silently means another agent."""
-    monkeypatch.setattr(pretrained, "_noted", set())
-    assert pretrained.path(old) == pretrained.path("universal")
-    agent, wf = pretrained.load(f"pretrained:{old}")
-    assert (wf.codes if wf else None) == workflow
-    assert all(torch.equal(a, b) for a, b in zip(agent.state_dict().values(),
-                                                 pretrained.load("universal")[0].state_dict().values()))
-    err = capsys.readouterr().err
-    assert err.count(f"pretrained:{old} is now pretrained:universal played with --workflow {workflow or 'none'}") == 1
+def test_retired_names_are_refused_naming_what_plays_them(old, workflow, capsys):
+    """The names of the agents ``pretrained:universal`` replaced (issue P) are one error, in the API and on the
+    command line, naming the agent and --workflow that play what they played (no alias silently plays another
+    agent)."""
+    for call in (lambda: pretrained.path(old), lambda: pretrained.load(f"pretrained:{old}")):
+        with pytest.raises(ValueError, match=f"pretrained:universal --workflow {workflow}"):
+            call()
+    rc, _, err = run_main(["evaluate", f"pretrained:{old}", "--episodes", "2"], capsys)
+    assert rc == 2 and err.strip().splitlines() == [
+        f"error: pretrained:{old} was retired (its file: git tag agents-before-p): use pretrained:universal "
+        f"--workflow {workflow} (in Python: workflow={workflow!r})"]
     assert old not in pretrained.names()
 
 
-def test_an_old_name_evaluates_the_one_agent_under_its_workflow(capsys, tmp_path):
-    """``evaluate pretrained:cage2-compliant`` plays the one agent under D,OS,E,OH,U (its compliance reported),
-    ``pretrained:cage2`` plays it unconstrained: the same numbers as the new name with that --workflow."""
-    import json
-    for old, wf in (("cage2", "none"), ("cage2-compliant", "D,OS,E,OH,U")):
-        got = []
-        for spec, flags in ((f"pretrained:{old}", []), ("pretrained:universal", ["--workflow", wf])):
-            out = tmp_path / f"{old}-{len(got)}"
-            rc, _, _ = run_main(["evaluate", spec, *flags, "--red-agents", "bline", "--lengths", "30", "--episodes",
-                                 "8", "--mode", "greedy", "--out", str(out)], capsys)
-            assert rc == 0
-            report = json.loads((out / "evaluation.json").read_text())
-            got.append({**report, "results": [{k: v for k, v in r.items() if k != "seconds"}
-                                              for r in report["results"]]})
-        assert got[0] == got[1]
-        assert got[0]["policy"] == "pretrained:universal"
-        assert (got[0]["results"][0]["compliance"] is None) == (wf == "none")
-
-
-@pytest.mark.parametrize("name", pretrained.names())
-def test_the_card_says_how_to_reproduce_and_what_it_scores(name):
-    card = pretrained.card(name)
-    assert "workflow-rl train" in card["reproduce"] or "workflow_rl.cli train" in card["reproduce"]
-    assert card["training_seconds"] > 0 and card["machine"]
-    assert "--red-agent mix" in card["reproduce"]
-    for engine, least in (("eval_native", 1000), ("eval_cyborg", 200)):
-        cells = {(r["red_agent"], r["length"]) for r in card[engine] if r["episodes"] >= least}
-        assert {("B_lineAgent", 100), ("RedMeanderAgent", 100)} <= cells, engine
-
-
-def test_the_compliant_name_complies_on_the_card():
-    """Issue I shipped the best workflow's compliant agent (``cage2-compliant``, D,OS,E,OH,U); its name now plays
-    the one agent under that workflow, and the card's evaluation of that workflow (500 episodes of 100 steps per red
-    agent) is at least 95% compliant against both red agents."""
-    alias = pretrained.ALIASES["cage2-compliant"]
-    rows = [r for r in pretrained.card(alias.target)["eval_workflows"]["rows"] if r["workflow"] == alias.workflow]
+def test_the_shipped_agent_complies_with_issue_is_workflow_on_the_card():
+    """Issue I shipped the best workflow's compliant agent (D,OS,E,OH,U, ``cage2-compliant`` then); the one agent's
+    card evaluates that workflow (500 episodes of 100 steps per red agent) at least 95% compliant against both red
+    agents."""
+    rows = [r for r in pretrained.card("universal")["eval_workflows"]["rows"] if r["workflow"] == "D,OS,E,OH,U"]
     assert {r["red_agent"] for r in rows} == {"B_lineAgent", "RedMeanderAgent"}
     assert all(r["episodes"] >= 500 and r["compliance"] >= 0.95 for r in rows)
 

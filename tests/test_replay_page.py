@@ -116,7 +116,8 @@ def _check_step(browser, episode: dict, t: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent, red", [("pretrained:cage2", "meander"), ("pretrained:cage2-compliant", "bline")])
+@pytest.mark.parametrize("agent, red", [(["pretrained:universal", "--workflow", "none"], "meander"),
+                                        (["pretrained:universal", "--workflow", "D,OS,E,OH,U"], "bline")])
 def test_page_plays_in_chromium(tmp_path, agent, red):
     """The issue's command, then the page in headless Chromium: step with the keyboard and the slider, choose
     another episode, play and pause; at each stop the hosts drawn privileged / user / clean, blue's and red's marked
@@ -126,7 +127,7 @@ def test_page_plays_in_chromium(tmp_path, agent, red):
 
     out = tmp_path / "runs" / "replay.html"
     t0 = time.monotonic()
-    assert main(["replay", agent, "--red-agent", red, "--episodes", "3", "--out", str(out)]) == 0
+    assert main(["replay", *agent, "--red-agent", red, "--episodes", "3", "--out", str(out)]) == 0
     assert time.monotonic() - t0 < 120   # "in seconds": a generous bound that only a hang or a loop would break
     data = _data(out)
     browser = _chromium()

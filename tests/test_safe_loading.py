@@ -75,7 +75,7 @@ def test_training_refuses_a_malicious_checkpoint_without_running_it(where, tmp_p
 
 def test_a_non_numeric_numpy_array_is_refused(tmp_path):
     """An object array could smuggle arbitrary objects past the array allow-list: refused after loading."""
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     torch.save({**good, "counters": {**good["counters"], "episodes_per_env": np.array(["a"], dtype=object)}},
                tmp_path / "obj.pt")
     with pytest.raises(CheckpointError, match="needs numpy.dtypes.ObjectDType to load"):
@@ -92,7 +92,7 @@ def test_shipped_agents_load_weights_only(name):
 @pytest.mark.parametrize("field,value", [("weights", float("nan")), ("weights", float("inf")),
                                          ("optimizer", float("nan"))])
 def test_non_finite_weights_are_refused(field, value, tmp_path, capsys):
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     if field == "weights":
         agent = {k: torch.full_like(v, value) if v.is_floating_point() else v for k, v in good["agent"].items()}
         bad = {**good, "agent": agent}
@@ -111,7 +111,7 @@ def test_non_finite_weights_are_refused(field, value, tmp_path, capsys):
 
 def test_a_checkpoint_config_passes_the_command_lines_checks(tmp_path):
     """A saved config with a value the command line refuses (here a learning rate of 0) is refused on loading."""
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     cfg = {**good["config"], "ppo": {**good["config"]["ppo"], "learning_rate": 0.0}}
     torch.save({**good, "config": cfg}, tmp_path / "bad.pt")
     with pytest.raises(CheckpointError, match="--learning-rate must be > 0"):
@@ -148,7 +148,7 @@ def _with_attr(p: torch.nn.Parameter) -> torch.nn.Parameter:
 def test_every_tensor_is_checked_for_what_it_is_before_use(case, tmp_path, capsys):
     """Each of these got past the old finite check (evaluated, replayed, trained on) or raised a traceback deep in
     torch (the expansion tried to allocate 400 TB). Now refused on loading, before any value is read."""
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     make, match = HOSTILE_WEIGHTS[case]
     first = next(iter(good["agent"]))
     torch.save({**good, "agent": {**good["agent"], first: make(good["agent"][first])}}, tmp_path / "bad.pt")
@@ -161,7 +161,7 @@ def test_every_tensor_is_checked_for_what_it_is_before_use(case, tmp_path, capsy
 
 def test_a_planted_tensor_in_an_optimizer_state_is_refused_too(tmp_path):
     """Every tensor of the file, not only the weights: the Adam state, the engine snapshot."""
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     w = next(iter(good["agent"].values()))
     opt = {"state": {0: {"step": torch.tensor(1.0), "exp_avg": _nan_with_a_planted_method(w)}}, "param_groups": []}
     torch.save({**good, "optimizer": opt}, tmp_path / "bad.pt")
@@ -171,7 +171,7 @@ def test_a_planted_tensor_in_an_optimizer_state_is_refused_too(tmp_path):
 
 def test_a_numpy_array_of_a_dtype_no_file_holds_is_refused(tmp_path):
     """Half precision passes the unpickler's numeric allow-list; no workflow-rl file holds it."""
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     per_env = np.asarray(good["counters"]["episodes_per_env"]).astype(np.float16)
     torch.save({**good, "counters": {**good["counters"], "episodes_per_env": per_env}}, tmp_path / "bad.pt")
     with pytest.raises(CheckpointError, match="array of dtype <f2"):
@@ -212,7 +212,7 @@ def test_200000_deep_nesting_is_refused_not_a_recursion_error(tmp_path, capsys):
 def test_a_config_claiming_a_huge_network_is_refused_before_building_it(hidden, match, tmp_path, capsys):
     """The saved hidden sizes are bounded like the flag's, and the weights must be the network's the config
     describes, name for name and shape for shape, checked on the meta device before any network is built."""
-    good = load_checkpoint(pretrained.path("cage2"))
+    good = load_checkpoint(pretrained.path("universal"))
     torch.save({**good, "config": {**good["config"], "ppo": {**good["config"]["ppo"], "hidden": hidden}}},
                tmp_path / "bad.pt")
     with pytest.raises(CheckpointError, match=match):

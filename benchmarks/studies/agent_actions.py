@@ -5,7 +5,7 @@ policy cannot tell a new decoy from a repeat, which does nothing (the decoy's po
 ``--envs`` native episodes of 100 steps per red agent, greedy and sampled: the share of steps per action kind and
 the share of decoy actions that repeat one (same type, same host) already placed in that episode.
 
-    PYTHONPATH=. python benchmarks/studies/agent_actions.py pretrained:cage2 --envs 200
+    PYTHONPATH=. python benchmarks/studies/agent_actions.py pretrained:universal --envs 200
 
 Results: RESULTS.md (issue I, "What the shipped agent does").
 """

@@ -7,7 +7,7 @@ engine matches CybORG for every scripted defender (RESULTS.md, issue K). A train
 engine rewards and the other does not; the step window where the reward gap opens, and what the agent and red do
 there on each engine, say which rule to look at.
 
-    WORKFLOW_RL_CAGE2_SCENARIO=... PYTHONPATH=. python benchmarks/studies/engine_gap.py pretrained:cage2 --red bline \\
+    WORKFLOW_RL_CAGE2_SCENARIO=... PYTHONPATH=. python benchmarks/studies/engine_gap.py pretrained:universal --red bline \\
         --episodes 100 --workers 2 --out runs/engine-gap-bline
 
 Writes OUT/engine_gap.json and OUT/engine_gap.md.

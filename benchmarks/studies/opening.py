@@ -2,9 +2,9 @@
 same agent made to play others (``Agent.opening``, what ``train --opening`` trains with), paired on the same native
 episodes, per CAGE2 cell.
 
-    PYTHONPATH=. python benchmarks/studies/opening.py sweep --agent pretrained:cage2 --red B_lineAgent --length 30 \\
+    PYTHONPATH=. python benchmarks/studies/opening.py sweep --agent pretrained:universal --red B_lineAgent --length 30 \\
         --episodes 1000 --out benchmarks/results/opening          # every first action in place of the agent's own
-    PYTHONPATH=. python benchmarks/studies/opening.py forced --agent pretrained:cage2 --opening 51 116 55 \\
+    PYTHONPATH=. python benchmarks/studies/opening.py forced --agent pretrained:universal --opening 51 116 55 \\
         --episodes 2000 --out benchmarks/results/opening          # one given opening, the six cells
 
 Why: a policy fine-tuned after a fixed opening gains in every cell (RESULTS.md, issue M), while the same opening
@@ -78,7 +78,7 @@ def forced(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=["sweep", "forced"])
-    p.add_argument("--agent", default="pretrained:cage2")
+    p.add_argument("--agent", default="pretrained:universal")
     p.add_argument("--red", default="B_lineAgent", choices=RED)
     p.add_argument("--length", type=int, default=30, choices=LENGTHS)
     p.add_argument("--step", type=int, default=0, help="sweep: the step whose action is swept (0-based)")

@@ -155,7 +155,7 @@ def figure(args) -> dict:
         drawn.append(f.name)
     ax.set_xlabel("step")
     ax.set_ylim(0.8, 1.005)
-    ax.set_title(f"Belief accuracy, {args.particles} particles, greedy pretrained:cage2 (native engine)", fontsize=9)
+    ax.set_title(f"Belief accuracy, {args.particles} particles, greedy pretrained:universal (native engine)", fontsize=9)
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(out / "belief_accuracy.png", dpi=110)
@@ -198,7 +198,7 @@ def _settings(plan: dict) -> str:
 
 
 def budget(args) -> dict:
-    """The score against the planning budget from the length-known ``compare`` results of ``pretrained:cage2`` in
+    """The score against the planning budget from the length-known ``compare`` results of ``--agent`` in
     ``--out`` (no workflow; a settings' cells may come from several files, e.g. one per length): per settings, CPU
     ms per decision, each cell's paired difference planned - greedy on the first ``--episodes`` episodes of each
     red agent (or as many as ran), and the six-cell sum where all six were played; ``budget{tag}.md`` and
@@ -213,7 +213,7 @@ def budget(args) -> dict:
     runs: dict[str, dict] = {}
     for f in sorted(out.glob("compare_*.json")):
         r = json.loads(f.read_text())
-        if not r.get("length_known") or r.get("agent") != "pretrained:cage2" or r.get("workflow"):
+        if not r.get("length_known") or r.get("agent") != args.agent or r.get("workflow"):
             continue
         row = runs.setdefault(_settings(r["plan"]), {"ms": {}, "cells": {}, "files": []})
         steps = r["episodes"] * sum(map(int, r["cell_returns"]["planned"]))   # its planned decisions
@@ -271,7 +271,7 @@ def budget(args) -> dict:
     right.set_ylabel("six-cell sum")
     right.set_title(f"Six cells (B_line and Meander, first {n} episodes each)", fontsize=9)
     right.legend(fontsize=7)
-    fig.suptitle("pretrained:cage2 planned on the native engine, episode length known", fontsize=9)
+    fig.suptitle("pretrained:universal planned on the native engine, episode length known", fontsize=9)
     fig.tight_layout()
     (out / f"budget{args.tag}.md").write_text("\n".join(lines) + "\n")
     fig.savefig(out / f"budget{args.tag}.png", dpi=110)
@@ -282,7 +282,7 @@ def budget(args) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("what", choices=["compare", "belief", "truth", "figure", "gap", "budget"])
-    p.add_argument("--agent", default="pretrained:cage2")
+    p.add_argument("--agent", default="pretrained:universal")
     p.add_argument("--red", default="B_lineAgent")
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--episode-seed", type=int, default=EVAL_SEED)

@@ -14,7 +14,7 @@ def test_one_actor_plays_two_batches_as_two_acting_functions_do():
     """Two batches (3 and 2 envs, different episodes) stepped in turn through one Actor, each with its own state,
     play what two separate ``make_act`` functions play: nothing of one episode leaks into the other (the shipped
     agent has decoy memory, masking and an opening)."""
-    agent, wf = pretrained.load("pretrained:cage2-opening")
+    agent, wf = pretrained.load("pretrained:universal")
     assert agent.opening and agent.memory.dim
     policy = Actor.of(agent, wf)
     envs = [NativeVectorEnv(n, T.RED_MEANDER, 100, seed=s) for n, s in ((3, 1), (2, 2))]
@@ -33,7 +33,7 @@ def test_one_actor_plays_two_batches_as_two_acting_functions_do():
 
 
 def test_a_new_episode_or_batch_starts_from_blank_memory():
-    agent, wf = pretrained.load("pretrained:cage2")
+    agent, wf = pretrained.load("pretrained:universal")
     policy = Actor.of(agent, wf)
     obs = torch.zeros(4, 4 * T.N_HOSTS)
     _, mem = policy.act(obs, None, 0)
@@ -51,10 +51,10 @@ def test_make_act_takes_a_name_or_a_loaded_agent_greedy_sampled_or_planned():
     an int, a batch a tensor); a seeded sampled run repeats; a planned run is greedy under one workflow."""
     from workflow_rl.rl.planning.planner import PlanConfig
 
-    agent, wf = pretrained.load("pretrained:cage2")
+    agent, wf = pretrained.load("pretrained:universal")
     env = NativeVectorEnv(3, T.RED_MEANDER, 100, seed=4)
     obs, _ = env.reset(seed=4)
-    by_name, loaded = make_act("pretrained:cage2"), make_act(agent, workflow=wf)
+    by_name, loaded = make_act("pretrained:universal"), make_act(agent, workflow=wf)
     single = make_act(agent, workflow=wf)
     sampled = [make_act(agent, workflow=wf, greedy=False, generator=torch.Generator().manual_seed(9)) for _ in "ab"]
     for t in range(12):

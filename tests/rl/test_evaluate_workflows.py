@@ -96,7 +96,7 @@ def test_the_table_reads_back_as_written(tmp_path):
 
 def test_cli_across_workflows_writes_table_figure_and_comparison(tmp_path, capsys):
     gt = "benchmarks/results/ground_truth/ground_truth.csv"
-    rc, out, err = run_main(["evaluate", "pretrained:cage2-compliant", "--workflow", "named", "--episodes", "3",
+    rc, out, err = run_main(["evaluate", "pretrained:universal", "--workflow", "named", "--episodes", "3",
                          "--red-agents", "bline", "--ground-truth", gt, "--out", str(tmp_path)], capsys)
     assert rc == 0, err
     with open(tmp_path / "workflows.csv") as f:
@@ -110,13 +110,13 @@ def test_cli_across_workflows_writes_table_figure_and_comparison(tmp_path, capsy
 
 
 @pytest.mark.parametrize("args,match", [
-    (["pretrained:cage2-compliant", "--workflow", "all;D,E,OS,OH,U"], "unknown unit type 'all'"),
-    (["pretrained:cage2-compliant", "--workflow", ";"], "lists no workflow"),
-    (["pretrained:cage2-compliant", "--workflow", "named", "--engine", "cyborg"], "native engine"),
+    (["pretrained:universal", "--workflow", "all;D,E,OS,OH,U"], "unknown unit type 'all'"),
+    (["pretrained:universal", "--workflow", ";"], "lists no workflow"),
+    (["pretrained:universal", "--workflow", "named", "--engine", "cyborg"], "native engine"),
     (["greedy_workflow", "--workflow", "named"], "one workflow at a time"),
-    (["pretrained:cage2", "--workflow", "all", "--time-limit", "5"], "drop --time-limit"),
-    (["pretrained:cage2", "--ground-truth", "x.csv"], "give --workflow a list"),
-    (["pretrained:cage2", "--workflow", "named", "--ground-truth", "/nonexistent.csv"], "no such file"),
+    (["pretrained:universal", "--workflow", "all", "--time-limit", "5"], "drop --time-limit"),
+    (["pretrained:universal", "--ground-truth", "x.csv"], "give --workflow a list"),
+    (["pretrained:universal", "--workflow", "named", "--ground-truth", "/nonexistent.csv"], "no such file"),
 ])
 def test_cli_bad_input_is_one_error_line(args, match, tmp_path, capsys):
     rc, _, err = run_main(["evaluate", *args, "--out", str(tmp_path / "ev")], capsys)

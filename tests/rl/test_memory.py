@@ -320,18 +320,18 @@ def test_the_clock_counts_this_episodes_steps_in_training_evaluation_and_episode
 
 
 def test_a_run_may_add_the_clock_to_weights_trained_without_it():
-    """``--init-checkpoint pretrained:cage2 --clock-memory``: the clock's input weights start at zero, so the new
+    """``--init-checkpoint pretrained:universal --clock-memory``: the clock's input weights start at zero, so the new
     network chooses exactly as the old one whatever the clock reads; other changes of memory are still refused."""
     from workflow_rl.rl import pretrained
 
-    old, _ = pretrained.load("pretrained:cage2")
+    old, _ = pretrained.load("pretrained:universal")
     ppo = PPOConfig(hidden=(256, 256), decoy_memory=True, mask_decoys=True, clock_memory=True)
     new = Agent((256, 256), Memory.of(ppo))
-    new.load_state_dict(pretrained.starting_weights("pretrained:cage2", ppo))
+    new.load_state_dict(pretrained.starting_weights("pretrained:universal", ppo))
     x = torch.rand(64, input_dim(old.memory)).round()
     x_clock = torch.cat([x, torch.rand(64, 1)], 1)
     assert torch.allclose(new.logits(x_clock), old.logits(x), atol=1e-5)
     assert torch.allclose(new.value(x_clock), old.value(x), atol=1e-5)
     with pytest.raises(ValueError, match="same --hidden and memory flags"):
-        pretrained.starting_weights("pretrained:cage2", PPOConfig(hidden=(256, 256), decoy_memory=True,
+        pretrained.starting_weights("pretrained:universal", PPOConfig(hidden=(256, 256), decoy_memory=True,
                                                                   mask_decoys=True, red_memory=True, clock_memory=True))

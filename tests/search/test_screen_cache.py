@@ -263,4 +263,5 @@ def test_a_shipped_starting_agents_training_is_quoted_from_its_card():
     note = card_note("pretrained:universal")
     assert note.startswith(f"{c['episodes_trained']:,} episodes") and "workflow_rl/pretrained/universal.json" in note
     assert card_note("/some/file.pt") == ""
-    assert card_note("pretrained:cage2") == note   # an old name: the agent it plays
+    with pytest.raises(ValueError, match="retired"):   # an old name: refused, naming the one that plays it
+        card_note("pretrained:cage2")

@@ -178,7 +178,7 @@ def test_given_universal_agent_is_not_counted_and_a_resumed_search_equals_the_wh
     (dict(universal_fraction=1.0), r"in \(0, 1\)"),
     (dict(universal_fraction=-0.2), r"in \(0, 1\)"),
     (dict(universal_fraction=0.01), "at least one round"),
-    (dict(universal_fraction=0.5, init_checkpoint="pretrained:cage2", hidden=(256, 256), decoy_memory=True,
+    (dict(universal_fraction=0.5, init_checkpoint="pretrained:universal", hidden=(256, 256), decoy_memory=True,
           mask_decoys=True), "drop one of them"),
     (dict(universal_fraction=0.5, workflows=["D,E,OS,OH,U"]), "picks workflows"),
     (dict(universal_fraction=0.5, strategy="gp-cei"), "gp-ucb or random"),

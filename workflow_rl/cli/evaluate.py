@@ -19,19 +19,6 @@ DEVICE_HELP = ("where the agent and the native engine run: cpu or cuda (cuda:N);
 """``--device`` of the commands that play an agent (``evaluate``, ``replay``)."""
 
 
-def resolve_alias(args) -> None:
-    """An old shipped name (``pretrained:cage2``, ``rl.pretrained.ALIASES``) is the one agent now: ``args`` then
-    names it and, unless ``--workflow`` names another, the workflow the old name plays (none for the unconstrained
-    ones, D,OS,E,OH,U for ``cage2-compliant``); one note on stderr says so."""
-    from workflow_rl.rl.pretrained import PREFIX, note_alias
-
-    alias = None if args.checkpoint in BASELINES else note_alias(args.checkpoint)
-    if alias is not None:
-        args.checkpoint = PREFIX + alias.target
-        if getattr(args, "workflow", None) is None:
-            args.workflow = alias.workflow
-
-
 def _typed_none(args) -> bool:
     """Whether ``--workflow none`` was typed: an agent trained across workflows then plays unconstrained (a zero
     workflow encoding), as ``train --none-share`` trained it to."""
@@ -139,7 +126,6 @@ def cmd_evaluate(args) -> int:
     from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_cells, result_dict
     from workflow_rl.workflow import is_workflow_list, parse_workflow_arg
 
-    resolve_alias(args)
     check_devices(args.device, args.engine)
     if args.out:
         check_out_files("--out", args.out, _out_files(args), read_files(args))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workflow_rl.checks import check_out_file, check_replay_steps
-from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files, resolve_alias
+from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags
 from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
@@ -20,7 +20,6 @@ def cmd_replay(args) -> int:
     from workflow_rl.rl import viewer
     from workflow_rl.workflow import parse_workflow_arg
 
-    resolve_alias(args)
     check_replay_steps(args.episodes, args.length)
     out = check_out_file("--out", args.out, read_files(args), mine="replay")
     red = parse_red_agent(args.red_agent)

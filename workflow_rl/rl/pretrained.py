@@ -2,7 +2,7 @@
 
 ``workflow_rl.rl.pretrained.load("universal")`` returns the agent (an :class:`~workflow_rl.rl.ppo.Agent`) and its
 workflow (None: unconstrained, or an agent trained across workflows playing none); ``workflow-rl evaluate
-pretrained:universal --workflow none`` evaluates it. Old names play it under their workflow (:data:`ALIASES`).
+pretrained:universal --workflow none`` evaluates it.
 Each agent is two files in ``workflow_rl/pretrained/`` (package data, no code): ``NAME.pt``, a slim checkpoint
 (weights, config and counters; no optimiser or engine state), and ``NAME.json``, its card: how it was trained (the
 exact command), how long that took on which machine, and its evaluation tables, each number with its episodes and
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,61 +30,29 @@ PREFIX = "pretrained:"
 
 
 def names() -> list[str]:
-    """The shipped agents (those with both a weights file and a card); old names are :data:`ALIASES`."""
+    """The shipped agents (those with both a weights file and a card)."""
     return sorted(p.stem for p in DIR.glob("*.pt") if p.with_suffix(".json").is_file())
 
 
-@dataclass(frozen=True)
-class Alias:
-    """An old shipped name that now plays the one agent (issue P): ``target`` under ``workflow``."""
-
-    target: str
-    """the shipped agent it names now"""
-    workflow: str
-    """what it plays: ``"none"`` (unconstrained) or a workflow's codes, as ``--workflow`` takes them"""
-
-
-ALIASES = {"cage2": Alias("universal", "none"), "cage2-opening": Alias("universal", "none"),
-           "cage2-compliant": Alias("universal", "D,OS,E,OH,U")}
-"""The four agents of the hand-run chain on the CPU (``cage2``, ``cage2-opening``, ``cage2-compliant`` and the
-first ``universal``) were replaced by one network trained from random weights with ``train --recipe universal``,
-at least as good in every cell they were measured in (its card, ``benchmarks/results/recipe/``). The old names
-keep working and say so; the old files are in git at :data:`RETIRED`."""
-RETIRED = "the git tag agents-before-p"
-"""Where the replaced agents' files and cards are."""
-_noted: set[str] = set()
+RETIRED = {"cage2": "none", "cage2-opening": "none", "cage2-compliant": "D,OS,E,OH,U"}
+"""Names of agents replaced by ``pretrained:universal`` (their files: git tag agents-before-p), each with the
+``--workflow`` under which the one agent plays what it played; naming one is an error that says so."""
 
 
 def _bare(name: str) -> str:
     return name[len(PREFIX):] if name.startswith(PREFIX) else name
 
 
-def alias_of(spec: str | Path) -> Alias | None:
-    """The alias ``spec`` names (``pretrained:cage2``), None for anything else."""
-    spec = str(spec)
-    return ALIASES.get(_bare(spec)) if spec.startswith(PREFIX) or spec in ALIASES else None
-
-
-def note_alias(spec: str | Path) -> Alias | None:
-    """:func:`alias_of`, and the first time in a process one line on stderr saying what the old name plays now
-    (an old name never silently means another agent)."""
-    alias = alias_of(spec)
-    if alias is not None and _bare(str(spec)) not in _noted:
-        _noted.add(_bare(str(spec)))
-        print(f"note: {PREFIX}{_bare(str(spec))} is now {PREFIX}{alias.target} played with --workflow "
-              f"{alias.workflow} (one agent replaced the four shipped before; the old files: {RETIRED})",
-              file=sys.stderr, flush=True)
-    return alias
-
-
 def path(name: str) -> Path:
-    """The weights file of a shipped agent (an alias: its target's); a ValueError listing the shipped ones
-    otherwise."""
-    alias = note_alias(name if name.startswith(PREFIX) else PREFIX + name)
-    name = alias.target if alias else _bare(name)
+    """The weights file of a shipped agent; a ValueError listing the shipped ones otherwise (a retired name: which
+    name and workflow play it now)."""
+    name = _bare(name)
+    if name in RETIRED:
+        raise ValueError(f"{PREFIX}{name} was retired (its file: git tag agents-before-p): use {PREFIX}universal "
+                         f"--workflow {RETIRED[name]} (in Python: workflow={RETIRED[name]!r})")
     if name not in names():
         raise ValueError(f"no pretrained agent {name!r}: the shipped ones are {', '.join(names()) or 'none'} "
-                         f"(write pretrained:NAME; old names: {', '.join(ALIASES)})")
+                         "(write pretrained:NAME)")
     return DIR / f"{name}.pt"
 
 
@@ -144,8 +110,7 @@ def load_agent(spec: str | Path, device: str | torch.device) -> tuple[Agent, dic
 
 
 def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow | None]:
-    """The shipped agent ``name`` (``"universal"`` or ``"pretrained:universal"``; an alias: the agent under its
-    workflow), or the agent of a checkpoint file ``name``,
+    """The shipped agent ``name`` (``"universal"`` or ``"pretrained:universal"``), or the agent of a checkpoint file ``name``,
     and its workflow (None: unconstrained), on ``device`` (for a user's own loop; :func:`load_agent` underneath).
     Acting: pass it (or just its name) to :func:`workflow_rl.rl.planning.planner.make_act` (it keeps the episode
     memory of an agent trained with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one
@@ -153,9 +118,6 @@ def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow
     without either."""
     spec = name if name.startswith(PREFIX) or Path(name).is_file() else PREFIX + name
     agent, ck = load_agent(spec, device)
-    alias = alias_of(spec)
-    if alias is not None:   # an across-workflows agent plays none as a zero encoding: workflow None
-        return agent, None if alias.workflow == "none" else Workflow.parse(alias.workflow)
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 

@@ -138,7 +138,7 @@ def card_note(spec: str) -> str:
 
     if not spec.startswith(pretrained.PREFIX):
         return ""
-    name = pretrained.path(spec).stem   # an old name (an alias): the agent it plays
+    name = pretrained.path(spec).stem
     c = pretrained.card(name)
     start = "on top of what it started from" if "--init-checkpoint" in c["reproduce"] else "from random weights"
     return (f"{c['episodes_trained']:,} episodes, {c['training_seconds']:,.0f} s, {start}: "

@@ -12,6 +12,7 @@ from workflow_rl.rl.memory import policy_input
 from workflow_rl.rl.planning.planner import PlanConfig, Planner, make_act, play_true_state
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables as T
+from workflow_rl.workflow import Workflow
 from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
 from helpers import REPO
 
@@ -20,7 +21,7 @@ TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
 
 @pytest.fixture(scope="module")
 def cage2():
-    return pretrained.load("pretrained:cage2")
+    return pretrained.load("pretrained:universal")
 
 
 def _act(cage2, plan=None, **kw):
@@ -53,7 +54,7 @@ def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
 
 
 def test_planning_is_deterministic_with_a_seed(cage2):
-    runs = [_actions(make_act("pretrained:cage2", TINY, seed=s))[0] for s in (3, 3)]
+    runs = [_actions(make_act("pretrained:universal", TINY, seed=s))[0] for s in (3, 3)]
     assert np.array_equal(*runs)
 
 
@@ -189,14 +190,14 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
                                          (["--plan-red-agent", "nobody"], "unknown red agent"),
                                          (["--lengths", "0"], "--lengths")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
-    rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--plan", *flags, "--out", str(tmp_path / "o")],
+    rc, out, err = _run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--plan", *flags, "--out", str(tmp_path / "o")],
                              capsys)
     _assert_one_error_line(rc, err, match)
     assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("args,match", [(["sleep", "--plan"], "--plan searches with an agent's own policy"),
-                                       (["pretrained:cage2", "--plan", "--workflow", "all"],
+                                       (["pretrained:universal", "--plan", "--workflow", "all"],
                                         "--plan evaluates one workflow at a time")])
 def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
     rc, _, err = _run_main(["evaluate", *args], capsys)
@@ -204,7 +205,8 @@ def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
 
 
 def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
-    rc, out, err = _run_main(["evaluate", "pretrained:cage2", "--mode", "greedy", "--plan", "--plan-particles", "8",
+    rc, out, err = _run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--mode", "greedy", "--plan",
+                              "--plan-particles", "8",
                          "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4", "3",
                          "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)
     assert rc == 0, err
@@ -216,7 +218,8 @@ def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
 
 
 def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():
-    agent, wf = pretrained.load("pretrained:cage2-compliant")
+    agent, _ = pretrained.load("pretrained:universal")
+    wf = Workflow.parse("D,OS,E,OH,U")
     planner = Planner(agent, wf, PlanConfig(particles=1, top_k=8, horizon=3, rollouts=4, min_gain=0.0), seed=0)
     env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=4)
     obs, info = env.reset(seed=4)
@@ -244,7 +247,7 @@ def test_a_cyborg_harness_drives_the_planned_agent_step_by_step(red):
     from workflow_rl.envs.cyborg import CybORGEnv
 
     env = CybORGEnv(red, episode_length=100, seed=3)
-    act = make_act("pretrained:cage2", PlanConfig(particles=64, top_k=2, horizon=3, rollouts=2), seed=1)
+    act = make_act("pretrained:universal", PlanConfig(particles=64, top_k=2, horizon=3, rollouts=2), seed=1)
     obs, _ = env.reset(seed=3)
     for t in range(25):
         a = act(obs, t)
