@@ -45,9 +45,10 @@ test: setup
 bench: setup
 	$(VENV)/bin/workflow-rl bench
 
-# docs/results.md and the README's results table, from the committed result files (seconds; --check: stale?)
+# docs/results.md and the README's results table from the committed result files, docs/layout.md from the modules
 results: setup
 	$(PY) benchmarks/results_page.py
+	$(PY) benchmarks/layout_page.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

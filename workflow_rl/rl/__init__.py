@@ -1,0 +1,1 @@
+"""Training: the PPO agent, its memory, the trainer, compliance and evaluation, the planner, shipped agents."""
