@@ -36,8 +36,8 @@ TAIL = """
 |---|---|
 | `examples/` | another library's training loop on the envs (Stable-Baselines3 PPO, plain torch), run by the tests |
 | `docs/` | one page per topic, linked from the README; `docs/results.md` and this page are generated |
-| `benchmarks/` | one question, one command, one results folder (`benchmarks/README.md`): `studies/`, `device/` (GPU jobs), `results/`, and the repository's own tools (`results_page.py`, `layout_page.py`, `ship_agent.py`) |
-| `tests/` | the suite, mirroring the package; `pytest -m "not slow"` is the few-minute inner loop, `make test` runs all |
+| `benchmarks/` | one question, one command, one results folder (`benchmarks/README.md`); the repository's tools |
+| `tests/` | the suite, mirroring the package; `pytest -m "not slow"` is the inner loop, `make test` runs all |
 """
 
 
