@@ -98,8 +98,8 @@ def test_workflow_none_is_unconstrained_and_a_text_workflow_is_followed():
 def test_cyborgs_own_evaluation_loop_scores_what_evaluate_scores(red):
     """CybORG's evaluation loop (csle-cyborg's ``evaluation/evaluation.py``, written against csle-cyborg as it is:
     ``Main`` takes the parsed scenario, ``reset`` returns ``(obs, info)``, ``step`` five values) with one BlueAgent
-    over the episodes, each episode
-    seeded as ``evaluate --engine cyborg`` seeds env i of its first round (``EVAL_SEED + i``): the same returns."""
+    over the episodes, each episode seeded as ``evaluate --engine cyborg`` seeds env i of its first round
+    (``EVAL_SEED + i``): the same returns."""
     from csle_cyborg import agents
     from csle_cyborg.agents.wrappers.challenge_wrapper import ChallengeWrapper
     from csle_cyborg.main import Main
