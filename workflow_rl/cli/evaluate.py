@@ -6,7 +6,9 @@ import json
 import time
 from pathlib import Path
 
-from workflow_rl.checks import check_memory, check_out_files
+from workflow_rl.files import check_out_files
+
+from workflow_rl.resources import check_memory
 from workflow_rl.cli.numbers import episode_count, episode_length, positive_int, seed_int, worker_count
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
 from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.checks import check_out_file, check_replay_steps
+from workflow_rl.checks import check_replay_steps
+
+from workflow_rl.files import check_out_file
 from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files, resolve_alias
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags
 from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
-from workflow_rl.rundir import atomic_write
+from workflow_rl.files import atomic_write
 
 
 def cmd_replay(args) -> int:

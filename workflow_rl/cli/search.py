@@ -5,13 +5,14 @@ import signal
 from pathlib import Path
 
 from workflow_rl import threads
-from workflow_rl.checks import check_out_dir
+from workflow_rl.files import check_out_dir
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import positive_float, positive_int
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.interrupt import Terminated
 from workflow_rl.rl.config import flag
-from workflow_rl.rundir import RunDirLock, check_run_folder, file_version, remove_run
+from workflow_rl.files import file_version
+from workflow_rl.runs.rundir import check_run_folder, remove_run, RunDirLock
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
 from workflow_rl.workflow import NAMED, Workflow, all_workflows
 

@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 
 from workflow_rl import threads
-from workflow_rl.checks import check_out_dir, check_out_files, check_seed, flag
+from workflow_rl.checks import check_seed, flag
+from workflow_rl.files import check_out_dir, check_out_files
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
 from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
@@ -16,7 +17,7 @@ from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.recipes import RECIPES, as_flags, recipe
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.schedule import check_first_update
-from workflow_rl.rundir import RunDirLock, check_run_folder, remove_run, run_config
+from workflow_rl.runs.rundir import check_run_folder, remove_run, run_config, RunDirLock
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
