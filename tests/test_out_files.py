@@ -211,7 +211,7 @@ def test_overwrite_does_not_replace_another_runs_checkpoint(tmp_path, capsys):
 
 
 def test_a_checkpoint_is_the_runs_when_its_settings_are(tmp_path, monkeypatch):
-    from workflow_rl.cli import train
+    from workflow_rl.runs import train
 
     run = _run_folder(tmp_path / "run", seed=3)
     elsewhere = tmp_path / "cks" / "latest.pt"
@@ -219,10 +219,10 @@ def test_a_checkpoint_is_the_runs_when_its_settings_are(tmp_path, monkeypatch):
     elsewhere.write_bytes(b"stand-in")
     saved = {"config": TrainConfig(seed=3).to_dict()}
     monkeypatch.setattr(train, "load_checkpoint", lambda path, device: saved)
-    assert train._checkpoint_of_run(elsewhere, run)
+    assert train.checkpoint_of_run(elsewhere, run)
     saved["config"] = TrainConfig(seed=4).to_dict()   # another run's settings
-    assert not train._checkpoint_of_run(elsewhere, run)
-    assert train._checkpoint_of_run(run / "checkpoints" / "latest.pt", run)   # the run's own folder
+    assert not train.checkpoint_of_run(elsewhere, run)
+    assert train.checkpoint_of_run(run / "checkpoints" / "latest.pt", run)   # the run's own folder
 
 
 # --------------------------------------------------------------------- a user-named file: the command's own

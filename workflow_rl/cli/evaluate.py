@@ -11,7 +11,8 @@ from workflow_rl.files import check_out_files
 from workflow_rl.resources import check_memory
 from workflow_rl.cli.numbers import episode_count, episode_length, positive_int, seed_int, worker_count
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
-from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
+from workflow_rl.cli.train import add_cyborg_flags
+from workflow_rl.runs.engines import engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
 
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
@@ -104,7 +105,7 @@ def _policies(args, workflow, lengths: list[int], per_env: bool = False):
 
 def check_devices(device: str, engines) -> None:
     """``--device`` usable here and by the native engine where it is asked for (real CybORG runs on the CPU
-    whatever the device: ``cli.train.engine_device``), checked before anything loads or plays: one line naming the
+    whatever the device: ``runs.engines.engine_device``), checked before anything loads or plays: one line naming the
     fix, not a CUDA traceback or a refusal halfway through."""
     from workflow_rl.rl.config import check_device_available, check_engine_device
 

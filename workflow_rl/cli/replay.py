@@ -12,7 +12,8 @@ from workflow_rl.files import check_out_file
 from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files, resolve_alias
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags
-from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
+from workflow_rl.cli.train import add_cyborg_flags
+from workflow_rl.runs.engines import engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
 from workflow_rl.files import atomic_write
 
