@@ -23,7 +23,7 @@ from pathlib import Path
 
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.checkpoint import load_checkpoint
-from workflow_rl.rundir import atomic_write
+from workflow_rl.files import atomic_write
 from workflow_rl.search import feasible
 from workflow_rl.workflow import Workflow, is_workflow_list, parse_workflow_list
 

@@ -19,7 +19,7 @@ from helpers import REPO, run_in_process, run_main, sigint_default
 
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
-from workflow_rl.rundir import RunDirLock
+from workflow_rl.runs.rundir import RunDirLock
 
 ROOT = REPO
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -484,12 +484,12 @@ def test_a_lock_file_that_is_a_hard_link_is_refused_and_left_alone(tmp_path):
 def test_the_network_counts_in_the_memory_estimate_per_run(monkeypatch):
     """--hidden 4000 fits a 2 GiB machine once, not eight times (its weights, gradient, Adam moments and
     activations: ~0.8 GiB each)."""
-    from workflow_rl import checks
+    from workflow_rl import resources
     from workflow_rl.rl.config import TrainConfig
     from workflow_rl.rl.ppo import Agent, network_params
 
     assert network_params((64, 32)) == sum(p.numel() for p in Agent((64, 32)).parameters())
-    monkeypatch.setattr(checks, "physical_memory", lambda: 2 * 2**30)
+    monkeypatch.setattr(resources, "physical_memory", lambda: 2 * 2**30)
     cfg = TrainConfig.from_flat({"hidden": (4000, 4000), "update_every_steps": 25})
     cfg.check_memory(1)
     with pytest.raises(ValueError, match="in each of 8 runs .* use smaller --hidden"):

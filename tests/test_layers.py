@@ -1,12 +1,13 @@
-"""The package's layers import downward only (sim -> envs -> rl -> search -> cli) and no module imports
+"""The package's layers import downward only (sim -> envs -> rl -> search -> runs -> cli) and no module imports
 itself back through another: read from the source, so a cycle fails here before it confuses a reader."""
 import ast
 from pathlib import Path
 from helpers import REPO
 
 PKG = REPO / "workflow_rl"
-LAYER = {"checks": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2,
-         "bench": 2, "cage2": 3, "search": 4, "pretrained": 0, "cli": 5}
+LAYER = {"checks": 0, "files": 0, "resources": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0,
+         "pretrained": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2, "bench": 2, "cage2": 3, "search": 4,
+         "runs": 5, "cli": 6}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""
 def _module(path: Path) -> str:
     rel = path.relative_to(PKG.parent).with_suffix("")

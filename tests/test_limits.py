@@ -9,7 +9,7 @@ import torch
 from helpers import run_main
 from test_bad_input import _assert_one_error_line   # tests/ is on the path (conftest.py)
 
-from workflow_rl import checks
+from workflow_rl import resources
 
 TINY = ["--n-envs", "4", "--max-episodes", "3", "--min-episodes", "1", "--update-every-steps", "50",
         "--eval-episodes", "0", "--no-progress", "--checkpoint-every", "1"]
@@ -34,7 +34,7 @@ TINY = ["--n-envs", "4", "--max-episodes", "3", "--min-episodes", "1", "--update
 ])
 def test_sizes_and_settings_refused_in_one_line(args, match, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # a refused command writes nothing: its default folders would land here
-    monkeypatch.setattr(checks, "usable_cores", lambda: 2)
+    monkeypatch.setattr(resources, "usable_cores", lambda: 2)
     rc, _, err = run_main(args, capsys)
     _assert_one_error_line(rc, err, match)
     assert not list(tmp_path.iterdir()), "a refused command wrote"
@@ -81,11 +81,11 @@ def _limits(monkeypatch, rlimits: dict, used: int = 2**30) -> None:
     """Fake address-space/data limits (bytes) and what the process already maps, on a machine of 64 GiB."""
     import resource
 
-    monkeypatch.setattr(checks, "physical_memory", lambda: 64 * 2**30)
-    monkeypatch.setattr(checks, "cgroup_memory_limit", lambda: None)
-    monkeypatch.setattr(checks.resource, "getrlimit",
+    monkeypatch.setattr(resources, "physical_memory", lambda: 64 * 2**30)
+    monkeypatch.setattr(resources, "cgroup_memory_limit", lambda: None)
+    monkeypatch.setattr(resources.resource, "getrlimit",
                         lambda res: (rlimits.get(res, resource.RLIM_INFINITY), resource.RLIM_INFINITY))
-    monkeypatch.setattr(checks, "process_memory", lambda field: used)
+    monkeypatch.setattr(resources, "process_memory", lambda field: used)
 
 
 @pytest.mark.parametrize("limit,match", [("RLIMIT_AS", ("address-space limit leaves \\(ulimit -v: 3.0 GiB, of which "
@@ -106,7 +106,7 @@ def test_the_memory_check_holds_requests_against_a_containers_limit(monkeypatch)
     from workflow_rl.rl.config import TrainConfig
 
     _limits(monkeypatch, {})
-    monkeypatch.setattr(checks, "cgroup_memory_limit", lambda: 2**30)
+    monkeypatch.setattr(resources, "cgroup_memory_limit", lambda: 2**30)
     with pytest.raises(ValueError, match="this container's memory limit \\(cgroup\\), 1.0 GiB: use fewer envs"):
         TrainConfig(n_envs=20_000).check_memory(1)
 
@@ -124,18 +124,18 @@ def test_planner_settings_are_checked_against_memory_together(monkeypatch):
 
 
 def test_worker_counts_are_bounded_by_the_cores(monkeypatch):
-    monkeypatch.setattr(checks, "usable_cores", lambda: 2)
-    assert checks.check_workers("--workers", 8) == 8
+    monkeypatch.setattr(resources, "usable_cores", lambda: 2)
+    assert resources.check_workers("--workers", 8) == 8
     with pytest.raises(ValueError, match="--workers 9 starts .* 4 per core of the 2 .* use at most 8"):
-        checks.check_workers("--workers", 9)
+        resources.check_workers("--workers", 9)
 
 
 def test_usable_cores_reads_affinity_and_cgroup_quota(monkeypatch):
-    monkeypatch.setattr(checks.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(checks, "_cgroup_cpu_quota", lambda: None)
-    assert checks.usable_cores() == 4
-    monkeypatch.setattr(checks, "_cgroup_cpu_quota", lambda: 1.5)   # docker --cpus 1.5
-    assert checks.usable_cores() == 2
+    monkeypatch.setattr(resources.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(resources, "_cgroup_cpu_quota", lambda: None)
+    assert resources.usable_cores() == 4
+    monkeypatch.setattr(resources, "_cgroup_cpu_quota", lambda: 1.5)   # docker --cpus 1.5
+    assert resources.usable_cores() == 2
 
 
 # ---------------------------------------------------------------------------------------------------- the API

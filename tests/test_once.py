@@ -133,7 +133,7 @@ def test_a_state_file_changed_before_the_lock_is_read_again(tmp_path, capsys, st
     import contextlib
     import json
 
-    from workflow_rl.cli import search as cli_search
+    from workflow_rl.runs import search as cli_search
 
     out = tmp_path / "s"
     rc, _, err = run_main(["search", *TINY, "--init-checkpoint", str(start), "--workflows", "critical_first",

@@ -137,7 +137,7 @@ def test_evaluate_onto_its_ground_truth_is_refused(tmp_path, capsys):
 
 
 def test_overwrite_never_deletes_an_input(tmp_path):
-    from workflow_rl.rundir import check_run_folder
+    from workflow_rl.runs.rundir import check_run_folder
 
     run = _run_folder(tmp_path / "run")
     init = run / "checkpoints" / "latest.pt"
@@ -162,7 +162,7 @@ def test_overwrite_does_not_wipe_a_folder_of_files_named_like_a_runs(command, tm
 
 
 def test_overwrite_removes_only_what_the_run_wrote(tmp_path):
-    from workflow_rl.rundir import check_run_folder, remove_run, run_kind
+    from workflow_rl.runs.rundir import check_run_folder, remove_run, run_kind
 
     run = _run_folder(tmp_path / "run")
     (run / "report.md").write_text("mine: a name of a search's files, in a train run")
@@ -179,7 +179,7 @@ def test_overwrite_removes_only_what_the_run_wrote(tmp_path):
     ("config.json", "[" * 200_000 + "]" * 200_000), ("search_state.json", '{"config": {}}'),
 ])
 def test_a_marker_of_the_wrong_form_is_no_run(marker, text, tmp_path):
-    from workflow_rl.rundir import remove_run, run_kind
+    from workflow_rl.runs.rundir import remove_run, run_kind
 
     (tmp_path / marker).write_text(text)
     (tmp_path / "checkpoints").mkdir()
@@ -188,7 +188,7 @@ def test_a_marker_of_the_wrong_form_is_no_run(marker, text, tmp_path):
 
 
 def test_a_fifo_named_like_a_marker_does_not_block(tmp_path):
-    from workflow_rl.rundir import run_kind
+    from workflow_rl.runs.rundir import run_kind
 
     os.mkfifo(tmp_path / "config.json")
     assert run_kind(tmp_path) is None
@@ -211,7 +211,7 @@ def test_overwrite_does_not_replace_another_runs_checkpoint(tmp_path, capsys):
 
 
 def test_a_checkpoint_is_the_runs_when_its_settings_are(tmp_path, monkeypatch):
-    from workflow_rl.cli import train
+    from workflow_rl.runs import train
 
     run = _run_folder(tmp_path / "run", seed=3)
     elsewhere = tmp_path / "cks" / "latest.pt"
@@ -219,10 +219,10 @@ def test_a_checkpoint_is_the_runs_when_its_settings_are(tmp_path, monkeypatch):
     elsewhere.write_bytes(b"stand-in")
     saved = {"config": TrainConfig(seed=3).to_dict()}
     monkeypatch.setattr(train, "load_checkpoint", lambda path, device: saved)
-    assert train._checkpoint_of_run(elsewhere, run)
+    assert train.checkpoint_of_run(elsewhere, run)
     saved["config"] = TrainConfig(seed=4).to_dict()   # another run's settings
-    assert not train._checkpoint_of_run(elsewhere, run)
-    assert train._checkpoint_of_run(run / "checkpoints" / "latest.pt", run)   # the run's own folder
+    assert not train.checkpoint_of_run(elsewhere, run)
+    assert train.checkpoint_of_run(run / "checkpoints" / "latest.pt", run)   # the run's own folder
 
 
 # --------------------------------------------------------------------- a user-named file: the command's own
@@ -236,7 +236,7 @@ def test_a_file_the_command_did_not_write_is_not_replaced(args, tmp_path, capsys
 
 
 def test_replay_replaces_its_own_page(tmp_path, capsys):
-    from workflow_rl.checks import written_by
+    from workflow_rl.files import written_by
 
     page = tmp_path / "r.html"
     argv = ["replay", "sleep", "--episodes", "1", "--length", "2", "--out", str(page)]
@@ -247,7 +247,7 @@ def test_replay_replaces_its_own_page(tmp_path, capsys):
 
 
 def test_a_markdown_report_carries_its_commands_mark(tmp_path):
-    from workflow_rl.checks import check_out_file
+    from workflow_rl.files import check_out_file
     from workflow_rl.cli.tools import _write_report
 
     out = tmp_path / "c.md"

@@ -5,7 +5,7 @@ import numba
 import pytest
 import torch
 
-from workflow_rl import checks, threads
+from workflow_rl import resources, threads
 from workflow_rl.threads import Threads, Work, pick
 
 
@@ -24,7 +24,7 @@ def two_cores(monkeypatch):
     for var in (threads.ENV_VAR, *threads.LIBRARY_VARS.values()):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(threads, "usable_cores", lambda: 2)
-    monkeypatch.setattr(checks.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(resources.os, "sched_getaffinity", lambda pid: {0, 1})
 
 
 def test_small_work_gets_one_thread_of_each():

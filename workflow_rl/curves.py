@@ -33,7 +33,7 @@ import numpy as np
 from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
-from workflow_rl.rundir import atomic_write, path_kind
+from workflow_rl.files import atomic_write, path_kind
 from workflow_rl.sim import tables as T
 
 HORIZON = 100
@@ -499,7 +499,9 @@ def run(args) -> int:
     """Per-step, per-host red access, native vs real CybORG: collect CybORG shards (resumable), then compare the
     late-window shares (Holm over hosts x levels x panels), plot each panel, and write the counts file the fidelity
     test reads (``tests/data/cyborg_curves.csv`` is a copy of ``OUT/cyborg_curves.csv``)."""
-    from workflow_rl.checks import check_int, check_out_files, check_seed, check_workers
+    from workflow_rl.checks import check_int, check_seed
+    from workflow_rl.files import check_out_files
+    from workflow_rl.resources import check_workers
     from workflow_rl.envs.names import parse_red_agent
 
     for name in ("episodes", "shard_episodes", "native_episodes"):

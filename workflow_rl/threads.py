@@ -10,7 +10,7 @@ native envs 0.6 ms on one numba thread and 17 ms on two. Our networks are small 
 an operation is short next to a time slice, and a second thread pays only where its share of one operation lasts
 tens of milliseconds. So torch gets a thread per :data:`MACS_PER_THREAD` multiply-adds of the largest matrix
 product the run computes at once, numba one per :data:`ENVS_PER_THREAD` envs stepped at once, each at least 1 and
-at most the cores this process may use (``checks.usable_cores``); acting one env at a time (the planner,
+at most the cores this process may use (``resources.usable_cores``); acting one env at a time (the planner,
 an episode worker) gets one thread of each. On a quiet many-core machine a large native batch then
 steps on fewer threads than it could: ``--threads N`` (or ``WORKFLOW_RL_THREADS=N``) gives it N.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from workflow_rl.checks import usable_cores
+from workflow_rl.resources import usable_cores
 
 ENV_VAR = "WORKFLOW_RL_THREADS"
 """The environment variable that overrides the policy: a thread count, ``auto`` (the policy) or ``off``."""

@@ -147,7 +147,8 @@ def main(argv=None) -> int:
     if args.act is not None:
         planned_harness(args.act)
         return 0
-    from workflow_rl.checks import check_int, fail, usable_cores
+    from workflow_rl.checks import check_int, fail
+    from workflow_rl.resources import usable_cores
 
     try:
         for name in ("busy", "repeats", "episodes", "decisions"):

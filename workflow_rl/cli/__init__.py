@@ -145,7 +145,7 @@ FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 def os_error_line(e: OSError) -> str:
     """One line for an OSError that ends a command: what failed, on which file, and what to do. Every file a run
-    writes is written whole or not at all (``rundir.atomic_write``), so a run stopped this way continues from its
+    writes is written whole or not at all (``files.atomic_write``), so a run stopped this way continues from its
     last checkpoint."""
     where = f" writing {e.filename}" if e.filename else ""
     if e.errno in FULL:

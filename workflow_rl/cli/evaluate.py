@@ -6,10 +6,14 @@ import json
 import time
 from pathlib import Path
 
-from workflow_rl.checks import check_memory, check_out_files
+from workflow_rl.files import check_out_files
+
+from workflow_rl.resources import check_memory
 from workflow_rl.cli.numbers import episode_count, episode_length, positive_int, seed_int, worker_count
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
-from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
+from workflow_rl.cli.train import add_cyborg_flags
+from workflow_rl.runs.engines import engine_device, engine_opts
+from workflow_rl.runs.evaluate import evaluation_markdown
 from workflow_rl.envs.names import ENGINES
 
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
@@ -25,7 +29,7 @@ def _typed_none(args) -> bool:
     return str(getattr(args, "workflow", None) or "").strip().lower() == "none"
 
 
-def _policies(args, workflow, lengths: list[int], per_env: bool = False):
+def agent_policies(args, workflow, lengths: list[int], per_env: bool = False):
     """{mode: acting function}, the label, and the workflow (a checkpoint's own unless --workflow is given); with
     ``per_env`` (a list of workflows) each mode's value is ``act_for(encodings)`` instead, for
     ``evaluate_workflows``. The planned mode's value is {length: acting function}, one per episode length in
@@ -88,7 +92,7 @@ def _policies(args, workflow, lengths: list[int], per_env: bool = False):
 
 def check_devices(device: str, engines) -> None:
     """``--device`` usable here and by the native engine where it is asked for (real CybORG runs on the CPU
-    whatever the device: ``cli.train.engine_device``), checked before anything loads or plays: one line naming the
+    whatever the device: ``runs.engines.engine_device``), checked before anything loads or plays: one line naming the
     fix, not a CUDA traceback or a refusal halfway through."""
     from workflow_rl.rl.config import check_device_available, check_engine_device
 
@@ -136,7 +140,7 @@ def cmd_evaluate(args) -> int:
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))
     engines = list(dict.fromkeys(args.engine))
-    acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), lengths)
+    acts, label, workflow = agent_policies(args, parse_workflow_arg(args.workflow), lengths)
     results, played = [], []
     for engine in engines:
         episodes = args.cyborg_episodes if engine == "cyborg" and args.cyborg_episodes else args.episodes
@@ -203,7 +207,7 @@ def _evaluate_workflows(args) -> int:
     truths = feasible.ground_truths(args.ground_truth or [])
     reds = [parse_red_agent(r) for r in args.red_agents]
     lengths = sorted(set(args.lengths))
-    makers, label, _ = _policies(args, None, lengths, per_env=True)
+    makers, label, _ = agent_policies(args, None, lengths, per_env=True)
     check_memory(f"{len(workflows)} workflows x {args.episodes} episodes", _WORKFLOWS_BYTES * len(workflows)
                  * args.episodes * len(reds) * len(lengths) * len(makers), "evaluate fewer --episodes per workflow")
     rows, played = [], []
@@ -231,36 +235,6 @@ def _evaluate_workflows(args) -> int:
             indent=2))
         print(f"wrote {out / 'workflows.csv'}, workflows.png, workflows.json and {EPISODES}")
     return 0
-
-
-def evaluation_markdown(label: str, workflow, results: list[dict]) -> str:
-    """Two tables: every cell (engine, mode, red agent, length) with its episodes, mean, 95% CI and compliance; and
-    the CAGE2 cells side by side per engine and mode, with the leaderboard winner's row."""
-    from workflow_rl.rl.evaluate import CAGE2_WINNER
-
-    lines = [f"# Evaluation of {label}", "", f"workflow {workflow.codes if workflow else 'none'}; fixed evaluation "
-             "seeds; each length's return is the running return of the same episodes (see evaluate_cells)", "",
-             "| engine | mode | red agent | length | episodes | mean | 95% CI | compliance |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
-    for r in results:
-        comp = "n/a" if r["compliance"] is None else f"{r['compliance']:.3f}"
-        lines.append(f"| {r['engine']} | {r['mode']} | {r['red_agent']} | {r['length']} | {r['episodes']} | "
-                     f"{r['mean']:.2f} | ± {r['ci95']:.2f} | {comp} |")
-    cells = [c for c in CAGE2_WINNER if any((r["red_agent"], r["length"]) == c for r in results)]
-    if cells:
-        short = {"B_lineAgent": "B_line", "RedMeanderAgent": "Meander"}
-        lines += ["", "| engine | mode | " + " | ".join(f"{short[red]} {n}" for red, n in cells) + " | sum |",
-                  "|---|---|" + "---:|" * (len(cells) + 1)]
-        for engine, mode in dict.fromkeys((r["engine"], r["mode"]) for r in results):
-            row = {(r["red_agent"], r["length"]): r for r in results if (r["engine"], r["mode"]) == (engine, mode)}
-            vals = [row.get(c) for c in cells]
-            total = sum(v["mean"] for v in vals) if all(vals) else float("nan")
-            lines.append(f"| {engine} | {mode} | " + " | ".join(
-                f"{v['mean']:.2f} ± {v['ci95']:.2f} (n={v['episodes']})" if v else "" for v in vals)
-                + f" | {total:.2f} |")
-        lines.append("| CAGE2 winner | | " + " | ".join(f"{CAGE2_WINNER[c]:.2f}" for c in cells)
-                     + f" | {sum(CAGE2_WINNER[c] for c in cells):.2f} |")
-    return "\n".join(lines) + "\n"
 
 
 def add_evaluate(sub) -> None:

@@ -39,7 +39,7 @@ def _value_type(hint):
     return hint
 
 
-def _argparse_kind(hint, default) -> dict:
+def argparse_kind(hint, default) -> dict:
     tp = _value_type(hint)
     if tp is bool:
         return {"action": argparse.BooleanOptionalAction if default else "store_true"}
@@ -60,7 +60,7 @@ def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
         default = defaults[f.name]
         extra = {k: f.metadata[k] for k in ("choices", "metavar") if k in f.metadata}
         group.add_argument(flag(f.name), dest=f.name, default=default, help=docs.get(f.name, "").replace("%", "%%"),
-                           **_argparse_kind(hints[f.name], default), **extra)
+                           **argparse_kind(hints[f.name], default), **extra)
         names.append(f.name)
     return names
 

@@ -36,8 +36,8 @@ bench_cyborg_steps = number(int, lambda v: 1 <= v <= MAX_BENCH_CYBORG_STEPS,
 
 
 def worker_count(text: str) -> int:
-    """argparse type of a count of worker processes: ``checks.check_workers`` (at most a few per usable core)."""
-    from workflow_rl.checks import check_workers
+    """argparse type of a count of worker processes: ``resources.check_workers`` (at most a few per usable core)."""
+    from workflow_rl.resources import check_workers
 
     v = number(int, lambda v: v >= 1, ">= 1")(text)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from workflow_rl.cli.flags import _argparse_kind, field_docs
+from workflow_rl.cli.flags import argparse_kind, field_docs
 
 PREFIX = "plan_"
 
@@ -24,7 +24,7 @@ def add_plan_flags(parser) -> None:
     for f in dataclasses.fields(PlanConfig):
         g.add_argument("--plan-" + f.name.replace("_", "-"), dest=PREFIX + f.name, default=getattr(d, f.name),
                        help=docs.get(f.name, "").replace("%", "%%") + " (default %(default)s)",
-                       **_argparse_kind(hints[f.name], getattr(d, f.name)))
+                       **argparse_kind(hints[f.name], getattr(d, f.name)))
 
 
 def plan_settings(args):

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.checks import check_out_file, check_replay_steps
-from workflow_rl.cli.evaluate import BASELINES, DEVICE_HELP, _policies, check_devices, read_files
+from workflow_rl.checks import check_replay_steps
+
+from workflow_rl.files import check_out_file
+from workflow_rl.cli.evaluate import (BASELINES, DEVICE_HELP, agent_policies, check_devices, read_files)
 from workflow_rl.cli.numbers import positive_int, seed_int
 from workflow_rl.cli.plan import add_plan_flags
-from workflow_rl.cli.train import add_cyborg_flags, engine_device, engine_opts
+from workflow_rl.cli.train import add_cyborg_flags
+from workflow_rl.runs.engines import engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
-from workflow_rl.rundir import atomic_write
+from workflow_rl.files import atomic_write
 
 
 def cmd_replay(args) -> int:
@@ -25,7 +28,7 @@ def cmd_replay(args) -> int:
     red = parse_red_agent(args.red_agent)
     check_devices(args.device, args.engine)
     args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (planning/planner.py)
-    acts, label, workflow = _policies(args, parse_workflow_arg(args.workflow), [args.length])
+    acts, label, workflow = agent_policies(args, parse_workflow_arg(args.workflow), [args.length])
     act = acts.get(args.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     act = act[args.length] if isinstance(act, dict) else act   # planned: told the episode's length
     episodes = viewer.record_episodes(act, red, args.episodes, args.length, engine=args.engine,

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from workflow_rl import threads
-from workflow_rl.checks import check_out_file, check_out_files, written_by
+from workflow_rl.files import check_out_file, check_out_files, written_by
 from workflow_rl.cli.numbers import bench_cyborg_steps, bench_repeats, episode_count, positive_int, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
@@ -94,10 +94,10 @@ def cmd_parity(args) -> int:
 def _write_report(out: str, text: str, command: str) -> None:
     """Write ``command``'s Markdown report to ``--out`` (checked before the command ran: ``check_out_file``), whole
     or not at all, and say where. Its first line, an HTML comment (invisible where the Markdown is shown), marks it
-    as that command's (``checks.written_by``), so running the command again may replace it and nothing else."""
+    as that command's (``files.written_by``), so running the command again may replace it and nothing else."""
     from pathlib import Path
 
-    from workflow_rl.rundir import atomic_write
+    from workflow_rl.files import atomic_write
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w") as f:

@@ -16,7 +16,7 @@ from workflow_rl.rl.compliance import WorkflowWindow
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
-from workflow_rl.rundir import atomic_write
+from workflow_rl.files import atomic_write
 from workflow_rl.workflow import Workflow
 
 CHECKPOINT_VERSION = 1

@@ -9,7 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from workflow_rl.checks import (ValidatedOnce, check_episode_length, check_float, check_int,  # noqa: F401
-                                check_memory, check_seed, check_types, check_workers, flag, gib)
+                                check_seed, check_types, flag)
+from workflow_rl.resources import check_memory, check_workers, gib  # noqa: F401
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS

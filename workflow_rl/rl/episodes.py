@@ -18,7 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from workflow_rl.rl.evaluate import EvalResult, across_seeds
-from workflow_rl.rundir import atomic_write
+from workflow_rl.files import atomic_write
 
 FILE = "episodes.csv"
 COLUMNS = ["engine", "mode", "red_agent", "length", "workflow", "episode_seed", "episode", "round", "slot", "return",
@@ -44,7 +44,7 @@ class CellEpisodes:
 def write_episodes(path: str | Path, cells: Iterable[tuple[str, str, str | None, EvalResult]]) -> int:
     """Write ``episodes.csv`` at ``path`` from (engine, mode, workflow codes or None, result) of each cell, each
     result carrying the episodes its statistics came from (``EvalResult.played``); returns the row count. Written
-    whole or not at all (``rundir.atomic_write``)."""
+    whole or not at all (``files.atomic_write``)."""
     rows = 0
     with atomic_write(path, "w", newline="") as f:
         out = csv.writer(f)

@@ -20,7 +20,7 @@ from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_c
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent, PPOConfig
-from workflow_rl.rundir import file_version
+from workflow_rl.files import file_version
 from workflow_rl.workflow import Workflow
 
 DIR = Path(__file__).resolve().parent.parent / "pretrained"

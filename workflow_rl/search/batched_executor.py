@@ -24,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-from workflow_rl.checks import check_bool, check_inside, check_int
+from workflow_rl.checks import check_bool, check_int
+
+from workflow_rl.files import check_inside
 from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.rl.checkpoint import (MAX_WEIGHT, CheckpointError, atomic_save, check_finite, load_batch_state,
                                        load_checkpoint)

@@ -12,7 +12,7 @@ from workflow_rl.envs.names import parse_red_agent
 from workflow_rl.search.answer import confidence_set
 from workflow_rl.search.ground_truth import (best_set_statement, eligible_effect, load_ground_truth, score_answer,
                                              write_ground_truth)
-from workflow_rl.rundir import atomic_write
+from workflow_rl.files import atomic_write
 from workflow_rl.search.records import Record, atomic_json
 from workflow_rl.workflow import Workflow, all_workflows
 

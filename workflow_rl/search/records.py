@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_rl.checks import check_float, check_inside, check_int, check_types
-from workflow_rl.rundir import atomic_write
+from workflow_rl.checks import check_float, check_int, check_types
+
+from workflow_rl.files import check_inside
+from workflow_rl.files import atomic_write
 from workflow_rl.workflow import Workflow
 
 

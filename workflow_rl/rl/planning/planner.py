@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_episode_length, check_float, check_int, check_memory, check_seed, check_types
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types
+
+from workflow_rl.resources import check_memory
 from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl.rl.compliance import classify_fixes

@@ -1,5 +1,6 @@
-"""One writer per run directory: an exclusive lock held for the whole run, and the clean-up of the temporary files
-a killed writer leaves behind.
+"""The owner of a run folder: one writer per folder (an exclusive lock held for the whole run, and the clean-up of
+the temporary files a killed writer leaves behind), and the rules of what a new, resumed or overwritten run may
+find there and remove.
 
 The lock is ``RUN_DIR/.lock`` held with ``flock``: the kernel releases it when its holder exits, however it dies
 (SIGKILL included), so a lock left by a dead process is stale by construction and the next run simply takes it;
@@ -13,31 +14,13 @@ import json
 import os
 import re
 import stat
-from contextlib import contextmanager
 from pathlib import Path
 
-from workflow_rl.checks import check_not_removing_input, file_kind
+from workflow_rl.files import TMP_SUFFIX, path_kind
 
 LOCK_NAME = ".lock"
-_TMP = re.compile(r"\.tmp(\d+)$")
-"""The suffix :func:`atomic_write` gives its temporary files: ``.tmp<pid of the writer>``."""
-
-
-@contextmanager
-def atomic_write(path: str | Path, mode: str = "wb", **open_kw):
-    """A file to write ``path`` through: a temporary file beside it (``.tmp<pid>``, which :func:`remove_stale_temps`
-    recognises once its writer is dead), fsynced and renamed over ``path`` when the block ends, so a crash leaves
-    the old file or the new one, never half of one; a failed or interrupted write leaves no temporary file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        with open(tmp, mode, **open_kw) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+_TMP = re.compile(re.escape(TMP_SUFFIX) + r"(\d+)$")
+"""The suffix ``files.atomic_write`` gives its temporary files: ``.tmp<pid of the writer>``."""
 
 
 class RunDirBusy(ValueError):
@@ -80,17 +63,6 @@ class RunDirLock:
     def __exit__(self, *exc) -> bool:
         self.release()
         return False
-
-
-def file_version(path: str | Path) -> tuple | None:
-    """Which version of the file at ``path`` this is: its resolved path, device, inode, size, modification and
-    change times (``None`` if it cannot be stat'ed). Taken before a read, it says whether a later look would see
-    the same file: one replaced or rewritten meanwhile has another version."""
-    try:
-        st = Path(path).stat()
-        return str(Path(path).resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-    except OSError:
-        return None
 
 
 def open_lock_file(path: Path) -> int:
@@ -266,13 +238,19 @@ def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: boo
                      "folder, or --overwrite to write beside them")
 
 
+def check_not_removing_input(name: str, removed, inputs) -> None:
+    """Refuse to delete (``--overwrite``) a file or folder of ``removed`` that is, or holds, one of the
+    ``inputs`` the command reads (``train --overwrite --out RUN --init-checkpoint RUN/checkpoints/latest.pt``):
+    the run would start from it and delete it."""
+    for r in removed:
+        for p in filter(None, inputs):
+            if Path(p).exists() and Path(p).resolve().is_relative_to(Path(r).resolve()):
+                raise ValueError(f"{name}: --overwrite would delete {r}, which holds {p} this command reads: copy "
+                                 f"it elsewhere first, or choose another {name}")
+
+
 def _names(paths: list[Path]) -> str:
     return ", ".join(p.name for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
-
-
-def path_kind(p: Path) -> str:
-    """What is at ``p`` itself (a symbolic link is named as one, not followed), as a message names it."""
-    return file_kind(os.lstat(p).st_mode)
 
 
 def remove_run(out: str | Path, kind: str | None = None) -> list[Path]:
