@@ -30,7 +30,10 @@ TINY = ["--n-envs", "4", "--max-episodes", "3", "--min-episodes", "1", "--update
     (["train", "--vectorization", "episodes", "--n-workers", "1000", "--n-envs", "2000"], "--n-workers 1,000 starts"),
     (["evaluate", "sleep", "--plan", "--plan-rollouts", "1000000", "--plan-top-k", "100"],
      "planning with .* would need about .* of memory, .*: lower --plan-rollouts or --plan-top-k"),
-    (["train", "--threads", "0"], "--threads: must be a count >= 1, 'auto' .* or 'off'"),
+    (["train", "--threads", "0"], "--threads: must be a count >= 1 .*, 'auto' .* or 'off'"),
+    (["train", "--threads", "1000000"], r"--threads: must be a count >= 1 \(at most 1024\)"),
+    (["evaluate", "sleep", "--threads", "1000000"], r"--threads: must be a count >= 1 \(at most 1024\)"),
+    (["search", "--threads", "1025"], r"--threads: must be a count >= 1 \(at most 1024\)"),
 ])
 def test_sizes_and_settings_refused_in_one_line(args, match, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # a refused command writes nothing: its default folders would land here

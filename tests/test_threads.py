@@ -50,6 +50,9 @@ def test_overrides_in_order():
     assert pick(big, 8, environ={"NUMBA_NUM_THREADS": "6"}) == Threads(8, None)
     with pytest.raises(ValueError, match="threads must be a count >= 1"):
         pick(Work(), 2, environ={threads.ENV_VAR: "-2"})
+    with pytest.raises(ValueError, match="at most 1024"):   # torch segfaults on a million threads
+        pick(Work(), 2, environ={threads.ENV_VAR: "1000000"})
+    assert pick(Work(), 2, environ={threads.ENV_VAR: "1024"}) == Threads(1024, 1024)
 
 
 def test_acting_one_env_gets_one_thread_on_two_cores(two_cores):

@@ -33,6 +33,9 @@ CPU), longer than the waits a thread without a core of its own costs each operat
 ENVS_PER_THREAD = 16_384
 """Native envs stepped at once per numba thread: about 20 ms of one core (1.2 us per env and step measured), for
 the same reason."""
+MAX_THREADS = 1024
+"""Most threads ``--threads`` or ``WORKFLOW_RL_THREADS`` may ask for: more than any machine this runs on has
+cores; torch crashes (a segmentation fault, no message) when asked for a million."""
 LIBRARY_VARS = {"torch": "OMP_NUM_THREADS", "numba": "NUMBA_NUM_THREADS"}
 """The variable each library reads for its own thread count: where the user set it, the policy leaves it alone."""
 
@@ -61,9 +64,9 @@ def parse_threads(text) -> int | str:
     value = str(text).strip().lower()
     if value in ("auto", "off"):
         return value
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"threads must be a count >= 1, 'auto' (pick from the work and the cores) or 'off' (the "
-                         f"libraries' own defaults), got {text!r}")
+    if not value.isdigit() or not 1 <= int(value) <= MAX_THREADS:
+        raise ValueError(f"threads must be a count >= 1 (at most {MAX_THREADS}), 'auto' (pick from the work and the "
+                         f"cores) or 'off' (the libraries' own defaults), got {text!r}")
     return int(value)
 
 
@@ -76,7 +79,13 @@ def pick(work: Work = Work(), cores: int = 1, override=None, environ=None) -> Th
     """The policy (see the module docstring): threads for ``work`` on ``cores`` cores, ``override`` (``--threads``)
     first, then ``environ``'s (default ``os.environ``) ``WORKFLOW_RL_THREADS``, then its library variables."""
     environ = os.environ if environ is None else environ
-    choice = parse_threads(override if override is not None else environ.get(ENV_VAR, "auto"))
+    if override is not None:
+        choice = parse_threads(override)
+    else:
+        try:
+            choice = parse_threads(environ.get(ENV_VAR, "auto"))
+        except ValueError as e:
+            raise ValueError(f"{ENV_VAR}: {e} (unset it or give a count)") from None
     if choice == "off":
         return Threads(None, None)
     if isinstance(choice, int):
