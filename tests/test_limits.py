@@ -34,6 +34,9 @@ TINY = ["--n-envs", "4", "--max-episodes", "3", "--min-episodes", "1", "--update
     (["train", "--threads", "1000000"], r"--threads: must be a count >= 1 \(at most 1024\)"),
     (["evaluate", "sleep", "--threads", "1000000"], r"--threads: must be a count >= 1 \(at most 1024\)"),
     (["search", "--threads", "1025"], r"--threads: must be a count >= 1 \(at most 1024\)"),
+    (["search", "--ray", "garbage://nowhere:1"], "--ray: 'garbage://nowhere:1' is not a Ray address: use"),
+    (["search", "--ray", "localhost:99999"], "is not a Ray address"),
+    (["search", "--ray", ""], "is not a Ray address"),
 ])
 def test_sizes_and_settings_refused_in_one_line(args, match, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # a refused command writes nothing: its default folders would land here
@@ -179,3 +182,10 @@ def test_act_still_takes_bits_of_any_numeric_kind(act):
     assert isinstance(a, int) and a == act([0.0] * 52, 0) == act(torch.zeros(52, dtype=torch.bool), 0)
     assert act(np.zeros((3, 52), np.float32), 0).shape == (3,)
     _gym_make(episode_length=np.int64(30))   # a numpy count is a count
+
+
+@pytest.mark.parametrize("address", [None, "local", "auto", "ray://head:10001", "10.0.0.2:6379", "head:6379"])
+def test_ray_addresses_of_every_documented_form_pass_the_check(address):
+    from workflow_rl.search.ray_executor import check_ray_address
+
+    assert check_ray_address(address) == address

@@ -1,6 +1,8 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
+import argparse
+
 from pathlib import Path
 
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
@@ -25,12 +27,22 @@ def add_search(sub) -> None:
                    help="replace what --out holds (default: refuse a folder that is not empty): the files a train or "
                         "search run wrote there are deleted first, other files are left alone")
     g.add_argument("--no-progress", action="store_true")
-    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", type=ray_address,
                    help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "
                         "ADDRESS joins a cluster (e.g. ray://head:10001)")
     g.add_argument("--ray-workers", type=positive_int, default=2, help="workflows trained at once")
     g.add_argument("--ray-cpus-per-task", type=positive_float, default=1.0)
     g.set_defaults(func=cmd_search, config_names=names)
+
+
+def ray_address(text: str) -> str:
+    """argparse type of ``--ray``: ``search.ray_executor.check_ray_address``, its message as argparse's."""
+    from workflow_rl.search.ray_executor import check_ray_address
+
+    try:
+        return check_ray_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--ray ")) from None
 
 
 def _workflow_list(args) -> list[str] | None:

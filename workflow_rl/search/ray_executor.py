@@ -41,6 +41,20 @@ def _ray_train(cfg_dict: dict, prop_dict: dict, parent_bytes: bytes | None, thre
     return record.to_dict(), files
 
 
+def check_ray_address(text: str | None) -> str | None:
+    """``--ray``'s value checked for form before anything starts: None or ``local`` (start Ray here), ``auto`` (the
+    cluster this machine belongs to), ``ray://HOST:PORT`` (Ray Client) or ``HOST:PORT`` (the head's GCS), the port
+    in 1..65535; a ValueError naming the forms otherwise."""
+    if text is None or text in ("local", "auto"):
+        return text
+    rest = text[len("ray://"):] if text.startswith("ray://") else text
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or "/" in host or "://" in rest or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--ray {text!r} is not a Ray address: use no value (start Ray here), auto, "
+                         "ray://HOST:PORT (e.g. ray://head:10001) or HOST:PORT (e.g. head:6379)")
+    return text
+
+
 class RayExecutor:
     """``workers`` concurrent trainings as Ray tasks (``address``: None/"local" starts Ray here)."""
 
@@ -56,9 +70,10 @@ class RayExecutor:
                 ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                          configure_logging=False)
             else:
+                check_ray_address(address)
                 try:
                     ray.init(address=address, log_to_driver=False, configure_logging=False)
-                except ConnectionError as e:
+                except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
                     raise ValueError(f"cannot reach the Ray cluster at {address!r} ({e}): start it with "
                                      "`ray start --head` or pass its address (ray://host:10001 or host:6379)") \
                         from None
