@@ -5,7 +5,7 @@ The screen is a deterministic function of the checkpoint's bytes and the evaluat
 there), so a search need not recompute it when it has been computed before. Three sources, tried in this order:
 
 * ``shipped``: a shipped agent (``pretrained:NAME``) may ship its screen at the default search settings beside its
-  weights (``workflow_rl/pretrained/NAME.screen.json``, written by ``python -m workflow_rl.search.ship_screen
+  weights (``workflow_rl/pretrained/NAME.screen.json``, written by ``python benchmarks/ship_screen.py
   NAME``); it is used only when its key is the key of this search's checkpoint and settings;
 * ``cache``: a content-addressed file under the user's cache folder (:func:`cache_dir`), written atomically after
   every computed screen;

@@ -1,13 +1,12 @@
-"""``python -m workflow_rl.search.ship_screen NAME``: write a shipped agent's screen (``search.screen_cache``) at the
-default search settings beside its weights. Its own module so that nothing imports it (it needs the search config,
-the universal search and the cache, which import one another only downward)."""
+"""``python benchmarks/ship_screen.py NAME``: write a shipped agent's screen (``search.screen_cache``) at the
+default search settings beside its weights; a maintainer's tool, beside ``ship_agent.py``."""
 from __future__ import annotations
 
 import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m workflow_rl.search.ship_screen NAME``: compute a shipped agent's screen at the default search
+    """``python benchmarks/ship_screen.py NAME``: compute a shipped agent's screen at the default search
     settings and write it beside its weights (``workflow_rl/pretrained/NAME.screen.json``), reading no stored
     screen. How ``universal.screen.json`` was made; ``tests/search/test_screen_cache.py`` recomputes it."""
     import argparse
@@ -18,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     from workflow_rl.search.config import SearchConfig
     from workflow_rl.search.screen_cache import file_sha256, screen_key, shipped_file, write
 
-    p = argparse.ArgumentParser(prog="python -m workflow_rl.search.ship_screen", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python benchmarks/ship_screen.py", description=main.__doc__)
     p.add_argument("name", help="a shipped agent (pretrained:NAME or NAME)")
     args = p.parse_args(argv)
     try:
