@@ -597,6 +597,26 @@ def test_a_search_that_fails_leaves_nothing_that_blocks_the_next(tmp_path, capsy
     assert not (tmp_path / "s" / "search_state.json").exists()
 
 
+def test_a_report_that_could_not_be_written_is_not_named(monkeypatch, capsys, tmp_path):
+    """A search whose report fails (a damaged training log on --resume did so) says so and names summary.json,
+    never a report.md that is not there."""
+    from workflow_rl.search import report
+
+    out = tmp_path / "s"
+
+    def broken(*a, **kw):
+        raise ValueError("damaged training_log.csv")
+
+    monkeypatch.setattr(report, "write_report", broken)
+    rc, stdout, err = _run_main(["search", *TINY, "--total-episodes", "8", "--eval-episodes", "2", "--out", str(out)],
+                             capsys)
+    assert rc == 0, err
+    assert "warning: report not written (ValueError: damaged training_log.csv)" in stdout
+    assert "report.md" not in stdout.split("warning: report not written")[1]
+    assert f"summary: {out / 'summary.json'}" in stdout and (out / "summary.json").is_file()
+    assert not (out / "report.md").exists()
+
+
 # ----------------------------------------------------------------------------------------- abort paths end
 def _fault_env(fault: str, timeout: float):
     """Two worker processes over pipes playing ``fault_envs.FaultyEnv`` (no CybORG needed), reset."""

@@ -40,6 +40,14 @@ class SearchResult:
     exit_code: int = 0
 
 
+def report_line(out: Path) -> str:
+    """Where the search's report is, or that it was not written (never a file that is not there)."""
+    report = out / "report.md"
+    if report.is_file():
+        return f"report: {report}"
+    return f"no report (see the warning above); summary: {out / 'summary.json'}"
+
+
 def search(cfg: SearchConfig | None, run: SearchRun) -> SearchResult:
     """Run (or with ``run.resume`` continue) a search: every setting and the state file checked before the folder
     is touched, then the search under the folder's lock, one process per folder."""
@@ -129,7 +137,7 @@ def _run(search, executor, fresh: bool) -> SearchResult:
             remove_run(search.out, "search")
         raise
     print(f"{summary['workflows_evaluated']} workflows, {summary['episodes_used']:,} / {summary['total_episodes']:,} "
-          f"episodes, {summary['wall_time_s']:.0f} s; report: {search.out / 'report.md'}")
+          f"episodes, {summary['wall_time_s']:.0f} s; " + report_line(search.out))
     if "ground_truth_statement" in summary:
         print(f"ground truth: {search.out / 'ground_truth.csv'}. {summary['ground_truth_statement']}")
     from workflow_rl.search.outputs import answer_line, mode_line  # here: scipy costs other commands ~0.7 s

@@ -211,7 +211,8 @@ def finalize(search, wall: float) -> dict:
 
         write_report(search, summary)
     except Exception as e:  # noqa: BLE001 - a plotting failure must not lose the search results
-        print(f"warning: report not written ({type(e).__name__}: {e})")
+        (search.out / "report.md").unlink(missing_ok=True)   # an earlier finish's report would describe another run
+        print(f"warning: report not written ({type(e).__name__}: {e}); the results are in summary.json")
     return summary
 
 
