@@ -14,7 +14,7 @@ import torch
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.planning.planner import PlanConfig, make_act
 from workflow_rl.sim import tables
-from workflow_rl.workflow import Workflow
+from workflow_rl.workflow import Workflow, parse_workflow_arg
 
 __all__ = ["BlueAgent"]
 
@@ -30,16 +30,16 @@ def _plan_config(plan) -> PlanConfig | None:
     raise TypeError(f"plan={plan!r}: use None (greedy), True (the default planner) or a PlanConfig")
 
 
-def _workflow(workflow) -> Workflow | None:
-    """``workflow`` as a :class:`Workflow`: None (the agent's own), a Workflow, or its text (``"D,OS,E,OH,U"``);
-    ``"none"`` is unconstrained play."""
-    if workflow is None or isinstance(workflow, Workflow):
+def _workflow(workflow, own: Workflow | None) -> Workflow | None:
+    """``workflow`` as a :class:`Workflow`: None (the agent's own, ``own``), a Workflow, or its text as
+    ``--workflow`` takes it (``"D,OS,E,OH,U"``; ``"none"``: unconstrained play)."""
+    if workflow is None:
+        return own
+    if isinstance(workflow, Workflow):
         return workflow
     if isinstance(workflow, str):
-        if workflow.strip().lower() == "none":
-            return None
         try:
-            return Workflow.parse(workflow)
+            return parse_workflow_arg(workflow)
         except ValueError as e:
             raise ValueError(f"workflow={workflow!r}: {e}") from None
     raise TypeError(f"workflow={workflow!r}: use None, a Workflow or its text such as 'D,OS,E,OH,U'")
@@ -63,14 +63,11 @@ class BlueAgent:
             raise ValueError(f"seed={seed!r}: use a whole number >= 0")
         self.name = name
         self.plan = _plan_config(plan)
-        self.workflow = _workflow(workflow)
         self.seed = int(seed)
         self.episode_length = episode_length
-        unconstrained = isinstance(workflow, str) and workflow.strip().lower() == "none"
         with torch.random.fork_rng(devices=[]):   # building the network draws its (replaced) initial weights
             agent, own = pretrained.load(name, "cpu")
-        if self.workflow is None and not unconstrained:
-            self.workflow = own
+        self.workflow = _workflow(workflow, own)
         self._act = make_act(agent, self.plan, self.seed, self.workflow, episode_length)
         self.t = 0
 
