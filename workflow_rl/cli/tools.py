@@ -1,5 +1,4 @@
-"""The subcommands around the main job: a scripted demo, native-vs-CybORG parity, engine benchmarks, paired
-comparison of two evaluations, CybORG set-up."""
+"""The subcommands around the main job: demo, parity, curves, bench, compare and cyborg-setup."""
 from __future__ import annotations
 
 import time
