@@ -127,14 +127,15 @@ def test_native_counts_are_reproducible_and_user0_is_always_held():
     assert a.curve[0, 99].sum() > 64          # red holds more than its foothold at the end
 
 
-def test_standalone_entry_refuses_bad_input_in_one_line():
-    """``python -m workflow_rl.curves`` (the device entry, without the CLI's imports) answers like the CLI."""
+def test_device_entry_refuses_bad_input_in_one_line():
+    """``python3 -m workflow_rl.cli curves`` (the device entry of benchmarks/device/device_all.sh: a fresh Python from
+    the checkout) refuses bad input in one line."""
     import subprocess
     import sys
 
     root = REPO
     for args, match in ((["--workers", "0"], "--workers must be >= 1"), (["--episodes", "x"], "invalid int")):
-        r = subprocess.run([sys.executable, "-m", "workflow_rl.curves", *args], cwd=root, capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "curves", *args], cwd=root, capture_output=True,
                            text=True, timeout=120)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], r.stderr

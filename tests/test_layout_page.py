@@ -1,5 +1,6 @@
 """docs/layout.md is generated from the modules' own docstrings (``benchmarks/layout_page.py``): every module of
 the package has its row, and the committed page is what the modules say now."""
+import ast
 import importlib.util
 
 from helpers import REPO
@@ -31,6 +32,20 @@ def test_every_module_has_a_row_with_its_first_sentence(tmp_path):
     assert "| `workflow_rl/sim/new.py` | A new rule, e.g. a decoy. |" in page
     assert "| `workflow_rl/bare.py` | (no docstring) |" in page
     assert page.index("bare.py") < page.index("sim/new.py")   # top-level helpers first, then the layers
+
+
+def test_every_module_opens_with_a_one_line_summary():
+    """Each module's docstring opens with one sentence on one line, the row docs/layout.md shows: a summary of what
+    the module is, with the details below it."""
+    tool = _tool()
+    bad = []
+    for p in sorted((REPO / "workflow_rl").rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(p.read_text())) or ""
+        first = doc.strip().splitlines()[0] if doc.strip() else ""
+        if not first or tool.summary(p) != first.replace("|", "\\|") or len(first) > 117:
+            bad.append(str(p.relative_to(REPO)))
+    assert not bad, ("give these modules a one-sentence first docstring line, then run `python "
+                     "benchmarks/layout_page.py`: " + ", ".join(bad))
 
 
 def test_check_names_the_command_that_regenerates_it(monkeypatch, tmp_path, capsys):

@@ -1,4 +1,6 @@
-"""Engine benchmarks, two tables (``workflow-rl bench``, ``make bench``; written into ``--out``):
+"""Engine benchmarks: every way to run CAGE2 against CybORG, and the native kernel alone.
+
+Two tables (``workflow-rl bench``, ``make bench``; written into ``--out``):
 
 ``engines.{csv,md,png}``: transitions per second of every way to run CAGE2, over numbers of envs. Modes:
 ``cyborg-sequential`` (n CybORG envs stepped one after another in a plain loop), ``cyborg-sync`` (gymnasium

@@ -1,8 +1,9 @@
-"""The value checks every layer shares: one helper per kind of check (type, finite range, seed, episode counts),
-so a setting is refused the same way, naming its flag and the fix, wherever it enters (the command line, a config
-dataclass, ``make_vector_env``, a state file). Machine resources (cores, memory) are ``workflow_rl.resources``; files
-a command writes are ``workflow_rl.files``. Below every other layer: it imports nothing of the package.
-"""
+"""The value checks every layer shares, so a bad setting is refused the same way wherever it enters.
+
+One helper per kind of check (type, finite range, seed, episode counts), so a setting is refused the same way, naming
+its flag and the fix, wherever it enters (the command line, a config dataclass, ``make_vector_env``, a state file).
+Machine resources (cores, memory) are ``workflow_rl.resources``; files a command writes are ``workflow_rl.files``. Below
+every other layer: it imports nothing of the package."""
 from __future__ import annotations
 
 import dataclasses

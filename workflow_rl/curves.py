@@ -466,36 +466,47 @@ def plot_panel(nat: PanelCounts, cyb: PanelCounts, path: str | os.PathLike) -> N
 
 
 # ------------------------------------------------------------------------------------------------------ command
-def add_arguments(p) -> None:
-    """The flags of ``workflow-rl curves`` (and of ``python -m workflow_rl.curves``); numbers are checked in
-    :func:`run`, so both entries refuse bad values with the same one-line message."""
-    p.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
-    p.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
-    p.add_argument("--episodes", type=int, default=2000, help="CybORG episodes per panel")
-    p.add_argument("--shard-episodes", type=int, default=50,
-                   help="CybORG episodes per shard file (the most a killed run can lose per worker)")
-    p.add_argument("--workers", type=int, default=1, help="CybORG worker processes")
-    p.add_argument("--native-episodes", type=int, default=8192, help="native episodes per panel")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scenario", default=None, help="folder with Scenario2.yaml and images/")
-    p.add_argument("--out", default="runs/curves", help="folder: shards/, cyborg_curves.csv, curves.md, plots/")
-    p.add_argument("--collect-only", action="store_true", help="run the CybORG shards and write the counts; no "
-                   "native run, no plots (for a machine without numba or matplotlib)")
-    p.add_argument("--report-only", action="store_true", help="use the shards already in OUT/shards; run no CybORG")
-    p.add_argument("--cyborg-csv", default=None, help="compare against this counts file (e.g. "
-                   "tests/data/cyborg_curves.csv) instead of shards")
+@dataclass
+class CurvesConfig:
+    """The settings of one curves run (``workflow-rl curves`` makes its flags from these fields); numbers are
+    checked in :func:`run`, so bad values are refused with one line naming the flag."""
+
+    red_agents: list[str] = field(default_factory=lambda: ["B_lineAgent", "RedMeanderAgent"])
+    """red agents, one panel each with every policy"""
+    policies: list[str] | None = None
+    """reference policies (default: all six)"""
+    episodes: int = 2000
+    """CybORG episodes per panel"""
+    shard_episodes: int = 50
+    """CybORG episodes per shard file (the most a killed run can lose per worker)"""
+    workers: int = 1
+    """CybORG worker processes"""
+    native_episodes: int = 8192
+    """native episodes per panel"""
+    seed: int = 0
+    """seed of both engines' episodes"""
+    scenario: str | None = None
+    """folder with Scenario2.yaml and images/"""
+    out: str = "runs/curves"
+    """folder: shards/, cyborg_curves.csv, curves.md, plots/"""
+    collect_only: bool = False
+    """run the CybORG shards and write the counts; no native run, no plots (for a machine without matplotlib)"""
+    report_only: bool = False
+    """use the shards already in OUT/shards; run no CybORG"""
+    cyborg_csv: str | None = None
+    """compare against this counts file (e.g. tests/data/cyborg_curves.csv) instead of shards"""
 
 
-def _out_files(args, reds: list[str], policies: list[str]) -> list[str]:
+def _out_files(cfg: CurvesConfig, reds: list[str], policies: list[str]) -> list[str]:
     """The files :func:`run` writes into ``--out`` (besides its shards): the counts file unless ``--cyborg-csv``
     gives them, the report, its host rows and a plot per panel unless ``--collect-only``."""
-    counts = [] if args.cyborg_csv else ["cyborg_curves.csv"]
-    if args.collect_only:
+    counts = [] if cfg.cyborg_csv else ["cyborg_curves.csv"]
+    if cfg.collect_only:
         return counts
     return [*counts, "curves.md", "host_rows.csv", *(f"plots/{r}__{p}.png" for r in reds for p in policies)]
 
 
-def run(args) -> int:
+def run(cfg: CurvesConfig) -> int:
     """Per-step, per-host red access, native vs real CybORG: collect CybORG shards (resumable), then compare the
     late-window shares (Holm over hosts x levels x panels), plot each panel, and write the counts file the fidelity
     test reads (``tests/data/cyborg_curves.csv`` is a copy of ``OUT/cyborg_curves.csv``)."""
@@ -505,29 +516,29 @@ def run(args) -> int:
     from workflow_rl.envs.names import parse_red_agent
 
     for name in ("episodes", "shard_episodes", "native_episodes"):
-        check_int(f"--{name.replace('_', '-')}", getattr(args, name), 1)
-    check_workers("--workers", args.workers)
-    check_seed("--seed", args.seed)
-    policies = args.policies or list(POLICIES)
+        check_int(f"--{name.replace('_', '-')}", getattr(cfg, name), 1)
+    check_workers("--workers", cfg.workers)
+    check_seed("--seed", cfg.seed)
+    policies = cfg.policies or list(POLICIES)
     unknown = sorted(set(policies) - set(POLICIES))
     if unknown:
         raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
-    reds = [parse_red_agent(r) for r in args.red_agents]
+    reds = [parse_red_agent(r) for r in cfg.red_agents]
     if "SleepAgent" in reds:
         raise ValueError("--red-agents SleepAgent: red never moves, there is no curve to compare; use B_line and/or "
                          "Meander")
-    if args.collect_only and (args.report_only or args.cyborg_csv):
+    if cfg.collect_only and (cfg.report_only or cfg.cyborg_csv):
         raise ValueError("--collect-only runs CybORG only; --report-only/--cyborg-csv skip it: choose one")
-    out = check_out_files("--out", args.out, _out_files(args, reds, policies), [args.cyborg_csv, args.scenario])
-    if args.cyborg_csv:
-        cyborg = {k: v for k, v in read_counts_csv(args.cyborg_csv).items() if k[0] in reds and k[1] in policies}
+    out = check_out_files("--out", cfg.out, _out_files(cfg, reds, policies), [cfg.cyborg_csv, cfg.scenario])
+    if cfg.cyborg_csv:
+        cyborg = {k: v for k, v in read_counts_csv(cfg.cyborg_csv).items() if k[0] in reds and k[1] in policies}
         if not cyborg:
-            raise ValueError(f"{args.cyborg_csv} holds none of these panels")
+            raise ValueError(f"{cfg.cyborg_csv} holds none of these panels")
     else:
-        if not args.report_only:
-            collect_cyborg(reds, policies, args.episodes, out, args.workers, args.seed, args.shard_episodes,
-                           args.scenario)
-        cyborg = load_shards(out / "shards", args.seed) if (out / "shards").is_dir() else {}
+        if not cfg.report_only:
+            collect_cyborg(reds, policies, cfg.episodes, out, cfg.workers, cfg.seed, cfg.shard_episodes,
+                           cfg.scenario)
+        cyborg = load_shards(out / "shards", cfg.seed) if (out / "shards").is_dir() else {}
         cyborg = {k: v for k, v in cyborg.items() if k[0] in reds and k[1] in policies}
         if not cyborg:
             raise ValueError(f"no CybORG shards in {out / 'shards'} for these panels: run without --report-only")
@@ -536,9 +547,9 @@ def run(args) -> int:
         write_counts_csv([cyborg[k] for k in order], out / "cyborg_curves.csv")
         print(f"wrote {out / 'cyborg_curves.csv'} ({', '.join(f'{r}/{p}: {cyborg[(r, p)].episodes}' for r, p in order)}"
               " episodes)")
-    if args.collect_only:
+    if cfg.collect_only:
         return 0
-    native = {k: native_counts(k[0], k[1], args.native_episodes, args.seed) for k in cyborg}
+    native = {k: native_counts(k[0], k[1], cfg.native_episodes, cfg.seed) for k in cyborg}
     rows = compare(native, cyborg)
     md = markdown(rows)
     print(md)
@@ -555,32 +566,3 @@ def run(args) -> int:
                     f"{r.points:.3f},{r.z:.3f},{r.p:.3g},{int(r.holm)},{int(r.flagged)}\n")
     print(f"wrote {out / 'curves.md'}, {out / 'host_rows.csv'} and {len(cyborg)} plots in {plots}")
     return 1 if any(r.flagged for r in rows) else 0
-
-
-def main(argv=None) -> int:
-    """``python -m workflow_rl.curves``: the same command without the CLI's imports (scikit-learn, tqdm, ...), for a
-    machine that has only numpy and the CybORG wheels. Bad input: one ``error:`` line, exit status 2."""
-    import argparse
-    import sys
-
-    from workflow_rl.envs.cyborg import CybORGUnavailable
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):   # one line, as the workflow-rl CLI does
-            self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
-
-    p = Parser(prog="python -m workflow_rl.curves", description=__doc__.split("\n")[0])
-    add_arguments(p)
-    args = p.parse_args(argv)
-    try:
-        return run(args)
-    except (ValueError, FileNotFoundError, CybORGUnavailable) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted (finished shards are kept; rerun the same command to go on)", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

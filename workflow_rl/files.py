@@ -1,8 +1,10 @@
-"""The files a command writes, checked and written safely: a name the file system allows, a writable folder,
-only a plain file replaced (never a device, a pipe, a link or a folder), never one of the command's own inputs, a
-user-named report only if workflow-rl wrote it, every write whole or not at all (:func:`atomic_write`). The pure
-helpers every layer that writes a file calls; the run-folder policy (lock, overwrite, resume) is
-``workflow_rl.runs.rundir``. Below every other layer: it imports nothing of the package."""
+"""The files a command writes, checked and written safely (whole or not at all).
+
+A name the file system allows, a writable folder, only a plain file replaced (never a device, a pipe, a link or a
+folder), never one of the command's own inputs, a user-named report only if workflow-rl wrote it, every write whole or
+not at all (:func:`atomic_write`). The pure helpers every layer that writes a file calls; the run-folder policy (lock,
+overwrite, resume) is ``workflow_rl.runs.rundir``. Below every other layer: it imports nothing of the package.
+"""
 from __future__ import annotations
 
 import os

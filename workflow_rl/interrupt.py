@@ -1,5 +1,7 @@
-"""Ctrl-C as a request to stop cleanly, shared by every long loop (training, batched training, search); SIGTERM
-as an abort that cleans up like a second Ctrl-C."""
+"""Ctrl-C as a request to stop cleanly, SIGTERM as an abort that cleans up.
+
+Shared by every long loop (training, batched training, search); SIGTERM cleans up like a second Ctrl-C.
+"""
 from __future__ import annotations
 
 import os

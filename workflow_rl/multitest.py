@@ -1,5 +1,7 @@
-"""Multiple-comparison control shared by the search's answer (which workflows cannot be excluded from being best)
-and the fidelity curves (which hosts differ between engines): one Holm procedure for both."""
+"""Multiple-comparison control: one Holm procedure for the search's answer and the fidelity curves.
+
+Which workflows cannot be excluded from being best, and which hosts differ between engines.
+"""
 from __future__ import annotations
 
 import math

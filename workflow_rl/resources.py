@@ -1,6 +1,9 @@
-"""Machine resources a command may ask for: the cores this process may use (affinity, cgroup quota), worker
-counts within them, and memory within every limit on this process (physical, cgroup, ulimit). Checked where a
-request enters, so an oversized one is one line naming the limit and the fix, not the OOM killer an hour in."""
+"""Machine resources a command may ask for: cores, worker processes and memory.
+
+The cores this process may use (affinity, cgroup quota), worker counts within them, and memory within every limit on
+this process (physical, cgroup, ulimit). Checked where a request enters, so an oversized one is one line naming the
+limit and the fix, not the OOM killer an hour in.
+"""
 from __future__ import annotations
 
 import math

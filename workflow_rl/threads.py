@@ -1,12 +1,12 @@
-"""How many threads torch and numba compute with: one policy (:func:`pick`), applied at each command's start (the
-command line) and in every worker process (:func:`configure`); a library call (``make_act``) leaves them alone.
+"""How many threads torch and numba compute with: one policy, applied at each command's start.
+
+One policy (:func:`pick`), applied at each command's start (the command line) and in every worker process
+(:func:`configure`); a library call (``make_act``) leaves them alone.
 
 Why: torch's and numba's thread pools default to one thread per core, and their threads meet at the end of every
 parallel operation. Beside another busy process the thread that lands on its core runs only in the scheduler's
-time slices, and every operation waits for it; the waiting threads spin meanwhile. Measured on a 2-core machine
-beside ``python3 -c "while True: pass"``: ``make run``'s search took 3.5x its quiet time, a planned evaluation
-3.4x; beside other jobs a 200 x 256 matrix product took 0.5 ms on one thread and 23 ms on two, and stepping 512
-native envs 0.6 ms on one numba thread and 17 ms on two. Our networks are small and the engine's steps cheap, so
+time slices, and every operation waits for it; the waiting threads spin meanwhile, so beside one busy process a
+thread per core makes a run several times slower (docs/reliability.md). Our networks are small and the engine's steps cheap, so
 an operation is short next to a time slice, and a second thread pays only where its share of one operation lasts
 tens of milliseconds. So torch gets a thread per :data:`MACS_PER_THREAD` multiply-adds of the largest matrix
 product the run computes at once, numba one per :data:`ENVS_PER_THREAD` envs stepped at once, each at least 1 and
@@ -15,7 +15,7 @@ an episode worker) gets one thread of each. On a quiet many-core machine a large
 steps on fewer threads than it could: ``--threads N`` (or ``WORKFLOW_RL_THREADS=N``) gives it N.
 
 Overrides, strongest first: ``--threads`` (the computing commands), then ``WORKFLOW_RL_THREADS`` (N, or ``off``:
-leave both libraries at their own defaults, one thread per core: the behaviour before this policy), then
+leave both libraries at their own defaults, one thread per core), then
 ``OMP_NUM_THREADS`` (torch) and ``NUMBA_NUM_THREADS`` (numba) where set: a library the user sized is left alone.
 """
 from __future__ import annotations

@@ -19,8 +19,8 @@ GPU_CORES=14-15
 # K's CybORG curves are collected (tests/data/cyborg_curves.csv); CURVES=1 collects more on cores 6-13
 if [ "${CURVES:-0}" = 1 ]; then
   mkdir -p runs/curves-device
-  (taskset -c 6-13 timeout -s INT "$LIMIT" python3 -m workflow_rl.curves --collect-only --episodes 4000 --workers 8 \
-     --scenario .whl/scenario --out runs/curves-device > "$OUT/collect.log" 2>&1) &
+  (taskset -c 6-13 timeout -s INT "$LIMIT" python3 -m workflow_rl.cli curves --collect-only --episodes 4000 \
+     --workers 8 --scenario .whl/scenario --out runs/curves-device > "$OUT/collect.log" 2>&1) &
 fi
 # H: the GPU checks on cores 14-15, most important first (graphs and rollout equality, then the 100k search with
 # elastic claims, claims lowered at the gate and kept whole: benchmarks/studies/search_claims.py)

@@ -120,17 +120,17 @@ def test_one_engine_device_rule():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 @pytest.mark.parametrize("device,match", [("cuda", "no CUDA GPU"), ("cuda:7", "no CUDA GPU"),
                                           ("gpu", "unknown device"), ("cuda:x", "unknown device")])
-def test_a_missing_device_is_one_error_line(capsys, device, match):
+def test_a_missing_device_is_one_error_line(capsys, tmp_path, device, match):
     for command in (["train"], ["search"], ["evaluate", "sleep"]):
-        assert main([*command, "--device", device, "--out", "/tmp/never-written"]) == 2
+        assert main([*command, "--device", device, "--out", str(tmp_path / "never-written")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and match in err[0], err
 
 
 @pytest.mark.slow   # a fresh Python (~2 s)
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
-def test_device_cuda_from_the_shell_has_no_traceback():
+def test_device_cuda_from_the_shell_has_no_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", "train", "--device", "cuda", "--out",
-                        "/tmp/never-written"], capture_output=True, text=True, timeout=300)
+                        str(tmp_path / "never-written")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith("error: --device cuda")

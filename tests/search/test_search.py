@@ -159,10 +159,10 @@ def test_bad_search_config(tmp_path, kw, match):
         WorkflowSearch(_tiny(**kw), tmp_path)
 
 
-def test_cli_search_bad_input_one_line():
+def test_cli_search_bad_input_one_line(tmp_path):
     for args, match in ((["--total-episodes", "0"], "total-episodes"), (["--gp-beta", "-2"], "gp-beta"),
                         (["--red-agent", "x"], "unknown red agent")):
-        r = run_in_process(["search", *args, "--out", "/tmp/never"])
+        r = run_in_process(["search", *args, "--out", str(tmp_path / "never")])
         assert r.returncode == 2 and r.stderr.startswith("error:") and match in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 

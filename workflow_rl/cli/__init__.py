@@ -1,4 +1,6 @@
-"""``workflow-rl`` command line. Every bad input ends in one ``error: ...`` line naming the fix (exit status 2).
+"""The ``workflow-rl`` command line.
+
+Every bad input ends in one ``error: ...`` line naming the fix (exit status 2).
 
 The flags of ``train`` and ``search`` are generated from the config dataclasses (``cli.flags``); each subcommand's
 flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, ``cli.tools``).

@@ -1,5 +1,7 @@
-"""``workflow-rl evaluate``: the CAGE2 protocol for a checkpoint, a shipped agent or a scripted baseline, on the
-native engine and/or real CybORG."""
+"""``workflow-rl evaluate``: an agent or a scripted baseline under the CAGE2 protocol.
+
+A checkpoint, a shipped agent or a scripted baseline, on the native engine and/or real CybORG.
+"""
 from __future__ import annotations
 
 import json

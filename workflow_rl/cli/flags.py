@@ -1,5 +1,7 @@
-"""Command-line flags generated from the config dataclasses, so a setting's name, default, type, choices and help
-are written once, on its field: ``n_envs: int = 200`` with its docstring becomes ``--n-envs N_ENVS`` (default 200).
+"""Command-line flags generated from the config dataclasses: each setting written once, on its field.
+
+A setting's name, default, type, choices and help come from its field: ``n_envs: int = 200`` with its docstring
+becomes ``--n-envs N_ENVS`` (default 200).
 
 Types map to argparse as: bool → ``--x`` (default False) or ``--x/--no-x`` (default True); ``int``, ``float``,
 ``str`` (optionally ``| None``) → that type; ``tuple[int, ...]`` and ``list[str]`` → one or more values. A field's

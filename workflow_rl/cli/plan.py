@@ -1,6 +1,8 @@
-"""The ``--plan`` flag group of ``workflow-rl evaluate``: ``--plan`` and one ``--plan-NAME`` flag per
-:class:`~workflow_rl.rl.planning.planner.PlanConfig` setting, whose default, type, help and checks are the dataclass's
-own."""
+"""The ``--plan`` flag group of ``workflow-rl evaluate``, made from the planner's settings.
+
+``--plan`` and one ``--plan-NAME`` flag per :class:`~workflow_rl.rl.planning.planner.PlanConfig` setting, whose
+default, type, help and checks are the dataclass's own.
+"""
 from __future__ import annotations
 
 import dataclasses

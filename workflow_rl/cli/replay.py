@@ -1,7 +1,9 @@
-"""``workflow-rl replay``: watch an agent defend. Plays a few episodes of a checkpoint, a shipped agent or a
-baseline (resolved exactly as ``evaluate`` resolves them) and writes one self-contained HTML page that replays them
-step by step: the 13 hosts in their subnets with red's access, both sides' actions, the reward, and compliance under
-the workflow (``rl.viewer``)."""
+"""``workflow-rl replay``: watch an agent defend.
+
+Plays a few episodes of a checkpoint, a shipped agent or a baseline (resolved exactly as ``evaluate`` resolves them) and
+writes one self-contained HTML page that replays them step by step: the 13 hosts in their subnets with red's access,
+both sides' actions, the reward, and compliance under the workflow (``rl.viewer``).
+"""
 from __future__ import annotations
 
 from pathlib import Path

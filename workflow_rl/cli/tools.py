@@ -1,5 +1,4 @@
-"""The subcommands around the main job: a scripted demo, native-vs-CybORG parity, engine benchmarks, paired
-comparison of two evaluations, CybORG set-up."""
+"""The subcommands around the main job: demo, parity, curves, bench, compare and cyborg-setup."""
 from __future__ import annotations
 
 import time
@@ -106,11 +105,12 @@ def _write_report(out: str, text: str, command: str) -> None:
 
 
 def cmd_curves(args) -> int:
-    """Per-step, per-host red access, native vs real CybORG (the whole command lives in :mod:`workflow_rl.curves`,
-    which also runs as ``python -m workflow_rl.curves`` on a machine without the CLI's other dependencies)."""
-    from workflow_rl.curves import run
+    """Per-step, per-host red access, native vs real CybORG (:func:`workflow_rl.curves.run`)."""
+    from dataclasses import fields
 
-    return run(args)
+    from workflow_rl.curves import CurvesConfig, run
+
+    return run(CurvesConfig(**{f.name: getattr(args, f.name) for f in fields(CurvesConfig)}))
 
 
 BENCH_FILES = {"engines": ("engines.md", "engines.csv", "engines.png"), "native": ("native.md", "native.csv")}
@@ -197,10 +197,13 @@ def add_tools(sub) -> None:
     q.add_argument("--out", default=None, help="also write the Markdown table here")
     q.set_defaults(func=cmd_parity)
 
-    from workflow_rl.curves import add_arguments
+    from dataclasses import asdict
+
+    from workflow_rl.cli.flags import add_flags
+    from workflow_rl.curves import CurvesConfig
 
     v = sub.add_parser("curves", help="per-step, per-host red access: native vs real CybORG (resumable shards)")
-    add_arguments(v)
+    add_flags(v, CurvesConfig, asdict(CurvesConfig()))
     v.set_defaults(func=cmd_curves)
 
     from workflow_rl.bench import CUDA_SIZES, KERNEL_MIN_STEPS, KERNEL_SIZES, TABLES

@@ -1,5 +1,8 @@
-"""Real CybORG envs behind gymnasium's vector classes: in-process, one process per env over pipes, or processes
-writing observations into shared memory (gymnasium ``SyncVectorEnv`` / ``AsyncVectorEnv``)."""
+"""Real CybORG envs behind gymnasium's vector classes.
+
+In-process, one process per env over pipes, or processes writing observations into shared memory (gymnasium
+``SyncVectorEnv`` / ``AsyncVectorEnv``).
+"""
 from __future__ import annotations
 
 import multiprocessing as mp

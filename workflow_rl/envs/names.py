@@ -1,6 +1,8 @@
-"""Names every engine and layer agrees on: red agents (and their aliases), engines, vectorizations, start
-methods, devices. A module of its own so the env modules below ``make_vector_env`` can use them without importing
-the factory that imports them."""
+"""Names every engine and layer agrees on: red agents, engines, vectorizations, start methods, devices.
+
+A module of its own so the env modules below ``make_vector_env`` can use them without importing the factory
+that imports them.
+"""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,8 @@
-"""Checkpoint files: atomic writes, loading with one clear error per way a file can be unusable, and the check
-that a checkpoint belongs to the run that wants to continue it."""
+"""Checkpoint files: written atomically, loaded with one clear error per way a file can be unusable.
+
+Atomic writes, loading with one clear error per way a file can be unusable, and the check that a checkpoint belongs to
+the run that wants to continue it.
+"""
 from __future__ import annotations
 
 import math

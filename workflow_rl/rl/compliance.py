@@ -13,11 +13,10 @@ Definition (also in docs/training.md, "Compliance, exactly"):
   before the first counted fix. Batch compliance pools the counts over an update's finished episodes.
 * Alignment reward (``--alignment-reward``, lambda = ``--alignment-lambda``), one of two forms:
 
-  - ``ratio`` (the default, every shipped agent's): on each counted (compliant or violating) fix,
+  - ``ratio`` (the default): on each counted (compliant or violating) fix,
     lambda * (C_t - C_{t-1}); over an episode it sums to lambda * C_final. C is a ratio, so this also pays for
     *diluting*: after a violation, every extra compliant fix raises C and earns reward, and the first compliant fix
-    of an episode earns lambda (from C_0 = 0). It pulls towards fixing often (the shipped universal agent makes ~90
-    counted fixes per B_line episode, the unconstrained ``cage2`` 32: benchmarks/results/compliance_price).
+    of an episode earns lambda (from C_0 = 0). It pulls towards fixing often.
   - ``violations``: -lambda / VIOLATION_SCALE on each violating fix, 0 on compliant and neutral ones; over an
     episode -lambda * violations / VIOLATION_SCALE. No fix ever earns reward, so dilution pays nothing and a fix
     is worth only what it does to the env reward. Since lambda * C_final = lambda - lambda * violations / n for n

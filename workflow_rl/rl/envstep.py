@@ -1,5 +1,6 @@
-"""One torch-facing step interface over every engine, so trainers and evaluators never copy per step when the engine
-lives on their device.
+"""One torch-facing step interface over every engine.
+
+Trainers and evaluators never copy per step when the engine lives on their device.
 
 ``TorchStepper.step(actions) -> StepOut`` with tensors on the trainer's device. The native CPU kernel is read through
 tensors that share its output buffers; the CUDA kernel's outputs stay on the GPU; any other gymnasium vector env (real

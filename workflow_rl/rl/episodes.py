@@ -1,5 +1,7 @@
-"""Per-episode results of an evaluation (``episodes.csv``, written by ``workflow-rl evaluate --out``) and the paired
-comparison of two evaluations of the same episodes (``workflow-rl compare``).
+"""Per-episode results of an evaluation, and the paired comparison of two evaluations.
+
+``episodes.csv`` (written by ``workflow-rl evaluate --out``), and ``workflow-rl compare`` of two evaluations of the same
+episodes.
 
 Why paired: two evaluations with the same episode seed play the same episodes (the same red-agent and environment
 draws, ``rl.evaluate.Episodes``), so the episode-by-episode difference of their returns loses the variance the

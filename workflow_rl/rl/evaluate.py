@@ -1,5 +1,8 @@
-"""Held-out evaluation on the CAGE2 protocol: fixed seeds, fresh episodes of 30/50/100 steps against each red agent,
-mean and 95% confidence interval of the blue (environment-only) return, and workflow compliance of the fixes."""
+"""Held-out evaluation on the CAGE2 protocol: returns with 95% intervals, and compliance.
+
+Fixed seeds, fresh episodes of 30/50/100 steps against each red agent, mean and 95% confidence interval of the blue
+(environment-only) return, and workflow compliance of the fixes.
+"""
 from __future__ import annotations
 
 import math

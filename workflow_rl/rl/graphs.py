@@ -1,8 +1,7 @@
 """Replay fixed-buffer device work as CUDA graphs.
 
 Why: on a GPU a rollout step is a few hundred small kernels (policy, sampling, the engine, compliance, bookkeeping)
-launched one by one from Python -- ~2.9 ms per step on an H100 whatever the batch (BENCHMARKS.md), far more than
-the arithmetic. A function that reads and writes only tensors living as long as the trainer (fixed buffers, state
+launched one by one from Python: the launches, not the arithmetic, bound the step whatever the batch. A function that reads and writes only tensors living as long as the trainer (fixed buffers, state
 updated in place) launches the same kernels on the same memory every time it runs with the same shape, so it can be
 captured once per shape and replayed in one launch.
 

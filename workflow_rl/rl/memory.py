@@ -1,11 +1,11 @@
 """What blue remembers within an episode that its observation does not show.
 
-Two optional parts, each a block of 0/1 policy inputs that is cleared when the episode ends:
+Three optional parts, each a block of 0/1 policy inputs that is cleared when the episode ends:
 
 - **decoys** (``--decoy-memory``, 104 bits, one per decoy action: 8 types x 13 hosts): set when blue takes it.
   CAGE2's blue observation says nothing of blue's own decoys, and a decoy of a type already on a host does nothing
-  (its port is taken): a memoryless policy repeats a few decoys -- the generalist shipped before it repeated one
-  placed earlier in the episode 92-96% of the time (``benchmarks/studies/agent_actions.py``, RESULTS.md issue I).
+  (its port is taken): a memoryless policy repeats decoys already in place (``benchmarks/studies/agent_actions.py``
+  counts them).
 - **red** (``--red-memory``, 26 bits: per host, red activity seen and an exploit seen): set when the observation
   shows it. The observation's activity bits describe this step only (a scan shows once, then is gone), so a
   memoryless policy forgets which hosts red has found and cannot tell B_line's path from Meander's sweep.

@@ -1,5 +1,6 @@
-"""Named training recipes: the whole settings of a run that makes an agent from random weights, written once, so
-``workflow-rl train --recipe NAME`` replaces a hand-run chain of commands (RESULTS.md, issue P).
+"""Named training recipes: the whole settings of a run that makes an agent from random weights.
+
+Written once, so ``workflow-rl train --recipe NAME`` replaces a hand-run chain of commands.
 
 A recipe is flat ``TrainConfig`` settings (``TrainConfig.from_flat``) plus a *scale* per device kind: how many envs
 and episodes the run takes where it runs (a GPU steps 16,384 envs at once; the 2-core CPU the project is developed

@@ -1,5 +1,7 @@
-"""Whether a checkpoint can be *continued*: every field a resume reads (counters, running returns, Adam state, the
-engine snapshot) of the type, shape and range a run writes, checked before the resumed run writes anything.
+"""Whether a checkpoint can be *continued*, checked before the resumed run writes anything.
+
+Every field a resume reads (counters, running returns, Adam state, the engine snapshot) of the type, shape and range a
+run writes, checked before the resumed run writes anything.
 
 ``load_checkpoint`` checks what any reader needs (config, weights, the episode counters); a resume reads more, and
 reads it only after ``BatchedTrainer.start`` has rewritten the run's ``config.json`` and trimmed its log, so a

@@ -1,5 +1,4 @@
-"""What a run writes and shows: config.json, the training log (one row per update), the run summary, the
-progress bar and TensorBoard."""
+"""What a run writes and shows: config.json, the training log, the summary, progress and TensorBoard."""
 from __future__ import annotations
 
 import csv

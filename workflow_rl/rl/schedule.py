@@ -1,5 +1,8 @@
-"""When a run updates and when it stops: the exact episode budget and the stop rule (compliance gate, per-env
-cap, budget). Pure functions of the config and the run's counters."""
+"""When a run updates and when it stops: the exact episode budget and the stop rule.
+
+The exact episode budget and the stop rule (compliance gate, per-env cap, budget). Pure functions of the config and the
+run's counters.
+"""
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,9 @@
-"""``train --seeds N``: N independent runs of one configuration trained together in one batch
-(:class:`~workflow_rl.rl.trainer.BatchedTrainer`, one slot per seed), with the batch's own state saved beside the
-seeds' checkpoints so that an interrupted run resumes exactly as if it had never stopped."""
+"""``train --seeds N``: N independent runs of one configuration, trained together in one batch.
+
+N independent runs of one configuration trained together in one batch (:class:`~workflow_rl.rl.trainer.BatchedTrainer`,
+one slot per seed), with the batch's own state saved beside the seeds' checkpoints so that an interrupted run resumes
+exactly as if it had never stopped.
+"""
 from __future__ import annotations
 
 import math

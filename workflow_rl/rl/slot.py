@@ -1,6 +1,9 @@
-"""One run inside a :class:`~workflow_rl.rl.trainer.BatchedTrainer`: its settings, counters, log, checkpoint place
-and budget claim. A search grants claims on its budget (``search.search``); the slot alone decides what a claim
-means for its run: when it is spent, the run stops or (``pauses``) waits for the claim to grow."""
+"""One run inside a :class:`~workflow_rl.rl.trainer.BatchedTrainer`.
+
+Its settings, counters, log, checkpoint place and budget claim. A search grants claims on its budget
+(``search.search``); the slot alone decides what a claim means for its run: when it is spent, the run stops or
+(``pauses``) waits for the claim to grow.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,9 +1,7 @@
 """Several independent PPO agents held, run and updated as one tensor (PureJaxRL-style).
 
 Why one flat parameter: a batch of Q workflows is Q ordinary ``Agent`` networks, and updating them as Q modules
-costs Python and kernel launches per member (measured on the 2-core CPU at 4 envs per workflow: 2.5 ms per
-minibatch for one member, 56 ms for 64 -- on a GPU this per-member overhead, not arithmetic, bounded batched
-training). Here every member's weights are one row of a (Q, P) parameter, so a forward pass is a few batched matmuls
+costs Python and kernel launches per member: that overhead, not arithmetic, bounds batched training. Here every member's weights are one row of a (Q, P) parameter, so a forward pass is a few batched matmuls
 (``baddbmm``) over views of that row, the backward pass fills one (Q, P) gradient, clipping is one norm per row and
 Adam is a dozen element-wise kernels -- the same number for 1 or 64 members.
 

@@ -1,5 +1,7 @@
-"""The trainer: workflow-conditioned PPO runs stepped and updated together in one batch (PureJaxRL-style): one
-engine call steps every run's envs, one batched matmul runs every run's policy, one backward pass updates them all.
+"""The trainer: workflow-conditioned PPO runs stepped and updated together in one batch.
+
+PureJaxRL-style: one engine call steps every run's envs, one batched matmul runs every run's policy, one backward pass
+updates them all.
 
 There is one trainer. ``BatchedTrainer`` holds Q *slots*; slot k owns envs [k*n, (k+1)*n) of one vector env and
 member k of an :class:`~workflow_rl.rl.stack.AgentStack`, and has its own workflow (encoding and type ranks),

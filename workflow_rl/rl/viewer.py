@@ -1,6 +1,8 @@
-"""Episode recordings for ``workflow-rl replay``: play whole episodes of an agent and keep, step by step, what a
-person needs to see what the defender does (red's true access per host, both sides' actions, the reward, the
-workflow's target type and how blue's fix is classed), then write them as one self-contained HTML page.
+"""Episode recordings for ``workflow-rl replay``, written as one self-contained HTML page.
+
+Play whole episodes of an agent and keep, step by step, what a person needs to see what the defender does (red's true
+access per host, both sides' actions, the reward, the workflow's target type and how blue's fix is classed), then write
+them as one self-contained HTML page.
 
 Everything is read through the env contract (``make_vector_env``: ``info["red_access"]``, ``info["red_action"]``)
 and the compliance rule is :mod:`workflow_rl.rl.compliance`'s (its tracker counts, :func:`target_types` names the

@@ -1,5 +1,7 @@
-"""Where and how an evaluation's engine runs, for every job that plays an agent (train's held-out evaluation,
-evaluate, replay): one rule each, so the jobs cannot drift apart."""
+"""Where and how an evaluation's engine runs, one rule for every job that plays an agent.
+
+For train's held-out evaluation, evaluate and replay: one rule each, so the jobs cannot drift apart.
+"""
 from __future__ import annotations
 
 from workflow_rl.rl.config import EPISODE_WORKERS

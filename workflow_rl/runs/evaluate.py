@@ -1,5 +1,4 @@
-"""What ``runs`` makes of an evaluation: its Markdown report (``evaluate --out DIR``'s evaluation.md, and the
-table the command prints)."""
+"""An evaluation's Markdown report (``evaluate --out DIR``'s evaluation.md and the printed table)."""
 from __future__ import annotations
 
 

@@ -1,6 +1,7 @@
-"""The owner of a run folder: one writer per folder (an exclusive lock held for the whole run, and the clean-up of
-the temporary files a killed writer leaves behind), and the rules of what a new, resumed or overwritten run may
-find there and remove.
+"""The owner of a run folder: one writer at a time, and what a new, resumed or overwritten run may remove.
+
+One writer per folder (an exclusive lock held for the whole run, and the clean-up of the temporary files a killed writer
+leaves behind), and the rules of what a new, resumed or overwritten run may find there and remove.
 
 The lock is ``RUN_DIR/.lock`` held with ``flock``: the kernel releases it when its holder exits, however it dies
 (SIGKILL included), so a lock left by a dead process is stale by construction and the next run simply takes it;

@@ -1,6 +1,8 @@
-"""``runs.search``: one workflow search (``workflow-rl search``), callable from Python: a
-:class:`~workflow_rl.search.config.SearchConfig` (None to resume) and a :class:`SearchRun` in, the run folder
-written and a :class:`SearchResult` out."""
+"""``runs.search``: one workflow search (``workflow-rl search``), callable from Python.
+
+A :class:`~workflow_rl.search.config.SearchConfig` (None to resume) and a :class:`SearchRun` in, the run folder written
+and a :class:`SearchResult` out.
+"""
 from __future__ import annotations
 
 import signal

@@ -1,6 +1,8 @@
-"""``runs.train``: one training job (``workflow-rl train``), callable from Python: a validated
-:class:`~workflow_rl.rl.config.TrainConfig` and a :class:`TrainRun` (where the run goes and how it ends) in, the
-run folder written and a :class:`TrainResult` out."""
+"""``runs.train``: one training job (``workflow-rl train``), callable from Python.
+
+A validated :class:`~workflow_rl.rl.config.TrainConfig` and a :class:`TrainRun` (where the run goes and how it ends) in,
+the run folder written and a :class:`TrainResult` out.
+"""
 from __future__ import annotations
 
 import json

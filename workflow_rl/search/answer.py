@@ -1,5 +1,7 @@
-"""A search's answer and how sure it is: the best eligible workflow and the 95% confidence set, the workflows that
-cannot be excluded from being best given what the search observed.
+"""A search's answer and how sure it is: the best eligible workflow and its 95% confidence set.
+
+The best eligible workflow and the 95% confidence set, the workflows that cannot be excluded from being best given what
+the search observed.
 
 The set comes from the GP posterior, not from seed intervals alone, because most workflows are never trained: only
 a model says anything about them. Each candidate (every workflow not known to be ineligible: untried ones and

@@ -1,5 +1,6 @@
-"""Run the workflow search's trainings in this process, in one batch (``search --batch-workflows Q
---seeds-per-workflow K``).
+"""Run the workflow search's trainings in this process, in one batch.
+
+The executor of ``search --batch-workflows Q --seeds-per-workflow K``.
 
 The search is unchanged: it proposes Q workflows (GP-BUCB hallucinates the pending ones), claims their budgets at
 dispatch and records each as it finishes. This executor puts each workflow's K seeds into slots of one

@@ -1,6 +1,8 @@
-"""The feasible set of one network: per workflow and red agent, the compliance and return an agent reaches
-(``evaluate AGENT --workflow all``), as ``workflows.csv`` and a figure, and beside a per-workflow ground truth
-(``search --exhaustive``): the difference to its mean and whether the two eligibility calls agree.
+"""The feasible set of one network: per workflow and red agent, the compliance and return it reaches.
+
+Per workflow and red agent, the compliance and return an agent reaches (``evaluate AGENT --workflow all``), as
+``workflows.csv`` and a figure, and beside a per-workflow ground truth (``search --exhaustive``): the difference to its
+mean and whether the two eligibility calls agree.
 
 Eligible here means what it means in a ground truth's evaluation: evaluated compliance >= the threshold (the
 ground truth's own ``compliance_threshold``; 0.95 without one). A ground truth's eligibility also needs the

@@ -1,6 +1,7 @@
-"""The ground truth: every listed workflow trained K times under one protocol (``search --exhaustive
---seeds-per-workflow K``), written as ``ground_truth.csv``; and reading such a file back to score a search's answer
-(simple regret, rank).
+"""The ground truth: every listed workflow trained K times, and scoring a search's answer with it.
+
+Every listed workflow trained K times under one protocol (``search --exhaustive --seeds-per-workflow K``), written as
+``ground_truth.csv``; and reading such a file back to score a search's answer (simple regret, rank).
 
 A ground truth only scores a search run under the same *protocol*, the settings that define what a workflow's value
 means (PROTOCOL_FIELDS): a file for another red agent, post-gate budget, threshold or evaluation length is refused.

@@ -1,6 +1,7 @@
-"""Replay searches against a finished ground truth instead of training: each workflow a search proposes is answered
-from what the exhaustive run recorded for it, so thousands of search seeds run in minutes and strategies can be
-compared with tight intervals.
+"""Replay searches against a finished ground truth instead of training.
+
+Each workflow a search proposes is answered from what the exhaustive run recorded for it, so thousands of search seeds
+run in minutes and strategies can be compared with tight intervals.
 
 What a replayed workflow observes: ``seeds_per_workflow`` of the ground truth's K seeds, drawn without replacement
 (their held-out returns, training statuses and evaluated compliance, exactly as recorded); each costs the episodes

@@ -1,6 +1,7 @@
-"""A Gaussian process over the 120 workflows that takes observations of two fidelities: *low* (a workflow's value
-under a universal agent, trained once across all workflows and only evaluated under this one) and *high* (the
-value after the search fine-tunes that agent under the workflow, the search's usual observation).
+"""A Gaussian process over the 120 workflows with observations of two fidelities.
+
+*low* (a workflow's value under a universal agent, trained once across all workflows and only evaluated under this one)
+and *high* (the value after the search fine-tunes that agent under the workflow, the search's usual observation).
 
 Model (standardised targets):
 
@@ -23,8 +24,7 @@ A workflow's value is its fine-tuned value ``m + d + f(w) + g(w)``: the posterio
 what UCB and the confidence set read. ``g`` is part of it, not noise to take off: with one seed per workflow a
 fine-tuned workflow's own deviation cannot be told from seed noise, and a workflow not yet fine-tuned could land
 anywhere within ``tau`` of its universal value plus ``d``, so its posterior keeps that spread (treating ``g`` as
-noise instead made the confidence set hold 4 workflows, the ground truth's best not among them, in a measured
-search: RESULTS.md). The likelihood is the same either way; only what is predicted differs.
+noise instead makes the confidence set too narrow: it can leave out the best workflow). The likelihood is the same either way; only what is predicted differs.
 """
 from __future__ import annotations
 

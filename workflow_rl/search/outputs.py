@@ -1,6 +1,8 @@
-"""What a search leaves in RUN_DIR besides its state: the GP log, the combined training log, one printed line per
-workflow, and at the end summary.json, best_workflow.json, best_policy.pt, report.md (and ground_truth.csv for a
-fixed workflow list)."""
+"""What a search leaves in RUN_DIR besides its state: logs, printed lines and its final files.
+
+The GP log, the combined training log, one printed line per workflow, and at the end summary.json, best_workflow.json,
+best_policy.pt, report.md (and ground_truth.csv for a fixed workflow list).
+"""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,7 @@
-"""What the search writes down: a :class:`Proposal` (a workflow chosen, then dispatched with its budget claim), a
-:class:`Record` (a trained and evaluated workflow) and the :class:`SearchState` that holds both.
+"""What the search writes down: its proposals, its records and the state that holds both.
+
+A :class:`Proposal` (a workflow chosen, then dispatched with its budget claim), a :class:`Record` (a trained and
+evaluated workflow) and the :class:`SearchState` that holds both.
 
 They serialise to the JSON keys ``search_state.json`` has always used, so a search saved by an earlier version
 resumes; a key that version lacked takes its default, and a key this version does not know is ignored.

@@ -1,5 +1,7 @@
-"""GP-UCB (or ``strategy="random"`` / ``"gp-cei"``) search over the 120 workflows with policy inheritance, under an exact
-training-episode budget.
+"""The workflow search: GP-UCB over the 120 workflows with policy inheritance, under an episode budget.
+
+``strategy="random"`` (the baseline) and ``"gp-cei"`` choose otherwise; the budget counts every training episode and is
+never exceeded.
 
 Each iteration: choose a workflow (initial design, then the UCB argmax over the workflows not yet trained), warm
 start its policy from an already-trained workflow (``inherit``), train it until it complies or reaches its

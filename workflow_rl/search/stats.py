@@ -1,5 +1,7 @@
-"""Which workflows cannot be excluded from being the best: the multiple-comparison-aware tests behind the ground
-truth's "distinguishable from the best" and a search's confidence set.
+"""Which workflows cannot be excluded from being the best: the multiple-comparison-aware tests.
+
+The multiple-comparison-aware tests behind the ground truth's "distinguishable from the best" and a search's confidence
+set.
 
 Both ask the same question of each workflow i other than the reference (the best): is mu_best > mu_i at family-wise
 level alpha? One one-sided test per i, and Holm's step-down correction over all of them, so the probability that

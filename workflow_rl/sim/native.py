@@ -1,8 +1,8 @@
 """The native CAGE2 engine on the CPU: batched state as a struct of arrays, stepped by numba-compiled kernels.
 
 Why per-env compiled code: a CAGE2 step is a few hundred tiny integer operations of which a given (blue, red)
-action pair touches one or two hosts. Vectorised tensor code must evaluate every branch for every env (measured
-~0.5M env-steps/s on a 2-core CPU, and torch.compile did not help), while a compiled loop over envs that only does
+action pair touches one or two hosts. Vectorised tensor code must evaluate every branch for every env, while a
+compiled loop over envs that only does
 the work its actions need runs several times faster and parallelises over cores with ``prange``.
 
 The per-env rules are written once, in :mod:`workflow_rl.sim.rules`; this module compiles them with
