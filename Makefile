@@ -43,7 +43,7 @@ test: setup
 # the engine benchmarks: every engine mode (engines.*) and the native kernel alone (native.*, the README's speed row)
 # into benchmarks/results; the same as `workflow-rl bench` (benchmarks/README.md)
 bench: setup
-	$(VENV)/bin/workflow-rl bench
+	$(VENV)/bin/workflow-rl bench --overwrite
 
 # docs/results.md and the README's results table from the committed result files, docs/layout.md from the modules
 results: setup

@@ -42,7 +42,8 @@ GROUND_TRUTH = {"B_lineAgent": "benchmarks/results/ground_truth",
                 "RedMeanderAgent": "benchmarks/results/ground_truth_meander"}
 PLANNED = {"universal": ["benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-3050/evaluation.json",
                          "benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-100/evaluation.json"]}
-"""Per shipped agent, its planned play on real CybORG (``evaluate --plan --engine cyborg``): the files that together
+"""Per shipped agent, its planned play on real CybORG, told each cell's length (measured as ``evaluate --plan --engine
+cyborg`` then ran it; ``--plan-told-length`` now): the files that together
 hold its six cells (planned play is slow, so the cells were measured in more than one run)."""
 FIDELITY = "tests/data/cyborg_returns.csv"
 RECIPE_TIME = "benchmarks/results/recipe/cpu-ns50-s1/time.txt"
@@ -345,8 +346,10 @@ def readme_block(facts: dict) -> str:
         cells_of = _planned_cells(planned)
         if all(c in cells_of for c in cells):
             n = sorted({cells_of[c]["episodes"] for c in cells})
-            rows.append((f"`pretrained:{name}` planned (`evaluate --plan`: a belief and rollouts on the native engine "
-                         f"each step; real CybORG, {'/'.join(f'{k:,}' for k in n)} episodes per cell)",
+            rows.append((f"`pretrained:{name}` planned, told each cell's length (`evaluate --plan --plan-told-length`: "
+                         f"a belief and rollouts on the native engine each step; real CybORG, "
+                         f"{'/'.join(f'{k:,}' for k in n)} episodes per cell; CAGE2's own loop tells an agent nothing, "
+                         "and the length-unknown planner is not yet measured on real CybORG)",
                          _versus_winner(cells_of, winner, cells),
                          ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
     for name, card in facts["agents"].items():
@@ -428,7 +431,8 @@ def page(facts: dict) -> str:
             cols[("cyborg", "planned", None)] = _planned_cells(planned)
         out += [f"### `pretrained:{name}`", "",
                 f"Source: {src} (`eval_native`, `eval_cyborg`)"
-                + (f"; planned (`evaluate --plan`: a belief and rollouts on the native engine each step): "
+                + (f"; planned, told each cell's length (`evaluate --plan --plan-told-length`: a belief and rollouts "
+                   f"on the native engine each step): "
                    + ", ".join(f"`{f}`" for f in planned["files"]) if planned else "")
                 + "; played "
                 + ("unconstrained (`--workflow none`)." if card.get("eval_workflow") in (None, "none")

@@ -370,8 +370,8 @@ def test_shared_machine_benchmark_dry_run(tmp_path):
 
 
 def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
-    """``make bench`` is ``workflow-rl bench``; its native table (the kernel alone, both red agents) has the columns
-    tests/test_readme.py reads from benchmarks/results/native.csv."""
+    """``make bench`` is ``workflow-rl bench --overwrite`` (it replaces the committed tables); its native table (the
+    kernel alone, both red agents) has the columns tests/test_readme.py reads from benchmarks/results/native.csv."""
     from helpers import run_main
 
     rc, out, err = run_main(["bench", "--tables", "native", "--native-sizes", "16", "--native-min-steps", "200",
@@ -382,4 +382,4 @@ def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert [(r["red"], r["n_envs"]) for r in rows] == [("B_lineAgent", "16"), ("RedMeanderAgent", "16")]
     assert all(float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"]) for r in rows)
-    assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench")
+    assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench --overwrite")

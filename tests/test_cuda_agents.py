@@ -89,7 +89,7 @@ def test_search_from_a_shipped_universal_agent_on_cuda(tmp_path, capsys):
 
 @pytest.mark.cyborg
 def test_evaluate_on_real_cyborg_with_the_agent_on_cuda(capsys):
-    """Real CybORG runs on the CPU whatever ``--device`` (``runs.engines.engine_device``): the agent stays on the GPU
+    """Real CybORG runs on the CPU whatever ``--device`` (``devices.engine_device``): the agent stays on the GPU
     and its acting function moves the observations to it, both engines in one command."""
     rc, out, err = run_main(["evaluate", AGENT, *WORKFLOW, "--engine", "native", "cyborg", "--red-agents",
                              "B_lineAgent", "--lengths", "3", "--episodes", "2", "--workers", "2", "--mode", "greedy",

@@ -61,12 +61,13 @@ def fake_gpu(monkeypatch):
         ts_backend.init()
         fake_gpu.ready = True
     from workflow_rl.envs import factory
-    from workflow_rl.rl import config, evaluate, viewer
+    from workflow_rl import devices
+    from workflow_rl.rl import evaluate, viewer
 
-    check_available, check_engine, make_env = (config.check_device_available, config.check_engine_device,
+    check_available, check_engine, make_env = (devices.check_device_available, devices.check_engine_device,
                                                factory.make_vector_env)
-    monkeypatch.setattr(config, "check_device_available", lambda d: d if d == FAKE else check_available(d))
-    monkeypatch.setattr(config, "check_engine_device",
+    monkeypatch.setattr(devices, "check_device_available", lambda d: d if d == FAKE else check_available(d))
+    monkeypatch.setattr(devices, "check_engine_device",
                         lambda e, d: None if (e, d) == ("native", FAKE) else check_engine(e, d))
 
     def on_run_device(n, red="B_lineAgent", engine="native", episode_length=100, seed=None, device="cpu", **kw):

@@ -29,3 +29,11 @@ def test_stable_baselines3_ppo_on_the_single_env(capsys):
     assert out["model"].num_timesteps == 64
     assert out["result"].episodes == 4 and math.isfinite(out["result"].mean) and out["result"].mean <= 0
     assert "held-out episodes" in capsys.readouterr().out
+
+
+def test_every_command_from_python(tmp_path, capsys):
+    out = _load("python_api").main(["--out", str(tmp_path), "--episodes", "2", "--eval-episodes", "2"])
+    assert out["train"].exit_code == 0 and (tmp_path / "train" / "summary.json").is_file()
+    modes = [(r["mode"], r["length"]) for r in out["evaluate"].report["results"]]
+    assert modes == [("greedy", 30), ("greedy", 100), ("planned", 30), ("planned", 100)]
+    assert out["replay"].out.is_file() and len(out["replay"].episodes) == 2

@@ -136,6 +136,19 @@ def test_evaluate_onto_its_ground_truth_is_refused(tmp_path, capsys):
     assert (tmp_path / "workflows.csv").read_text() == "a ground truth"
 
 
+def test_evaluate_replaces_an_earlier_evaluation_only_with_overwrite(tmp_path, capsys):
+    """The output folder's replace rule (``files.check_out_files``): an earlier evaluation's files stay unless
+    --overwrite says they go (evaluate replaced them without a word before)."""
+    argv = ["evaluate", "sleep", "--episodes", "2", "--lengths", "5", "--red-agents", "B_lineAgent",
+            "--mode", "greedy", "--out", str(tmp_path)]
+    assert run_main(argv, capsys)[0] == 0
+    (tmp_path / "evaluation.md").write_text("the user's edits")
+    _refused([*argv, "--episodes", "3"], capsys, r"already holds evaluation\.json .*pass --overwrite")
+    assert (tmp_path / "evaluation.md").read_text() == "the user's edits"
+    assert run_main([*argv, "--overwrite"], capsys)[0] == 0
+    assert (tmp_path / "evaluation.md").read_text().startswith("# Evaluation of sleep")
+
+
 def test_overwrite_never_deletes_an_input(tmp_path):
     from workflow_rl.runs.rundir import check_run_folder
 

@@ -529,7 +529,8 @@ def run(cfg: CurvesConfig) -> int:
                          "Meander")
     if cfg.collect_only and (cfg.report_only or cfg.cyborg_csv):
         raise ValueError("--collect-only runs CybORG only; --report-only/--cyborg-csv skip it: choose one")
-    out = check_out_files("--out", cfg.out, _out_files(cfg, reds, policies), [cfg.cyborg_csv, cfg.scenario])
+    out = check_out_files("--out", cfg.out, _out_files(cfg, reds, policies), [cfg.cyborg_csv, cfg.scenario],
+                          replace=True)   # a resumable run: its shards continue, its report is redone
     if cfg.cyborg_csv:
         cyborg = {k: v for k, v in read_counts_csv(cfg.cyborg_csv).items() if k[0] in reds and k[1] in policies}
         if not cyborg:

@@ -76,11 +76,14 @@ def check_out_file(name: str, path, inputs=(), mine: str | None = None) -> Path:
     return p
 
 
-def check_out_files(name: str, folder, files, inputs=()) -> Path:
+def check_out_files(name: str, folder, files, inputs=(), *, replace: bool, flag: str = "--overwrite") -> Path:
     """``folder`` as a folder a command writes ``files`` into (names relative to it: ``evaluate --out DIR`` writes
     evaluation.json, evaluation.md, episodes.csv): the folder as :func:`check_out_dir` wants it, and each file as
     :func:`check_out_file` wants a file it replaces, below a folder that is a real one (a link or a file where
-    ``plots/`` goes is refused too). Every file a command writes is checked before the command starts."""
+    ``plots/`` goes is refused too). Every file a command writes is checked before the command starts.
+
+    The replace rule of an output folder, the same as a run folder's (``runs.rundir``): a file an earlier run left
+    there is replaced only when ``replace`` says so (the command's ``flag``, --overwrite), never without a word."""
     d = check_out_dir(name, folder)
     for rel in files:
         f = d / rel
@@ -88,6 +91,9 @@ def check_out_files(name: str, folder, files, inputs=()) -> Path:
             _check_sub_folder(name, d / parent)
         check_replaceable(name, f, f"remove it, or choose another {name}")
         check_not_input(name, f, inputs)
+        if not replace and _lstat_mode(f) is not None:
+            raise ValueError(f"{name} {d} already holds {rel} (an earlier run's): pass {flag} to replace it, or "
+                             f"choose another {name}")
     return d
 
 

@@ -19,7 +19,8 @@ import json
 import sys
 from pathlib import Path
 
-from workflow_rl.cli import main as workflow_rl
+from workflow_rl.cli import job
+from workflow_rl.runs.train import train
 from workflow_rl.search.config import SEARCH_TRAINING_DEFAULTS
 
 COLUMNS = ["workflow", "post_gate_episodes", "seeds", "mean", "ci95", "std", "episodes_mean", "gate_episodes_mean",
@@ -32,11 +33,12 @@ def cell(out: Path, workflow: str, post_gate: int, seeds: int, extra: list[str])
         argv = ["train", "--workflow", workflow, "--seeds", str(seeds), "--post-gate-episodes", str(post_gate),
                 "--update-every-steps", str(SEARCH_TRAINING_DEFAULTS["update_every_steps"]), "--out", str(out),
                 *(["--resume"] if out.exists() else []), *extra]
-        rc = workflow_rl(argv)
-        if rc == 130:   # Ctrl-C: the cell's runs are saved; this script resumes them when run again
+        try:
+            result = train(*job(argv))
+        except ValueError as e:
+            raise SystemExit(f"error: `workflow-rl {' '.join(argv)}`: {e}") from None
+        if result.interrupted:   # Ctrl-C: the cell's runs are saved; this script resumes them when run again
             raise SystemExit("interrupted: rerun the same command to continue (finished cells are skipped)")
-        if rc != 0:
-            raise SystemExit(f"error: `workflow-rl {' '.join(argv)}` failed")
     s = json.loads((out / "summary.json").read_text())
     a, runs = s["across_seeds"], s["seeds"]
     gates = [r["gate_episodes"] for r in runs if r.get("gate_episodes") is not None]

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_rl.cli import main as workflow_rl
+from workflow_rl.cli import job
+from workflow_rl.runs.search import search
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.ground_truth import eligible_seeds
 from workflow_rl.search.stats import median_interval, pooled_variance
@@ -42,7 +43,10 @@ def run_search(out: Path, args: list[str]) -> dict:
     if not summary.is_file():
         argv = ["search", "--resume", str(out)] if (out / "search_state.json").is_file() else \
             ["search", "--out", str(out), *args]
-        rc = workflow_rl(argv + ["--no-progress"])
+        try:
+            rc = search(*job(argv + ["--no-progress"])).exit_code
+        except ValueError as e:
+            raise SystemExit(f"error: `workflow-rl {' '.join(argv)}`: {e}") from None
         if rc == 130:   # Ctrl-C: the search saved its state; run_search resumes it when run again
             raise SystemExit("interrupted: rerun the same command to continue (finished searches are skipped)")
         if rc != 0:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from workflow_rl.cli import build_parser, main
-from workflow_rl.rl.config import TrainConfig, check_engine_device
+from workflow_rl.devices import check_engine_device
+from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
 from workflow_rl.search.config import PER_WORKFLOW, SEARCH_TRAINING_DEFAULTS, SearchConfig
 from workflow_rl.search.records import Proposal, Record, SearchState

@@ -99,14 +99,40 @@ def _exit_interrupted(signum, frame) -> None:
     os._exit(130)
 
 
-def _main(argv: list[str] | None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line ``argv`` parsed, with ``args.given(command, dests)``: which of ``dests`` were typed (a
+    recipe's or a starting checkpoint's setting fills the others)."""
     from workflow_rl.cli.flags import given
-    from workflow_rl.envs.cyborg import CybORGUnavailable
-    from workflow_rl.rl.checkpoint import CheckpointError
 
     args = build_parser().parse_args(argv)
     typed = sys.argv[1:] if argv is None else list(argv)
-    args.given = functools.partial(given, build_parser, typed)   # (command, dests) -> the options typed
+    args.given = functools.partial(given, build_parser, typed)
+    return args
+
+
+def job(argv: list[str]):
+    """What a ``train``, ``search``, ``evaluate`` or ``replay`` command line stands for, without running it: the
+    arguments of the ``workflow_rl.runs`` function that runs it (``(TrainConfig, TrainRun)``, ``(SearchConfig,
+    SearchRun)``, ``(EvaluateConfig,)``, ``(ReplayConfig,)``), for scripts that build runs from flags
+    (benchmarks/studies) and call the job functions themselves."""
+    from workflow_rl.cli.evaluate import evaluate_config
+    from workflow_rl.cli.replay import replay_config
+    from workflow_rl.cli.search import search_job
+    from workflow_rl.cli.train import train_job
+
+    args = parse(argv)
+    jobs = {"train": train_job, "search": search_job, "evaluate": lambda a: (evaluate_config(a),),
+            "replay": lambda a: (replay_config(a),)}
+    if args.command not in jobs:
+        raise ValueError(f"{args.command} is no job of workflow_rl.runs: use one of {', '.join(jobs)}")
+    return jobs[args.command](args)
+
+
+def _main(argv: list[str] | None) -> int:
+    from workflow_rl.envs.cyborg import CybORGUnavailable
+    from workflow_rl.rl.checkpoint import CheckpointError
+
+    args = parse(argv)
     try:
         with terminate_as_interrupt():
             try:

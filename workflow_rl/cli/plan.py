@@ -20,8 +20,9 @@ def add_plan_flags(parser) -> None:
     g = parser.add_argument_group("planning (belief + rollouts with the native engine as the model; "
                                   "planning/planner.py)")
     g.add_argument("--plan", action="store_true",
-                   help="also evaluate the agent planned at each step (a 'planned' mode beside greedy/sampled; "
-                        "the planner is told each cell's length, so each --lengths value plays its own episodes)")
+                   help="also play the agent planned at each step (a 'planned' mode beside greedy/sampled); the "
+                        "planner is not told the episode's length, as CAGE2's own evaluation loop tells an agent "
+                        "nothing")
     hints, docs, d = typing.get_type_hints(PlanConfig), field_docs(PlanConfig), PlanConfig()
     for f in dataclasses.fields(PlanConfig):
         g.add_argument("--plan-" + f.name.replace("_", "-"), dest=PREFIX + f.name, default=getattr(d, f.name),

@@ -1,54 +1,45 @@
-"""``workflow-rl replay``: watch an agent defend.
+"""``workflow-rl replay``: its flags, read into a :class:`~workflow_rl.runs.replay.ReplayConfig`.
 
-Plays a few episodes of a checkpoint, a shipped agent or a baseline (resolved exactly as ``evaluate`` resolves them) and
-writes one self-contained HTML page that replays them step by step: the 13 hosts in their subnets with red's access,
-both sides' actions, the reward, and compliance under the workflow (``rl.viewer``).
+The job (a few episodes of an agent, written as one HTML page to watch) is :func:`workflow_rl.runs.replay.replay`.
 """
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from workflow_rl.checks import check_replay_steps
-
-from workflow_rl.files import check_out_file
-from workflow_rl.cli.evaluate import (BASELINES, DEVICE_HELP, agent_policies, check_devices, read_files)
+from workflow_rl.cli.evaluate import DEVICE_HELP
 from workflow_rl.cli.numbers import positive_int, seed_int
-from workflow_rl.cli.plan import add_plan_flags
+from workflow_rl.cli.plan import add_plan_flags, plan_settings
 from workflow_rl.cli.train import add_cyborg_flags
-from workflow_rl.runs.engines import engine_device, engine_opts
 from workflow_rl.envs.names import ENGINES
-from workflow_rl.files import atomic_write
+from workflow_rl.runs.evaluate import BASELINES
+from workflow_rl.runs.replay import MODES
+
+
+def replay_config(args):
+    """The parsed flags as a :class:`~workflow_rl.runs.replay.ReplayConfig` (``--mode planned`` plays with the
+    ``--plan-*`` settings)."""
+    from workflow_rl.runs.replay import ReplayConfig
+
+    plan = plan_settings(args)
+    if plan is None and args.mode == "planned":
+        plan = plan_settings(argparse.Namespace(**{**vars(args), "plan": True}))
+    return ReplayConfig(
+        agent=args.checkpoint, workflow=args.workflow, red_agent=args.red_agent, engine=args.engine,
+        episodes=args.episodes, length=args.length, mode=args.mode, seed=args.seed, device=args.device,
+        vectorization=args.vectorization, parallel_start_method=args.parallel_start_method, scenario=args.scenario,
+        plan=plan, out=args.out)
 
 
 def cmd_replay(args) -> int:
-    from workflow_rl import parse_red_agent
-    from workflow_rl.rl import viewer
-    from workflow_rl.workflow import parse_workflow_arg
+    from workflow_rl.runs.replay import replay
 
-    check_replay_steps(args.episodes, args.length)
-    out = check_out_file("--out", args.out, read_files(args), mine="replay")
-    red = parse_red_agent(args.red_agent)
-    check_devices(args.device, args.engine)
-    args.plan = args.plan or args.mode == "planned"   # --mode planned is the planner's play (planning/planner.py)
-    acts, label, workflow = agent_policies(args, parse_workflow_arg(args.workflow), [args.length])
-    act = acts.get(args.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
-    act = act[args.length] if isinstance(act, dict) else act   # planned: told the episode's length
-    episodes = viewer.record_episodes(act, red, args.episodes, args.length, engine=args.engine,
-                                      seed=args.seed, workflow=workflow,
-                                      device=engine_device(args.engine, args.device),
-                                      **engine_opts(args.vectorization, args.parallel_start_method, args.scenario,
-                                                    args.engine))
-    meta = {"agent": label, "workflow": workflow.codes if workflow else None, "red_agent": red,
-            "engine": args.engine, "mode": "scripted" if args.checkpoint in BASELINES else args.mode,
-            "seed": args.seed, "length": args.length}
-    for ep in episodes:
+    result = replay(replay_config(args))
+    for ep in result.episodes:
         s = ep["summary"]
         comp = "n/a" if s["compliance"] is None else f"{s['compliance']:.3f}"
         print(f"episode {ep['index'] + 1}: return {s['return']:.2f}, compliance {comp}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out, "w", encoding="utf-8") as f:   # replaces the file (checked above), never writes through it
-        f.write(viewer.html(episodes, meta))
-    print(f"wrote {out} (open it in a browser)")
+    print(f"wrote {result.out} (open it in a browser)")
     return 0
 
 
@@ -61,7 +52,7 @@ def add_replay(sub) -> None:
     r.add_argument("--engine", default="native", choices=ENGINES)
     r.add_argument("--episodes", type=positive_int, default=3, help="episodes in the page (a chooser picks one)")
     r.add_argument("--length", type=positive_int, default=100, help="steps per episode")
-    r.add_argument("--mode", default="greedy", choices=["greedy", "sampled", "planned"],
+    r.add_argument("--mode", default="greedy", choices=MODES,
                    help="how a trained agent acts (planned: with the planner, settings --plan-*)")
     r.add_argument("--seed", type=seed_int, default=0, help="seed of the episodes (and of sampling)")
     r.add_argument("--device", default="cpu", help=DEVICE_HELP)

@@ -70,13 +70,19 @@ def _check_resume_alone(args) -> None:
 
 def cmd_search(args) -> int:
     """GP-UCB workflow search with policy inheritance under an exact episode budget; one process per RUN_DIR."""
+    return search(*search_job(args)).exit_code
+
+
+def search_job(args) -> tuple[SearchConfig | None, SearchRun]:
+    """The parsed flags as the ``(SearchConfig, SearchRun)`` that ``runs.search.search`` takes (no config on
+    ``--resume``: the search continues with its own); a starting checkpoint's settings where a flag was not typed."""
     run = SearchRun(out=Path(args.resume or args.out), resume=bool(args.resume), overwrite=args.overwrite,
                     progress=not args.no_progress, ray=args.ray, ray_workers=args.ray_workers,
                     ray_cpus_per_task=args.ray_cpus_per_task, threads=args.threads)
     if args.resume:
         _check_resume_alone(args)
-        return search(None, run).exit_code
+        return None, run
     check_out_dir("--out", args.out)
     given = settings(args, args.config_names)
     given = inherit_settings(args, "search", given["init_checkpoint"], given)
-    return search(SearchConfig(**{**given, "workflows": _workflow_list(args)}), run).exit_code
+    return SearchConfig(**{**given, "workflows": _workflow_list(args)}), run

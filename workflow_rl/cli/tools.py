@@ -121,11 +121,11 @@ def cmd_bench(args) -> int:
     """The engine benchmarks (``make bench`` runs this): transitions/s of every engine mode over n_envs (Markdown +
     CSV + PNG) and the native kernel's env-steps/s over batch sizes, both red agents (Markdown + CSV)."""
     from workflow_rl.bench import NATIVE_SIZES, run_bench, run_native
-    from workflow_rl.rl.config import check_device_available
+    from workflow_rl.devices import check_device_available
 
     tables = list(dict.fromkeys(args.tables))
     files = [f for table in tables for f in BENCH_FILES[table]]
-    check_out_files("--out", args.out, files, [args.scenario])
+    check_out_files("--out", args.out, files, [args.scenario], replace=args.overwrite)
     if "engines" in tables and args.modes and "native-cuda" in args.modes:
         check_device_available("cuda")
     largest = max(*args.sizes, *NATIVE_SIZES, *args.native_sizes)
@@ -230,6 +230,8 @@ def add_tools(sub) -> None:
     b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
     b.add_argument("--scenario", default=None)
     b.add_argument("--out", default="benchmarks/results")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace the tables an earlier bench wrote into --out (refused without it)")
     b.set_defaults(func=cmd_bench)
 
     m = sub.add_parser("compare", help="two evaluations of the same episodes, paired episode by episode: B - A per "

@@ -23,7 +23,8 @@ def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
 def add_cyborg_flags(p, vectorization: str) -> None:
     """How the real CybORG engine runs an evaluation (`evaluate`, `parity`); training has its own settings."""
     p.add_argument("--vectorization", default=vectorization, choices=VECTORIZATIONS,
-                   help="cyborg engine: in-process, one process per env over pipes, or shared memory")
+                   help="cyborg engine: in-process, one process per env over pipes, or shared memory (default "
+                        f"{vectorization or 'shared_memory'})")
     p.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"],
                    help="cyborg engine worker start method")
     p.add_argument("--scenario", default=None, help="cyborg engine: folder with Scenario2.yaml and images/")
@@ -58,6 +59,12 @@ def add_train(sub) -> None:
 
 def cmd_train(args) -> int:
     """Train a workflow-conditioned PPO policy; write logs, checkpoints, summary.json."""
+    return train(*train_job(args)).exit_code
+
+
+def train_job(args) -> tuple[TrainConfig, TrainRun]:
+    """The parsed flags as the validated ``(TrainConfig, TrainRun)`` that ``runs.train.train`` takes: a recipe's
+    and a starting checkpoint's settings wherever a flag was not typed."""
     from workflow_rl import parse_red_agent
     from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
 
@@ -76,7 +83,7 @@ def cmd_train(args) -> int:
                    init_checkpoint=args.init_checkpoint, progress=not args.no_progress,
                    eval_episodes=args.eval_episodes, eval_length=args.eval_length, eval_engine=args.eval_engine,
                    eval_sampled=args.eval_sampled, recipe=args.recipe, threads=args.threads)
-    return train(cfg, run).exit_code
+    return cfg, run
 
 
 def with_recipe(args, flat: dict) -> dict:

@@ -8,7 +8,8 @@ import gymnasium as gym
 from workflow_rl.checks import check_bool, check_episode_length
 
 from workflow_rl.resources import check_memory
-from workflow_rl.envs.names import (ENGINES, RED_AGENTS, check_device, is_mixture, parse_red_agent,  # noqa: F401
+from workflow_rl.devices import check_device
+from workflow_rl.envs.names import (ENGINES, RED_AGENTS, is_mixture, parse_red_agent,  # noqa: F401
                                     red_weights)  # (re-exported)
 
 

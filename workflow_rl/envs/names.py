@@ -84,11 +84,3 @@ def parse_red_agent(name: str) -> str:
 def is_mixture(name: str) -> bool:
     """Whether ``name`` stands for more than one red agent."""
     return len(red_weights(name)) > 1
-
-
-def check_device(device: str) -> str:
-    dev = str(device)
-    kind = dev.split(":")[0]
-    if kind not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' (or 'cuda:N') or 'mps'")
-    return dev

@@ -12,7 +12,8 @@ from workflow_rl.checks import (ValidatedOnce, check_episode_length, check_float
                                 check_seed, check_types, flag)
 from workflow_rl.resources import check_memory, check_workers, gib  # noqa: F401
 from workflow_rl.envs.factory import engine_bytes_per_env
-from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, check_device, parse_red_agent
+from workflow_rl import devices
+from workflow_rl.envs.names import ENGINES, VECTORIZATIONS, parse_red_agent
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import N_ACTIONS, PPOConfig, input_dim, network_bytes
@@ -42,48 +43,6 @@ def check_choices(config) -> None:
         value = getattr(config, f.name)
         if options is not None and value not in options and not (value is None and f.default is None):
             raise ValueError(f"unknown {flag(f.name)} {value!r}: use one of {', '.join(map(str, options))}")
-
-
-def check_device_available(device: str) -> str:
-    """``device`` if torch can allocate on it here; otherwise a ValueError naming the fix. Checked before a run
-    allocates anything, so a GPU-less machine answers ``--device cuda`` with one line, not a CUDA traceback."""
-    import torch
-
-    dev = check_device(device)
-    kind, _, index = dev.partition(":")
-    if kind == "cuda":
-        if index and not index.isdigit():
-            raise ValueError(f"unknown device {dev!r}: use 'cuda' or 'cuda:N' with N a GPU index")
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {dev}: torch sees no CUDA GPU on this machine: use --device cpu")
-        n = torch.cuda.device_count()
-        if index and int(index) >= n:
-            raise ValueError(f"--device {dev}: this machine has {n} CUDA GPU(s): use cuda:0 to cuda:{n - 1}")
-    elif kind == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"--device {dev}: torch has no MPS (Apple GPU) support here: use --device cpu")
-    elif kind == "cpu" and index:
-        raise ValueError(f"unknown device {dev!r}: use 'cpu'")
-    return dev
-
-
-def _device_memory(device: str) -> tuple[int | None, str]:
-    """(bytes, whose) of the memory a run on ``device`` allocates in: the GPU's own on CUDA, else this machine's
-    (None: let ``check_memory`` ask the OS)."""
-    if device.startswith("cuda"):
-        import torch
-
-        return torch.cuda.get_device_properties(torch.device(device)).total_memory, f"{device}'s"
-    return None, "this machine's"
-
-
-def check_engine_device(engine: str, device: str) -> None:
-    """The one rule for where an engine runs: real CybORG on the CPU; the native engine's one rule source compiled
-    for the CPU (``device='cpu'``) or as a CUDA kernel (``device='cuda'``) (``make_vector_env`` picks the build from
-    the device)."""
-    if engine != "native" and device != "cpu":
-        raise ValueError(f"the {engine} engine runs on the CPU: use --device cpu, not {device}")
-    if engine == "native" and device != "cpu" and not device.startswith("cuda"):
-        raise ValueError(f"the native engine runs on the CPU or an NVIDIA GPU: use --device cpu or cuda, not {device}")
 
 
 MAX_LEARNING_RATE = 1.0
@@ -205,8 +164,8 @@ class TrainConfig(ValidatedOnce):
         self.validate_settings()
         if self.n_workers is not None:   # machine-dependent: at most a few worker processes per usable core
             check_workers(flag("n_workers"), self.n_workers)
-        check_device_available(self.device)
-        check_engine_device(self.engine, self.device)
+        devices.check_device_available(self.device)
+        devices.check_engine_device(self.engine, self.device)
         self.check_memory(1)
         self.mark_validated()
 
@@ -312,7 +271,7 @@ class TrainConfig(ValidatedOnce):
                 f"{' '.join(map(str, self.ppo.hidden))} (networks {gib(network)}, envs and rollouts {gib(rollout)})")
         fix = ("use smaller --hidden layers" if network > rollout else
                "use fewer envs (or fewer steps per update)") + ("; or fewer runs at once" if slots > 1 else "")
-        check_memory(what, rollout + network, fix, *_device_memory(self.device))
+        check_memory(what, rollout + network, fix, *devices.device_memory(self.device))
 
     def thread_work(self, slots: int = 1) -> Work:
         """What a batch of ``slots`` runs computes at once, for the thread policy (``workflow_rl.threads``): a

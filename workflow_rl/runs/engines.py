@@ -1,17 +1,11 @@
-"""Where and how an evaluation's engine runs, one rule for every job that plays an agent.
+"""How an evaluation's engine runs (its options), one rule for every job that plays an agent.
 
-For train's held-out evaluation, evaluate and replay: one rule each, so the jobs cannot drift apart.
+For train's held-out evaluation, evaluate and replay, so the jobs cannot drift apart; where it runs is
+``devices.engine_device``.
 """
 from __future__ import annotations
 
 from workflow_rl.rl.config import EPISODE_WORKERS
-
-
-def engine_device(engine: str, device: str) -> str:
-    """Where an evaluation's engine runs: the native engine on the run's ``device`` (its CPU or CUDA build), real
-    CybORG on the CPU whatever the device. The agent stays on the run's device either way: its acting function
-    moves the observations to it and the actions back (``rl.planning.planner.make_act``)."""
-    return device if engine == "native" else "cpu"
 
 
 def engine_opts(vectorization: str, start_method: str | None, scenario: str | None, engine: str) -> dict:

@@ -1,5 +1,302 @@
-"""An evaluation's Markdown report (``evaluate --out DIR``'s evaluation.md and the printed table)."""
+"""``runs.evaluate``: one evaluation job (``workflow-rl evaluate``), callable from Python.
+
+An :class:`EvaluateConfig` in; the CAGE2 cells (or, for a list of workflows, one row per workflow) played, the
+files written where ``out`` says, and an :class:`EvaluateResult` out. The agent is resolved here, once, for every
+job that plays one (:func:`policies`: evaluate and replay).
+"""
 from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from workflow_rl import devices
+from workflow_rl.files import atomic_write, check_out_files
+from workflow_rl.resources import check_memory
+from workflow_rl.runs.engines import engine_opts
+
+BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
+"""The scripted defenders an evaluation or a replay plays by name instead of an agent."""
+ONE_DEFAULTS = {"red_agents": ("B_lineAgent", "RedMeanderAgent", "SleepAgent"), "lengths": (30, 50, 100),
+                "episodes": 1000, "mode": "both"}
+"""What an evaluation of one workflow (or none) uses where the setting is not given: CAGE2's protocol."""
+LIST_DEFAULTS = {"red_agents": ("B_lineAgent", "RedMeanderAgent"), "lengths": (100,), "episodes": 100,
+                 "mode": "greedy"}
+"""What an evaluation across workflows uses where the setting is not given (per workflow, so fewer episodes)."""
+CYBORG_ONLY = ("cyborg_episodes", "workers", "time_limit", "vectorization", "parallel_start_method", "scenario")
+"""Settings that only real CybORG reads (an evaluation across workflows runs on the native engine)."""
+_WORKFLOWS_BYTES = 3 * 8
+"""Bytes an evaluation across workflows keeps per (workflow, episode, red agent, length, mode): its return and two
+fix counts (float64, ``rl.evaluate.evaluate_workflows``), held until ``episodes.csv`` is written."""
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """One evaluation: what plays, under which workflow(s), where and how much (``workflow-rl evaluate``'s flags).
+    A setting left None takes the default of its kind of evaluation (:data:`ONE_DEFAULTS`, :data:`LIST_DEFAULTS`,
+    or real CybORG's own)."""
+
+    agent: str
+    """a checkpoint file, pretrained:NAME or one of :data:`BASELINES`"""
+    workflow: str | None = None
+    """as ``--workflow`` reads it: one workflow, 'none', or a list ('all', 'named', 'a;b'); None: the agent's own"""
+    engines: tuple[str, ...] = ("native",)
+    red_agents: tuple[str, ...] | None = None
+    lengths: tuple[int, ...] | None = None
+    episodes: int | None = None
+    cyborg_episodes: int | None = None
+    workers: int | None = None
+    time_limit: int | None = None
+    mode: str | None = None
+    """greedy, sampled or both"""
+    device: str = "cpu"
+    seed: int = 0
+    episode_seed: int | None = None
+    vectorization: str | None = None
+    """real CybORG's (default shared_memory)"""
+    parallel_start_method: str | None = None
+    scenario: str | None = None
+    plan: object | None = None
+    """a :class:`~workflow_rl.rl.planning.planner.PlanConfig`: also play the agent planned"""
+    plan_told_length: bool = False
+    """tell the planner each cell's length (each length then plays its own episodes); CAGE2's own evaluation loop
+    tells an agent nothing, and the comparison with the winner uses the length-unknown numbers"""
+    ground_truth: tuple[str, ...] = ()
+    out: Path | None = None
+    overwrite: bool = False
+    """replace the files an earlier evaluation wrote into ``out`` (refused without it)"""
+
+    @property
+    def across(self) -> bool:
+        """Whether this evaluates a list of workflows (one row per workflow) rather than one."""
+        from workflow_rl.workflow import is_workflow_list
+
+        return is_workflow_list(self.workflow)
+
+    def resolved(self) -> "EvaluateConfig":
+        """This config with every None default of its kind filled in."""
+        defaults = LIST_DEFAULTS if self.across else ONE_DEFAULTS
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None},
+                       vectorization=self.vectorization or "shared_memory")
+
+    def out_files(self) -> list[str]:
+        """The files an evaluation writes into ``out``."""
+        from workflow_rl.rl.episodes import FILE
+
+        mine = (("workflows.csv", "workflows.png", "workflows.json") if self.across
+                else ("evaluation.json", "evaluation.md"))
+        return [*mine, FILE]
+
+    def read_files(self) -> list[Path | None]:
+        """The files the evaluation reads, which nothing it writes may be."""
+        return read_files(self.agent, self.scenario, self.ground_truth)
+
+
+@dataclass
+class EvaluateResult:
+    """What an evaluation ended with: the report (evaluation.json's content, or workflows.json's), the Markdown or
+    summary lines it printed, and the files it wrote (none without ``out``)."""
+
+    report: dict
+    text: str
+    written: list[Path] = field(default_factory=list)
+
+
+def read_files(agent: str, scenario: str | None, ground_truth=()) -> list[Path | None]:
+    """The files an evaluation or a replay reads, which nothing it writes may be: the agent's checkpoint (a file or
+    a shipped agent's), the ground truths, the CybORG scenario folder."""
+    from workflow_rl.rl.pretrained import spec_file
+
+    return [None if agent in BASELINES else spec_file(agent), *map(Path, ground_truth or ()),
+            Path(scenario) if scenario else None]
+
+
+def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", seed: int = 0, plan=None,
+             lengths=None, per_env: bool = False, none_typed: bool = False):
+    """Resolve ``agent`` (a checkpoint, pretrained:NAME or a baseline) into ``({mode: acting function}, label,
+    workflow)``: the workflow is the checkpoint's own unless ``workflow`` is given. With ``plan`` a 'planned' mode
+    is added: one acting function for every length, or with ``lengths`` {length: acting function}, the planner told
+    each length. With ``per_env`` each mode's value is ``act_for(encodings)`` instead, for
+    ``rl.evaluate.evaluate_workflows``. ``none_typed``: ``--workflow none`` was asked for (an agent trained across
+    workflows then plays unconstrained)."""
+    from workflow_rl.rl.evaluate import greedy_workflow_act, scripted_act
+    from workflow_rl.rl.planning.planner import make_act
+
+    if plan is not None and agent in BASELINES:
+        raise ValueError(f"--plan searches with an agent's own policy: give a checkpoint or pretrained:NAME, not "
+                         f"the baseline {agent}")
+    if plan is not None and per_env:
+        raise ValueError("--plan evaluates one workflow at a time: give --workflow one workflow (or none)")
+    if agent in BASELINES:
+        return _baseline(agent, workflow, seed, per_env, scripted_act, greedy_workflow_act)
+    import torch
+
+    from workflow_rl.rl.pretrained import PREFIX, load_agent
+    from workflow_rl.workflow import Workflow, is_workflow_list
+
+    if not agent.startswith(PREFIX) and not Path(agent).exists():
+        raise ValueError(f"no checkpoint at {agent} and no baseline of that name: pass a checkpoint file, "
+                         f"pretrained:NAME or one of the baselines {', '.join(BASELINES)}")
+    net, ck = load_agent(agent, device)
+    if workflow is None and ck.get("workflow"):
+        workflow = Workflow.parse(ck["workflow"])
+    if workflow is None and not per_env and is_workflow_list(ck["config"].get("workflow")) and not none_typed:
+        raise ValueError(f"{agent} was trained across workflows: name the workflow(s) to evaluate it under with "
+                         "--workflow (one, a ';'-separated list, all, or none: unconstrained play, what an agent "
+                         "trained with --none-share also learned)")
+    gen = torch.Generator().manual_seed(seed)   # on the CPU on any device: the same draws (sample_actions)
+    if per_env:
+        return {m: (lambda enc, m=m: make_act(net, greedy=m == "greedy", generator=gen, encodings=enc))
+                for m in modes}, agent, None
+    acts = {m: make_act(net, workflow=workflow, greedy=m == "greedy", generator=None if m == "greedy" else gen)
+            for m in modes}
+    if plan is not None:
+        if net.device.type != "cpu":
+            print(f"note: --plan plans on a CPU copy of the agent (the planner's model is the native engine's CPU "
+                  f"kernel); greedy and sampled run on {device}", flush=True)
+        acts["planned"] = (make_act(net, plan, seed, workflow) if lengths is None else
+                           {L: make_act(net, plan, seed, workflow, episode_length=L) for L in lengths})
+    return acts, agent, workflow
+
+
+def _baseline(name: str, workflow, seed: int, per_env: bool, scripted_act, greedy_workflow_act):
+    """:func:`policies` for a scripted baseline: it acts one way whatever the mode."""
+    if per_env:
+        if name == "greedy_workflow":
+            raise ValueError("the greedy_workflow baseline is evaluated one workflow at a time: give --workflow "
+                             "one workflow")
+        return {"greedy": lambda enc: scripted_act(name, seed)}, name, None
+    if name == "greedy_workflow":
+        if workflow is None:
+            raise ValueError("the greedy_workflow baseline needs --workflow")
+        return {"greedy": greedy_workflow_act(workflow)}, name, workflow
+    return {"greedy": scripted_act(name, seed)}, name, workflow
+
+
+def _modes(mode: str) -> tuple[str, ...]:
+    return ("greedy", "sampled") if mode == "both" else (mode,)
+
+
+def _none_typed(workflow: str | None) -> bool:
+    return str(workflow or "").strip().lower() == "none"
+
+
+def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
+    """Run the evaluation ``cfg`` describes: every check (devices, the output folder, the settings of its kind)
+    before anything loads or plays; then CAGE2's cells (red agents x lengths, per engine and mode: mean ± 95% CI,
+    compliance, the leaderboard winner's cells), or with a list of workflows one row per workflow."""
+    devices.check_play_devices(cfg.device, cfg.engines)
+    if cfg.out is not None:
+        check_out_files("--out", cfg.out, cfg.out_files(), cfg.read_files(), replace=cfg.overwrite)
+    if cfg.across:
+        return _evaluate_workflows(cfg)
+    if cfg.ground_truth:
+        raise ValueError("--ground-truth compares an evaluation across workflows: give --workflow a list (e.g. all)")
+    return _evaluate_one(cfg.resolved())
+
+
+def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_cells, result_dict
+    from workflow_rl.workflow import parse_workflow_arg
+
+    reds = [parse_red_agent(r) for r in cfg.red_agents]
+    lengths = sorted(set(cfg.lengths))
+    engines = list(dict.fromkeys(cfg.engines))
+    acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=_modes(cfg.mode),
+                                     device=cfg.device, seed=cfg.seed, plan=cfg.plan,
+                                     lengths=lengths if cfg.plan_told_length else None,
+                                     none_typed=_none_typed(cfg.workflow))
+    if "planned" in acts and cfg.plan_told_length:
+        acts["planned_told_length"] = acts.pop("planned")
+    results, played = [], []
+    for engine in engines:
+        episodes = cfg.cyborg_episodes if engine == "cyborg" and cfg.cyborg_episodes else cfg.episodes
+        start = time.monotonic()
+        for i, (mode, act) in enumerate(acts.items()):
+            t0 = time.monotonic()   # the time limit is shared evenly by the modes: each gets its rounds
+            deadline = (start + cfg.time_limit * (i + 1) / len(acts) if cfg.time_limit and engine == "cyborg"
+                        else None)
+            cells = evaluate_cells(act, reds, lengths, episodes, engine=engine, workflow=workflow,
+                                   seed=EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed,
+                                   device=devices.engine_device(engine, cfg.device), workers=cfg.workers,
+                                   deadline=deadline,
+                                   **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, engine))
+            took = time.monotonic() - t0
+            results += [{"engine": engine, "mode": mode, **result_dict(r), "seconds": took} for r in cells]
+            played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
+            print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
+    report = {"policy": label, "workflow": workflow.names if workflow else None, "engines": engines,
+              "results": results}
+    md = evaluation_markdown(label, workflow, results)
+    return EvaluateResult(report, md, _write_evaluation(cfg.out, report, md, played))
+
+
+def _write_evaluation(out: Path | None, report: dict, md: str, played: list) -> list[Path]:
+    """evaluation.json, evaluation.md and episodes.csv into ``out`` (each written whole: ``files.atomic_write``)."""
+    from workflow_rl.rl.episodes import FILE, write_episodes
+
+    if out is None:
+        return []
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "evaluation.json", "w") as f:
+        f.write(json.dumps(report, indent=2))
+    with atomic_write(out / "evaluation.md", "w") as f:
+        f.write(md)
+    write_episodes(out / FILE, played)
+    return [out / "evaluation.json", out / "evaluation.md", out / FILE]
+
+
+def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
+    """Every listed workflow in one batched vector env per red agent (each env its own workflow): workflows.csv,
+    workflows.png and workflows.json, with ``ground_truth`` compared."""
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl.episodes import FILE, write_episodes
+    from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_workflows
+    from workflow_rl.search import feasible
+    from workflow_rl.workflow import parse_workflow_list
+
+    cyborg_only = [n for n in CYBORG_ONLY if getattr(cfg, n) is not None]
+    if list(cfg.engines) != ["native"] or cyborg_only:
+        raise ValueError("an evaluation across workflows runs on the native engine: drop "
+                         f"{', '.join('--' + n.replace('_', '-') for n in cyborg_only) or '--engine'}, or evaluate "
+                         "real CybORG one workflow at a time")
+    cfg = cfg.resolved()
+    workflows = parse_workflow_list(cfg.workflow)
+    truths = feasible.ground_truths(list(cfg.ground_truth))
+    reds = [parse_red_agent(r) for r in cfg.red_agents]
+    lengths = sorted(set(cfg.lengths))
+    makers, label, _ = policies(cfg.agent, None, modes=_modes(cfg.mode), device=cfg.device, seed=cfg.seed,
+                                plan=cfg.plan, per_env=True)
+    check_memory(f"{len(workflows)} workflows x {cfg.episodes} episodes", _WORKFLOWS_BYTES * len(workflows)
+                 * cfg.episodes * len(reds) * len(lengths) * len(makers), "evaluate fewer --episodes per workflow")
+    rows, played = [], []
+    for mode, act_for in makers.items():
+        t0 = time.monotonic()
+        results = evaluate_workflows(act_for, list(workflows), reds, lengths, cfg.episodes,
+                                     seed=EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed,
+                                     device=cfg.device)
+        rows += feasible.workflow_rows(results, "native", mode)
+        played += [("native", mode, w, r) for w, r in results]
+        print(f"native {mode}: {len(workflows)} workflows x {len(reds)} red agent(s) x {cfg.episodes} episodes, "
+              f"{time.monotonic() - t0:.1f} s", flush=True)
+    feasible.compare(rows, truths)
+    summary = feasible.summarise(rows)
+    report = {"policy": label, "workflows": [w.codes for w in workflows], "episodes": cfg.episodes,
+              "ground_truth": [str(p) for p in cfg.ground_truth], "summary": summary}
+    written = []
+    if cfg.out is not None:
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        feasible.write_csv(rows, out / "workflows.csv")
+        feasible.plot(rows, out / "workflows.png", label)
+        write_episodes(out / FILE, played)
+        with atomic_write(out / "workflows.json", "w") as f:
+            f.write(json.dumps(report, indent=2))
+        written = [out / "workflows.csv", out / "workflows.png", out / "workflows.json", out / FILE]
+    return EvaluateResult(report, "\n".join(feasible.summary_lines(summary)), written)
 
 
 def evaluation_markdown(label: str, workflow, results: list[dict]) -> str:

@@ -14,7 +14,8 @@ from workflow_rl.checks import check_seed
 from workflow_rl.files import check_out_dir, check_out_files
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.config import TrainConfig
-from workflow_rl.runs.engines import engine_device, engine_opts
+from workflow_rl.devices import engine_device
+from workflow_rl.runs.engines import engine_opts
 from workflow_rl.runs.rundir import RunDirLock, check_run_folder, remove_run, run_config
 
 
@@ -88,7 +89,7 @@ def _workflow(cfg: TrainConfig):
 
 def _eval_block(agent, workflow, cfg: TrainConfig, run: TrainRun) -> dict:
     """The held-out evaluation of a trained agent, where it is (the run's device), on the engine's device
-    (:func:`~workflow_rl.runs.engines.engine_device`: a CUDA run evaluated on real CybORG is not refused after it
+    (:func:`~workflow_rl.devices.engine_device`: a CUDA run evaluated on real CybORG is not refused after it
     has trained)."""
     from workflow_rl.rl.evaluate import evaluate_policy
     from workflow_rl.rl.planning.planner import make_act
@@ -111,7 +112,7 @@ def check_train_folder(out: Path, ckpt_dir: Path, run: TrainRun, inputs) -> None
         raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
     check_run_folder(out, "train", run.resume, run.overwrite, inputs)
     latest = ckpt_dir / "latest.pt"
-    check_out_files("--checkpoint-dir", ckpt_dir, [latest.name], inputs)
+    check_out_files("--checkpoint-dir", ckpt_dir, [latest.name], inputs, replace=True)   # decided below
     if not latest.exists() or run.resume:
         return
     if not run.overwrite:

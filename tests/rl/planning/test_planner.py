@@ -217,6 +217,25 @@ def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
     assert all(r["episodes"] == 2 for r in rows)
 
 
+def test_evaluate_does_not_tell_the_planner_the_length_unless_asked():
+    """CAGE2's own loop tells an agent nothing: ``evaluate``'s planned mode plays one acting function for every
+    length (the same numbers as ``make_act`` without ``episode_length``); ``plan_told_length`` is the option that
+    tells it, reported as its own mode."""
+    from workflow_rl.rl.evaluate import evaluate_cells
+    from workflow_rl.runs.evaluate import EvaluateConfig, evaluate
+
+    plan = PlanConfig(particles=8, rollouts=2, horizon=2)
+    cfg = EvaluateConfig("pretrained:universal", workflow="none", red_agents=("B_lineAgent",), lengths=(3, 5),
+                         episodes=2, mode="greedy", plan=plan, episode_seed=11)
+    rows = evaluate(cfg).report["results"]
+    assert [(r["mode"], r["length"]) for r in rows] == [("greedy", 3), ("greedy", 5), ("planned", 3), ("planned", 5)]
+    agent, _ = pretrained.load("pretrained:universal")
+    direct = evaluate_cells(make_act(agent, plan, 0, None), ["B_lineAgent"], [3, 5], 2, seed=11)
+    assert [r["mean"] for r in rows[2:]] == [c.mean for c in direct]
+    told = evaluate(dataclasses.replace(cfg, plan_told_length=True)).report["results"]
+    assert [r["mode"] for r in told[2:]] == ["planned_told_length"] * 2
+
+
 def test_under_a_workflow_the_choice_keeps_to_the_compliance_rule():
     agent, _ = pretrained.load("pretrained:universal")
     wf = Workflow.parse("D,OS,E,OH,U")

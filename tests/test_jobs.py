@@ -1,0 +1,73 @@
+"""The Python API runs every job a command runs: ``workflow_rl.cli.job(argv)`` gives the configs a command line
+stands for, and the ``workflow_rl.runs`` function given them writes what the command writes."""
+import json
+
+import pytest
+from helpers import run_main
+
+from workflow_rl.cli import job
+from workflow_rl.runs.evaluate import EvaluateConfig, evaluate
+from workflow_rl.runs.replay import ReplayConfig, replay
+from workflow_rl.runs.train import train
+
+TINY_TRAIN = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
+              "--no-progress", "--eval-episodes", "2"]
+
+
+def _results(folder) -> list[dict]:
+    """evaluation.json's cells without their wall time."""
+    rows = json.loads((folder / "evaluation.json").read_text())["results"]
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+def test_evaluate_from_python_writes_what_the_command_writes(tmp_path, capsys):
+    argv = ["evaluate", "pretrained:universal", "--workflow", "D,OS,E,OH,U", "--episodes", "3", "--lengths", "5",
+            "10", "--red-agents", "meander", "--mode", "both"]
+    assert run_main([*argv, "--out", str(tmp_path / "cli")], capsys)[0] == 0
+    (cfg,) = job([*argv, "--out", str(tmp_path / "api")])
+    assert isinstance(cfg, EvaluateConfig) and cfg.episodes == 3 and cfg.red_agents == ("meander",)
+    result = evaluate(cfg)
+    assert _results(tmp_path / "api") == _results(tmp_path / "cli")
+    assert [p.name for p in result.written] == ["evaluation.json", "evaluation.md", "episodes.csv"]
+    assert (tmp_path / "api" / "episodes.csv").read_text() == (tmp_path / "cli" / "episodes.csv").read_text()
+
+
+def test_an_evaluation_config_takes_its_kinds_defaults():
+    one = EvaluateConfig("sleep").resolved()
+    many = EvaluateConfig("sleep", workflow="all").resolved()
+    assert (one.episodes, one.lengths, one.mode) == (1000, (30, 50, 100), "both")
+    assert (many.episodes, many.lengths, many.mode) == (100, (100,), "greedy")
+    assert EvaluateConfig("sleep", episodes=7, workflow="all").resolved().episodes == 7
+
+
+def test_replay_from_python_writes_what_the_command_writes(tmp_path, capsys):
+    argv = ["replay", "pretrained:universal", "--workflow", "none", "--episodes", "1", "--length", "6"]
+    assert run_main([*argv, "--out", str(tmp_path / "cli.html")], capsys)[0] == 0
+    (cfg,) = job([*argv, "--out", str(tmp_path / "api.html")])
+    assert isinstance(cfg, ReplayConfig)
+    result = replay(cfg)
+    assert result.out == tmp_path / "api.html" and len(result.episodes) == 1
+    assert (tmp_path / "api.html").read_text() == (tmp_path / "cli.html").read_text()
+
+
+def test_train_from_python_writes_what_the_command_writes(tmp_path, capsys):
+    argv = ["train", "--workflow", "D,OS,E,OH,U", *TINY_TRAIN]
+    assert run_main([*argv, "--out", str(tmp_path / "cli")], capsys)[0] == 0
+    result = train(*job([*argv, "--out", str(tmp_path / "api")]))
+    assert result.exit_code == 0
+    cli, api = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("cli", "api"))
+    assert api["eval"] == cli["eval"] and api["episodes"] == cli["episodes"]
+
+
+@pytest.mark.parametrize("argv,match", [(["compare", "a", "b"], "compare is no job"),
+                                        (["evaluate", "sleep", "--episodes", "0"], None)])
+def test_job_refuses_what_is_no_job(argv, match, capsys):
+    with pytest.raises((ValueError, SystemExit)) as e:
+        job(argv)
+    if match:
+        assert match in str(e.value)
+
+
+def test_search_job_reads_resume_as_no_config(tmp_path):
+    cfg, run = job(["search", "--resume", str(tmp_path)])
+    assert cfg is None and run.resume and run.out == tmp_path

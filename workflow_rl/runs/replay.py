@@ -1,0 +1,85 @@
+"""``runs.replay``: one replay job (``workflow-rl replay``), callable from Python.
+
+A :class:`ReplayConfig` in; a few episodes of an agent or a baseline (resolved as an evaluation resolves them:
+``runs.evaluate.policies``) played and written as one self-contained HTML page (``rl.viewer``); a
+:class:`ReplayResult` out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from workflow_rl import devices
+from workflow_rl.checks import check_replay_steps
+from workflow_rl.files import atomic_write, check_out_file
+from workflow_rl.runs.engines import engine_opts
+from workflow_rl.runs.evaluate import BASELINES, policies, read_files
+
+MODES = ("greedy", "sampled", "planned")
+"""How a trained agent acts in a replay (a baseline acts one way whatever the mode)."""
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """One replay page: what plays, against which red agent, how many episodes of how many steps, and where the page
+    goes (``workflow-rl replay``'s flags)."""
+
+    agent: str
+    """a checkpoint file, pretrained:NAME or one of ``runs.evaluate.BASELINES``"""
+    workflow: str | None = None
+    """the order compliance is judged by, as ``--workflow`` reads it (None: the agent's own)"""
+    red_agent: str = "B_lineAgent"
+    engine: str = "native"
+    episodes: int = 3
+    length: int = 100
+    mode: str = "greedy"
+    seed: int = 0
+    """seed of the episodes (and of sampling)"""
+    device: str = "cpu"
+    vectorization: str = "sync"
+    parallel_start_method: str | None = None
+    scenario: str | None = None
+    plan: object | None = None
+    """a :class:`~workflow_rl.rl.planning.planner.PlanConfig` (``mode='planned'`` uses the default one without it)"""
+    out: Path = Path("runs/replay.html")
+
+
+@dataclass
+class ReplayResult:
+    """The page written and the episodes in it (each ``rl.viewer`` episode dict: its steps and its summary)."""
+
+    out: Path
+    episodes: list[dict]
+
+
+def replay(cfg: ReplayConfig) -> ReplayResult:
+    """Play ``cfg``'s episodes and write them as one HTML page (replacing only a page ``replay`` wrote); every check
+    before anything plays."""
+    from workflow_rl import parse_red_agent
+    from workflow_rl.rl import viewer
+    from workflow_rl.rl.planning.planner import PlanConfig
+    from workflow_rl.workflow import parse_workflow_arg
+
+    if cfg.mode not in MODES:
+        raise ValueError(f"unknown --mode {cfg.mode!r}: use one of {', '.join(MODES)}")
+    check_replay_steps(cfg.episodes, cfg.length)
+    out = check_out_file("--out", cfg.out, read_files(cfg.agent, cfg.scenario), mine="replay")
+    red = parse_red_agent(cfg.red_agent)
+    devices.check_play_devices(cfg.device, cfg.engine)
+    plan = cfg.plan if cfg.plan is not None or cfg.mode != "planned" else PlanConfig()
+    modes = ("greedy",) if cfg.mode == "planned" else (cfg.mode,)
+    acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=modes, device=cfg.device,
+                                     seed=cfg.seed, plan=plan if cfg.mode == "planned" else None,
+                                     none_typed=str(cfg.workflow or "").strip().lower() == "none")
+    act = acts.get(cfg.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
+    episodes = viewer.record_episodes(act, red, cfg.episodes, cfg.length, engine=cfg.engine, seed=cfg.seed,
+                                      workflow=workflow, device=devices.engine_device(cfg.engine, cfg.device),
+                                      **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario,
+                                                    cfg.engine))
+    meta = {"agent": label, "workflow": workflow.codes if workflow else None, "red_agent": red,
+            "engine": cfg.engine, "mode": "scripted" if cfg.agent in BASELINES else cfg.mode,
+            "seed": cfg.seed, "length": cfg.length}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out, "w", encoding="utf-8") as f:   # replaces the file (checked above), never writes through it
+        f.write(viewer.html(episodes, meta))
+    return ReplayResult(out, episodes)
