@@ -1,10 +1,6 @@
 """The subcommands around the main job: demo, parity, curves, bench, compare and cyborg-setup."""
 from __future__ import annotations
 
-import time
-
-import numpy as np
-
 from workflow_rl import threads
 from workflow_rl.files import check_out_file, check_out_files, written_by
 from workflow_rl.cli.numbers import bench_cyborg_steps, bench_repeats, episode_count, positive_int, seed_int
@@ -12,60 +8,18 @@ from workflow_rl.cli.train import add_cyborg_flags
 
 
 def cmd_demo(args) -> int:
-    """Scripted defender on native envs against B_line and Meander: returns at 30/50/100 steps and throughput."""
-    from workflow_rl import make_vector_env, parse_red_agent
-    from workflow_rl.policies import POLICIES
+    """Scripted defender on native envs against B_line and Meander: returns at 30/50/100 steps and throughput
+    (:func:`workflow_rl.demo.demo`)."""
+    from workflow_rl.demo import demo
 
-    if args.policy not in POLICIES:
-        raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
-    policy = POLICIES[args.policy]
-    reds = [parse_red_agent(r) for r in args.red_agents]
     threads.configure(threads.Work(envs=args.n_envs), args.threads)   # it steps --n-envs envs at once
-    rng = np.random.default_rng(args.seed)
     print(f"native engine, {args.n_envs} envs, defender '{args.policy}', {args.episodes} episodes per red agent")
     print(f"{'red agent':16s} {'30 steps':>18s} {'50 steps':>18s} {'100 steps':>18s} {'env-steps/s':>12s}")
-    for red in reds:
-        env = make_vector_env(args.n_envs, red, seed=args.seed, copy=False)
-        try:
-            totals, steps_per_s = _demo_rounds(env, policy, rng, args, red)
-        finally:
-            env.close()
-        cells = []
-        for length in (30, 50, 100):
-            x = np.concatenate(totals[length])[: args.episodes]
-            cells.append(f"{x.mean():9.2f} ± {x.std(ddof=1) / np.sqrt(len(x)):5.2f}")
-        print(f"{red:16s} {cells[0]:>18s} {cells[1]:>18s} {cells[2]:>18s} {steps_per_s:12,.0f}")
+    for row in demo(args.policy, args.red_agents, args.n_envs, args.episodes, args.seed, not args.no_progress):
+        cells = [f"{m:9.2f} ± {se:5.2f}" for m, se in row.cells.values()]
+        print(f"{row.red_agent:16s} {cells[0]:>18s} {cells[1]:>18s} {cells[2]:>18s} {row.steps_per_s:12,.0f}")
     print("(mean ± standard error of the blue return; real CybORG reference values are in tests/data)")
     return 0
-
-
-def _demo_rounds(env, policy, rng, args, red: str) -> tuple[dict, float]:
-    """Enough rounds of ``n_envs`` 100-step episodes for ``args.episodes``: each round's running returns at 30, 50
-    and 100 steps, and env-steps per second. A huge episode count takes minutes, so it shows a progress bar (a line
-    per round with ``--no-progress``) rather than looking dead."""
-    from workflow_rl.rl.runlog import progress_bar
-
-    obs, _ = env.reset()
-    rounds = -(-args.episodes // args.n_envs)
-    totals = {30: [], 50: [], 100: []}
-    stepped, t_env = 0, 0.0
-    bar = progress_bar(rounds * args.n_envs, 0, not args.no_progress)
-    for i in range(rounds):
-        ret = np.zeros(args.n_envs)
-        for t in range(100):
-            act = policy(t, obs, rng)
-            t0 = time.perf_counter()
-            obs, r, _, _, _ = env.step(act)
-            t_env += time.perf_counter() - t0
-            stepped += args.n_envs
-            ret += r
-            if t + 1 in totals:
-                totals[t + 1].append(ret.copy())
-        bar.update(args.n_envs)
-        if args.no_progress:
-            print(f"{red}: round {i + 1}/{rounds} ({(i + 1) * args.n_envs:,} episodes)", flush=True)
-    bar.close()
-    return totals, stepped / t_env
 
 
 def cmd_parity(args) -> int:
