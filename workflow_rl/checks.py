@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 import sys
 import types
 import typing
+
+import numpy as np
 
 MAX_SEED = 2**63 - 1
 """Seeds are 64-bit signed integers in torch and numpy: larger ones overflow deep inside a generator."""
@@ -47,9 +50,12 @@ def check_bool(name: str, value) -> bool:
 
 
 def check_int(name: str, value, lo: int | None = None, hi: int | None = None) -> int:
-    """``value`` if it is an integer (not a bool) within [lo, hi]; otherwise one message naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as an int if it is an integer within [lo, hi]: Python's or numpy's (``np.int64(3)`` is a whole number
+    as much as 3 is), never a bool (``True`` is no count) and never a float (``1.5`` is no seed, and ``2.0`` hides
+    a computation that went wrong); otherwise one message naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
     _check_bounds(name, value, lo, hi, "")
     return value
 

@@ -81,7 +81,7 @@ def test_importing_and_constructing_changes_no_global_state():
     ({"workflow": "X,Y"}, ValueError, "unknown unit type"),
     ({"workflow": 5}, TypeError, "Workflow or its text"),
     ({"plan": "yes"}, TypeError, "PlanConfig"),
-    ({"seed": -1}, ValueError, "whole number"),
+    ({"seed": -1}, ValueError, "seed must be in"),
 ])
 def test_bad_arguments_are_refused_at_construction(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from workflow_rl.rl import pretrained
-from workflow_rl.rl.planning.planner import PlanConfig, make_act
+from workflow_rl.rl.planning.planner import PlanConfig, make_act, resolve_workflow
 from workflow_rl.sim import tables
-from workflow_rl.workflow import Workflow, parse_workflow_arg
+from workflow_rl.checks import check_seed
 
 __all__ = ["BlueAgent"]
 
@@ -28,21 +28,6 @@ def _plan_config(plan) -> PlanConfig | None:
     if isinstance(plan, PlanConfig):
         return plan.validate()
     raise TypeError(f"plan={plan!r}: use None (greedy), True (the default planner) or a PlanConfig")
-
-
-def _workflow(workflow, own: Workflow | None) -> Workflow | None:
-    """``workflow`` as a :class:`Workflow`: None (the agent's own, ``own``), a Workflow, or its text as
-    ``--workflow`` takes it (``"D,OS,E,OH,U"``; ``"none"``: unconstrained play)."""
-    if workflow is None:
-        return own
-    if isinstance(workflow, Workflow):
-        return workflow
-    if isinstance(workflow, str):
-        try:
-            return parse_workflow_arg(workflow)
-        except ValueError as e:
-            raise ValueError(f"workflow={workflow!r}: {e}") from None
-    raise TypeError(f"workflow={workflow!r}: use None, a Workflow or its text such as 'D,OS,E,OH,U'")
 
 
 class BlueAgent:
@@ -59,15 +44,14 @@ class BlueAgent:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name={name!r}: use a shipped agent's name such as 'pretrained:universal' or a "
                             "checkpoint file's path")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed={seed!r}: use a whole number >= 0")
+        check_seed("seed", seed)
         self.name = name
         self.plan = _plan_config(plan)
         self.seed = int(seed)
         self.episode_length = episode_length
         with torch.random.fork_rng(devices=[]):   # building the network draws its (replaced) initial weights
             agent, own = pretrained.load(name, "cpu")
-        self.workflow = _workflow(workflow, own)
+        self.workflow = resolve_workflow(workflow, own)
         self._act = make_act(agent, self.plan, self.seed, self.workflow, episode_length)
         self.t = 0
 

@@ -317,3 +317,28 @@ def test_the_belief_steps_the_engine_the_planner_rolls_out(cage2):
         act = _act(cage2, TINY, seed=1, official_bugs=bugs)
         act(obs, 0)
         assert [b.config.official_bugs for b in act.beliefs()] == [bugs, bugs]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"name": None}, TypeError, "name=None: use a shipped agent's name"),
+    ({"workflow": 5}, TypeError, "Workflow or its text"),
+    ({"workflow": "X,Y"}, ValueError, "unknown unit type"),
+    ({"seed": -1}, ValueError, "seed must be in"),
+    ({"seed": 1.5}, ValueError, "seed must be an integer"),
+    ({"greedy": "no"}, ValueError, "greedy must be True or False"),
+    ({"plan": "yes"}, TypeError, "PlanConfig"),
+    ({"generator": 3}, TypeError, "torch.Generator"),
+])
+def test_make_act_checks_its_arguments_at_the_call(kwargs, error, match):
+    """Wrong arguments are one error naming the argument at the call, not an AttributeError or a torch TypeError
+    from inside (make_act(name=None) and a workflow given as a string were)."""
+    with pytest.raises(error, match=match):
+        make_act(**{"name": "pretrained:universal", **kwargs})
+
+
+def test_make_act_takes_a_workflow_as_text_and_a_numpy_seed():
+    agent, _ = pretrained.load("pretrained:universal")
+    obs = np.zeros(52, np.float32)
+    as_text = make_act(agent, workflow="D,OS,E,OH,U", seed=np.int64(3))
+    as_object = make_act(agent, workflow=Workflow.parse("D,OS,E,OH,U"), seed=3)
+    assert [as_text(obs, t) for t in range(5)] == [as_object(obs, t) for t in range(5)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types
+from workflow_rl.checks import check_bool, check_episode_length, check_float, check_int, check_seed, check_types
 
 from workflow_rl.resources import check_memory
 from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
@@ -267,13 +267,14 @@ def make_act(name: str | Agent = "pretrained:universal", plan: PlanConfig | None
         for t in range(100):
             obs, reward, done, info = wrapper.step(act(obs, t))
     """
+    _check_make_act(name, plan, seed, greedy, generator)
     if isinstance(name, str):
         from workflow_rl.rl import pretrained
 
         agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
-        workflow = workflow or own
     else:
-        agent = name
+        agent, own = name, None
+    workflow = resolve_workflow(workflow, own)
     if episode_length is not None:
         check_episode_length("episode_length", episode_length)
     if plan is None:
@@ -282,6 +283,37 @@ def make_act(name: str | Agent = "pretrained:universal", plan: PlanConfig | None
         raise ValueError("a planned act is greedy and plans under one workflow: drop greedy=False and encodings, "
                          "or plan=None")
     return _planned(Planner(agent, workflow, plan, seed, official_bugs), plan, seed, official_bugs, episode_length)
+
+
+def _check_make_act(name, plan, seed, greedy, generator) -> None:
+    """:func:`make_act`'s arguments, checked at the call: one error naming the argument (TypeError for a wrong
+    kind, ValueError for a wrong value), not an error from deep inside torch or string code."""
+    if not (isinstance(name, Agent) or (isinstance(name, str) and name)):
+        raise TypeError(f"name={name!r}: use a shipped agent's name such as 'pretrained:universal', a checkpoint "
+                         "file's path or a loaded Agent")
+    if plan is not None and not isinstance(plan, PlanConfig):
+        raise TypeError(f"plan={plan!r}: use None (no planning) or a PlanConfig")
+    check_seed("seed", seed)
+    check_bool("greedy", greedy)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator={generator!r}: use None or a torch.Generator")
+
+
+def resolve_workflow(workflow, own: Workflow | None) -> Workflow | None:
+    """``workflow`` as a :class:`Workflow` (None: unconstrained): None takes the agent's own (``own``); a Workflow,
+    or its text as ``--workflow`` takes it (``"D,OS,E,OH,U"``; ``"none"``: unconstrained play)."""
+    from workflow_rl.workflow import parse_workflow_arg
+
+    if workflow is None:
+        return own
+    if isinstance(workflow, Workflow):
+        return workflow
+    if isinstance(workflow, str):
+        try:
+            return parse_workflow_arg(workflow)
+        except ValueError as e:
+            raise ValueError(f"workflow={workflow!r}: {e}") from None
+    raise TypeError(f"workflow={workflow!r}: use None, a Workflow or its text such as 'D,OS,E,OH,U'")
 
 
 def _acting(actor: Actor, greedy: bool, generator: torch.Generator | None, episode_length: int | None) -> ActFn:
