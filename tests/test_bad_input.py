@@ -938,3 +938,25 @@ def test_a_training_log_that_is_a_named_pipe_is_refused_not_read(tmp_path):
     os.mkfifo(log)
     with pytest.raises(ValueError, match="is not a plain file: move it away to resume with a new log"):
         trim_log(log, 3)
+
+
+@pytest.mark.parametrize("src, read", [
+    ("benchmarks/results/ground_truth/ground_truth.csv", "ground_truth"),
+    ("benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-100/episodes.csv", "episodes"),
+])
+def test_a_csv_saved_with_a_byte_order_mark_reads_as_without(src, read, tmp_path):
+    """Judgement call: a spreadsheet that saves CSV as "UTF-8 with BOM" puts U+FEFF before the first column's name,
+    which read as a missing column; the files a user hands in (ground truths, episodes, CybORG counts) read the
+    same with or without it."""
+    from workflow_rl.rl.episodes import read_episodes
+    from workflow_rl.search.ground_truth import read_ground_truth
+
+    plain = REPO / src
+    bom = tmp_path / plain.name
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    if read == "ground_truth":
+        assert read_ground_truth(bom) == read_ground_truth(plain)
+    else:
+        a, b = read_episodes(bom), read_episodes(plain)
+        assert a.keys() == b.keys() and all(a[k].seed == b[k].seed and (a[k].returns == b[k].returns).all()
+                                            and (a[k].places == b[k].places).all() for k in a)

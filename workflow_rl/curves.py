@@ -110,7 +110,7 @@ def read_counts_csv(path: str | os.PathLike) -> dict[tuple[str, str], PanelCount
         raise FileNotFoundError(f"no curve counts at {path}: run `workflow-rl curves` to make them")
     raw: dict = {}
     columns = ()
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:   # a BOM is no column name
         reader = csv.DictReader(f)
         try:
             columns = tuple(reader.fieldnames or ())

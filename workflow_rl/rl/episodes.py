@@ -87,7 +87,7 @@ def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
     file that is not one (columns missing, a value that does not parse, a cell's indices not 0..n-1) is refused."""
     f = episodes_file(where)
     cells: dict[tuple, list] = {}
-    with open(f, newline="") as fh:
+    with open(f, newline="", encoding="utf-8-sig") as fh:   # a spreadsheet's byte-order mark is no column name
         reader = csv.DictReader(fh)
         # csv.Error: a field over csv's size limit (131,072 characters), a NUL byte; UnicodeDecodeError (a
         # ValueError): a binary file; TypeError: a row short of fields

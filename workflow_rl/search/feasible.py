@@ -140,7 +140,7 @@ def read_csv(path: Path) -> list[dict]:
         return text == "True" if name in _BOOLS else text
 
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is no column name
             rows = [{k: typed(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
     except (ValueError, TypeError, csv.Error) as e:   # a word for a number, a row cut short, bytes that are not text
         raise ValueError(f"{path} is not a workflows.csv that `workflow-rl evaluate --workflow all` wrote "

@@ -126,7 +126,7 @@ def read_ground_truth(path: str | Path) -> tuple[dict[str, dict], list[dict]]:
         raise ValueError(f"--ground-truth {path}: no such file (write one with `workflow-rl search --exhaustive "
                          "--seeds-per-workflow 3 --out DIR`: DIR/ground_truth.csv)")
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is no column name
             rows = list(csv.DictReader(f))
         missing = [c for c in COLUMNS if rows and c not in rows[0]]
         if not rows or missing:

@@ -12,7 +12,7 @@ def _read_csv(path: Path) -> list[dict]:
     if not path.exists():
         return []
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:   # a spreadsheet's byte-order mark is no column name
             return list(csv.DictReader(f))
     except (csv.Error, UnicodeDecodeError) as e:   # a field past csv's size limit, bytes that are not text
         raise ValueError(f"{path} is damaged ({type(e).__name__}: {e}): the search's state and answer are saved; "
