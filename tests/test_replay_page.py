@@ -42,6 +42,7 @@ def test_replay_writes_one_page(tmp_path, capsys, argv):
     (["sleep", "--out", "{dir}"], "is a folder: name a file in it"),
     (["sleep", "--red-agent", "purple"], "red agent"),
     (["greedy_workflow"], "needs --workflow"),
+    (["pretrained:universal"], "name the workflow to play it under with --workflow (one, e.g. D,OS,E,OH,U, or none"),
 ])
 def test_replay_bad_input(tmp_path, capsys, argv, message):
     (tmp_path / "file").write_text("x")

@@ -113,13 +113,14 @@ def read_files(agent: str, scenario: str | None, ground_truth=()) -> list[Path |
 
 
 def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", seed: int = 0, plan=None,
-             lengths=None, per_env: bool = False, none_typed: bool = False):
+             lengths=None, per_env: bool = False, none_typed: bool = False, lists: bool = True):
     """Resolve ``agent`` (a checkpoint, pretrained:NAME or a baseline) into ``({mode: acting function}, label,
     workflow)``: the workflow is the checkpoint's own unless ``workflow`` is given. With ``plan`` a 'planned' mode
     is added: one acting function for every length, or with ``lengths`` {length: acting function}, the planner told
     each length. With ``per_env`` each mode's value is ``act_for(encodings)`` instead, for
     ``rl.evaluate.evaluate_workflows``. ``none_typed``: ``--workflow none`` was asked for (an agent trained across
-    workflows then plays unconstrained)."""
+    workflows then plays unconstrained); ``lists``: whether the job takes a list of workflows (a replay does not,
+    so its error does not suggest one)."""
     from workflow_rl.rl.evaluate import greedy_workflow_act, scripted_act
     from workflow_rl.rl.planning.planner import make_act
 
@@ -142,8 +143,9 @@ def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", se
     if workflow is None and ck.get("workflow"):
         workflow = Workflow.parse(ck["workflow"])
     if workflow is None and not per_env and is_workflow_list(ck["config"].get("workflow")) and not none_typed:
-        raise ValueError(f"{agent} was trained across workflows: name the workflow(s) to evaluate it under with "
-                         "--workflow (one, a ';'-separated list, all, or none: unconstrained play, what an agent "
+        which = ("the workflow(s) to evaluate it under with --workflow (one, a ';'-separated list, all, or none: "
+                 if lists else "the workflow to play it under with --workflow (one, e.g. D,OS,E,OH,U, or none: ")
+        raise ValueError(f"{agent} was trained across workflows: name {which}unconstrained play, what an agent "
                          "trained with --none-share also learned)")
     gen = torch.Generator().manual_seed(seed)   # on the CPU on any device: the same draws (sample_actions)
     if per_env:

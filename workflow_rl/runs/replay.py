@@ -70,7 +70,7 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     modes = ("greedy",) if cfg.mode == "planned" else (cfg.mode,)
     acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=modes, device=cfg.device,
                                      seed=cfg.seed, plan=plan if cfg.mode == "planned" else None,
-                                     none_typed=str(cfg.workflow or "").strip().lower() == "none")
+                                     none_typed=str(cfg.workflow or "").strip().lower() == "none", lists=False)
     act = acts.get(cfg.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     episodes = viewer.record_episodes(act, red, cfg.episodes, cfg.length, engine=cfg.engine, seed=cfg.seed,
                                       workflow=workflow, device=devices.engine_device(cfg.engine, cfg.device),
