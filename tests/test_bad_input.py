@@ -274,6 +274,8 @@ CASES = [
     (["bench", "--out", "{d}/file"], "--out .* is a file"),
     (["bench", "--sizes", "0"], "--sizes"),
     (["bench", "--modes", "bogus"], "--modes"),
+    (["bench", "--tables", "native", "--native-sizes", "100000000000", "--cuda-sizes", "--out", "{d}/b"],
+     "--native-sizes 100,000,000,000 would need about .* GiB of memory"),
     ([], "required"),
     (["fly"], "invalid choice"),
     # ---- edges (issue O): lengths past the engine's integers, memory, paths, locks, shards

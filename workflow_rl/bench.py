@@ -216,6 +216,22 @@ def time_cyborg_single(red: str, steps: int, scenario=None, log=print) -> float 
     return _time_sequential([env], steps, np.random.default_rng(0))
 
 
+def check_native_sizes(sizes, cuda_sizes=()) -> None:
+    """Every batch the native table allocates fits in memory (this machine's for the CPU kernel, the GPU's for the
+    CUDA one), checked before the first is allocated: one line naming the flag, not numpy's or CUDA's traceback
+    after minutes of the smaller sizes."""
+    from workflow_rl.devices import device_memory
+    from workflow_rl.envs.factory import engine_bytes_per_env
+    from workflow_rl.resources import check_memory
+
+    per_env = engine_bytes_per_env()
+    if sizes:
+        check_memory(f"--native-sizes {max(sizes):,}", max(sizes) * per_env, "use smaller --native-sizes")
+    if cuda_sizes:
+        check_memory(f"--cuda-sizes {max(cuda_sizes):,}", max(cuda_sizes) * per_env, "use smaller --cuda-sizes",
+                     *device_memory("cuda"))
+
+
 def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN_STEPS, cuda_sizes=CUDA_SIZES,
                cyborg_steps: int = 300, scenario=None, out: str | Path = "benchmarks/results", log=print,
                cuda: bool | None = None) -> list[dict]:
@@ -229,6 +245,7 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
         import torch
 
         cuda = torch.cuda.is_available()
+    check_native_sizes(sizes, cuda_sizes if cuda else ())
     log(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"numba threads {numba.get_num_threads()}, python {platform.python_version()}")
     log(f"state: {N.state_bytes_per_env(N.allocate_state(1024))} bytes per env")
