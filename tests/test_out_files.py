@@ -332,14 +332,11 @@ def test_an_empty_inherited_setting_reads_none():
 
 def test_fine_tuning_from_an_agent_without_an_opening_says_none(monkeypatch, capsys):
     """The line a run starting from such an agent prints read 'opening: , the opening ... was trained with'."""
-    import argparse
-
     from workflow_rl.cli.flags import inherit_settings
     from workflow_rl.rl import pretrained
 
     monkeypatch.setattr(pretrained, "trained_config", lambda spec: TrainConfig())   # trained with no opening
-    args = argparse.Namespace(given=lambda command, names: [])
-    given = inherit_settings(args, "train", "pretrained:universal", {"opening": (51,), "alignment_reward": "ratio"})
+    given = inherit_settings(frozenset(), "pretrained:universal", {"opening": (51,), "alignment_reward": "ratio"})
     assert given["opening"] == ()
     assert capsys.readouterr().out.startswith("opening: none, the opening pretrained:universal was trained with")
 

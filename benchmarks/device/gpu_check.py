@@ -386,7 +386,7 @@ def _timed(cmd: list[str], timeout: float) -> dict:
 def _training_stages(args, out: Path, results: dict, left) -> None:
     dev = args.device
     bench = [sys.executable, str(ROOT / "benchmarks" / "studies" / "bench_batched.py"), "--device", dev, "--slots",
-             *map(str, args.batch_slots), "--repeats", "1", "--out", str(out),
+             *map(str, args.batch_slots), "--n-envs", str(args.batch_envs), "--repeats", "1", "--out", str(out),
              *(["--cuda-graphs", "--profile"] if dev.startswith("cuda") else [])]
     if "batched" in args.stages:
         results["batched_training"] = _timed_script(bench, min(args.search_timeout, left()))
@@ -462,6 +462,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--search-timeout", type=float, default=60.0)
     p.add_argument("--batch-slots", type=int, nargs="+", default=[1, 16, 64],
                    help="workflows per batch for the batched-training throughput stage")
+    p.add_argument("--batch-envs", type=int, default=200,
+                   help="batched-training stage: envs per workflow (bench_batched.py --n-envs; a CPU dry run needs few)")
     p.add_argument("--graph-rows", type=int, default=25 * 200,
                    help="graphs stage: rows per member of the PPO update (a CPU dry run needs far fewer)")
     p.add_argument("--stage-timeout", type=float, default=120.0, help="cap of the equality and engine stages")

@@ -100,13 +100,12 @@ def _exit_interrupted(signum, frame) -> None:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line ``argv`` parsed, with ``args.given(command, dests)``: which of ``dests`` were typed (a
-    recipe's or a starting checkpoint's setting fills the others)."""
-    from workflow_rl.cli.flags import given
+    """The command line ``argv`` parsed, with ``args.typed``: the options it typed (a recipe's or a starting
+    checkpoint's setting fills the others)."""
+    from workflow_rl.cli.flags import typed_options
 
     args = build_parser().parse_args(argv)
-    typed = sys.argv[1:] if argv is None else list(argv)
-    args.given = functools.partial(given, build_parser, typed)
+    args.typed = typed_options(build_parser, sys.argv[1:] if argv is None else list(argv), args.command)
     return args
 
 

@@ -67,17 +67,16 @@ def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
     return names
 
 
-def given(make_parser, argv: list[str], command: str, dests) -> list[str]:
-    """Which of subcommand ``command``'s options ``dests`` the command line ``argv`` sets, whatever their values
-    (a parsed namespace cannot tell a default from the same value typed): ``argv`` parsed again by a fresh parser
-    from ``make_parser`` with those options' defaults suppressed."""
+def typed_options(make_parser, argv: list[str], command: str) -> frozenset[str]:
+    """The options of subcommand ``command`` that the command line ``argv`` sets, whatever their values (a parsed
+    namespace cannot tell a default from the same value typed): ``argv`` parsed again by a fresh parser from
+    ``make_parser`` with every option's default suppressed."""
     parser = make_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
     for action in sub._actions:
-        if action.dest in dests:
-            action.default = argparse.SUPPRESS
+        action.default = argparse.SUPPRESS
     ns = parser.parse_args(argv)
-    return [d for d in dests if hasattr(ns, d)]
+    return frozenset(a.dest for a in sub._actions if hasattr(ns, a.dest))
 
 
 def settings(args: argparse.Namespace, names) -> dict:
@@ -100,21 +99,21 @@ def shown_setting(value) -> str:
     return "none" if value is None else str(value)
 
 
-def inherit_settings(args: argparse.Namespace, command: str, spec: str | None, given: dict) -> dict:
-    """``given`` (a run's flat settings) with each :data:`INHERITED` setting the command line does not type taken
-    from the checkpoint ``spec`` the run starts from (said in one line where that differs from the default)."""
+def inherit_settings(typed, spec: str | None, given: dict) -> dict:
+    """``given`` (a run's flat settings) with each :data:`INHERITED` setting not in ``typed`` (the settings the
+    command line or a recipe chose) taken from the checkpoint ``spec`` the run starts from (said in one line where
+    that differs from the default)."""
     if spec is None:
         return given
     from workflow_rl.rl.pretrained import trained_config
 
     trained = trained_config(spec)   # one read of the checkpoint for every inherited setting
     for name, what in INHERITED.items():
-        if args.given(command, [name]):
+        if name in typed:
             continue
         value = getattr(trained.ppo, name) if hasattr(trained.ppo, name) else getattr(trained, name)
         if value != given[name]:
             print(f"{flag(name)[2:].replace('-', ' ')}: {shown_setting(value)}, {what} {spec} was trained with "
                   f"({flag(name)} to choose another)")
-            setattr(args, name, value)   # said once: a command that reads its settings again finds it chosen
             given = {**given, name: value}
     return given

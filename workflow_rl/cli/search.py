@@ -61,7 +61,7 @@ def _workflow_list(args) -> list[str] | None:
 def _check_resume_alone(args) -> None:
     """``--resume`` continues a search with the settings it started with (its workflows are measured alike), so a
     setting given beside it would be ignored: refused instead, naming it."""
-    typed = args.given("search", [*args.config_names, "exhaustive", "out", "overwrite"])
+    typed = [n for n in (*args.config_names, "exhaustive", "out", "overwrite") if n in args.typed]
     if typed:
         names = ", ".join(flag(n) for n in typed)
         raise ValueError(f"--resume continues {args.resume} with the settings it started with: drop {names} (a "
@@ -84,5 +84,5 @@ def search_job(args) -> tuple[SearchConfig | None, SearchRun]:
         return None, run
     check_out_dir("--out", args.out)
     given = settings(args, args.config_names)
-    given = inherit_settings(args, "search", given["init_checkpoint"], given)
+    given = inherit_settings(args.typed, given["init_checkpoint"], given)
     return SearchConfig(**{**given, "workflows": _workflow_list(args)}), run

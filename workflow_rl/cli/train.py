@@ -68,7 +68,8 @@ def train_job(args) -> tuple[TrainConfig, TrainRun]:
     from workflow_rl import parse_red_agent
     from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
 
-    given = inherit_settings(args, "train", args.init_checkpoint, with_recipe(args, settings(args, args.config_names)))
+    flat, typed = with_recipe(args, settings(args, args.config_names))
+    given = inherit_settings(typed, args.init_checkpoint, flat)
     if is_workflow_list(given["workflow"]):   # across workflows: config.json names them and the held-out ones
         workflow = None
         mix = WorkflowMix.parse(given["workflow"], given["hold_out"])
@@ -86,20 +87,17 @@ def train_job(args) -> tuple[TrainConfig, TrainRun]:
     return cfg, run
 
 
-def with_recipe(args, flat: dict) -> dict:
+def with_recipe(args, flat: dict) -> tuple[dict, frozenset[str]]:
     """``flat`` (the run's settings) with ``--recipe``'s settings for the run's device in place of every setting not
-    typed, said in one line as the flags they stand for. The recipe's choices then count as typed: a starting
-    checkpoint's opening or reward form (``inherit_settings``) does not replace them."""
+    typed, said in one line as the flags they stand for, and the settings chosen: the typed ones and the recipe's,
+    so a starting checkpoint's opening or reward form (``inherit_settings``) does not replace them."""
     if args.recipe is None:
-        return flat
+        return flat, args.typed
     r = recipe(args.recipe)
     wanted = r.for_device(flat["device"])
-    typed = [k for k in args.given("train", list(flat)) if k in wanted]
+    typed = [k for k in flat if k in args.typed and k in wanted]
     chosen = {k: v for k, v in wanted.items() if k not in typed}
     run = {k: flat[k] if k in typed else v for k, v in wanted.items()}
     print(f"recipe {r.name} on {flat['device']}: {as_flags(run)}"
           + (f" (typed over the recipe: {', '.join(flag(k) for k in typed)})" if typed else ""))
-    typed_only = args.given
-    args.given = lambda command, dests: [d for d in dests if d in chosen] + typed_only(
-        command, [d for d in dests if d not in chosen])
-    return {**flat, **chosen}
+    return {**flat, **chosen}, args.typed | set(chosen)
