@@ -68,8 +68,9 @@ class PlanConfig:
     decision instead of 18 (benchmarks/results/planning/README.md); with the episode length known, 4 gains
     +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18). Issue U's screen
     (pretrained:universal, 60 episodes of episode seed 4242, 100 steps, paired): 16 - 8 +0.54 ± 0.84 (Meander, 256
-    particles), +0.05 ± 0.07 (B_line), at 14-16 ms instead of 11-12; with 1024 particles 16 gained no more than 8
-    (+1.04 ± 0.52 against +1.20 ± 0.55 over greedy on Meander)."""
+    particles), +0.05 ± 0.07 (B_line), at 14-16 ms instead of 11-12; with 1024 particles, on the first 100
+    evaluation episodes, 16 - 8 +0.05 ± 0.21 (Meander), +0.02 ± 0.05 (B_line) at 16-17.5 ms instead of 11-13 -- kept
+    at 8."""
     fix_candidates: int = 2
     """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
     most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
