@@ -271,12 +271,27 @@ def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
 
     planning = _benchmark_module("planning")
     args = argparse.Namespace(agent="pretrained:universal", red="B_lineAgent", episodes=2, episode_seed=5, seed=0,
-                              top_k=2, horizon=2, rollouts=1, min_gain=0.0, value_scale=1.0, lengths=[6, 10])
+                              top_k=2, horizon=2, rollouts=1, max_rollouts=0, min_gain=0.0, value_scale=1.0,
+                              lengths=[6, 10])
     res = planning.truth(args)
     assert sorted(res["cells"]) == [6, 10] and res["difference"] == res["cells"][10]["difference"]
     for cell in res["cells"].values():
         (g, _), (p, _), (d, _) = cell["greedy"], cell["planned_true_state"], cell["difference"]
         assert d == pytest.approx(p - g) and g <= 0 and p <= 0
+
+
+def test_planning_calibration_bins_every_host_level_of_every_step():
+    """benchmarks/studies/planning.py calibration: every (step, env, host, access level) lands in one bin, the
+    probability-0 bin first; a bin's truths are at most its count."""
+    import argparse
+
+    planning = _benchmark_module("planning")
+    args = argparse.Namespace(agent="pretrained:universal", red="RedMeanderAgent", episodes=2, episode_seed=5,
+                              seed=0, particles=8)
+    res = planning.calibration(args)
+    bins = res["bins"]
+    assert sum(b["count"] for b in bins) == 100 * 2 * 13 * 2 and bins[0]["from"] == 0.0
+    assert all(0 <= b["truth"] <= b["count"] for b in bins)
 
 
 def test_price_summarises_the_gap_to_cage2_and_pairs_two_agents_by_workflow(tmp_path, capsys):

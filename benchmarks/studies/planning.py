@@ -4,6 +4,7 @@ and the time per decision.
     python benchmarks/studies/planning.py compare --red B_lineAgent --episodes 100 --out benchmarks/results/planning
     python benchmarks/studies/planning.py belief --red RedMeanderAgent --episodes 50 --out benchmarks/results/planning
     python benchmarks/studies/planning.py truth --red RedMeanderAgent --episodes 24 --episode-seed 99 --horizon 10
+    python benchmarks/studies/planning.py calibration --red RedMeanderAgent --episodes 20 --episode-seed 4242
 
 ``compare`` plays the evaluation episodes of ``workflow-rl evaluate`` (the same fixed seed; one round of
 ``--episodes`` envs, so episode i is the CLI's episode i at that count) once greedy and once planned, and reports
@@ -56,7 +57,8 @@ def compare(args) -> dict:
     agent, workflow = pretrained.load(args.agent)
     workflow = parse_workflow_arg(args.workflow) if args.workflow else workflow
     plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, args.fix_candidates,
-                      min_gain=args.min_gain, value_scale=args.value_scale).validate()
+                      min_gain=args.min_gain, value_scale=args.value_scale,
+                      max_rollouts=args.max_rollouts).validate()
     red = parse_red_agent(args.red)
     lengths = sorted(set(args.lengths))
     greedy, t_g = play(make_act(agent, workflow=workflow), red, args.episodes, args.episode_seed, lengths, workflow)
@@ -120,11 +122,39 @@ def belief(args) -> dict:
             "p_true_red_agent_by_step": red_right.mean(0).tolist()}
 
 
+def calibration(args) -> dict:
+    """The belief's calibration beside the greedy agent: over every step, host and access level (user, privileged)
+    of the evaluation episodes, the belief's probability of that level binned against how often it was red's true
+    access; the first bin (probability exactly 0) counts the truth the belief has lost."""
+    plan = PlanConfig(particles=args.particles)
+    red = parse_red_agent(args.red)
+    act = make_act(args.agent)
+    env = make_vector_env(args.episodes, red, engine="native", episode_length=max(LENGTHS), seed=args.episode_seed)
+    obs, _ = env.reset(seed=args.episode_seed)
+    beliefs = [ParticleBelief(plan.belief(), args.seed + i) for i in range(args.episodes)]
+    p, y = [], []
+    for t in range(max(LENGTHS)):
+        a = act(torch.as_tensor(obs), t).numpy()
+        obs, _, _, _, info = env.step(a)
+        for i, b in enumerate(beliefs):
+            b.update(int(a[i]), obs[i])
+            probs = b.access_probs()
+            for level in (1, 2):
+                p.append(probs[:, level])
+                y.append(info["red_access"][i] == level)
+    p, y = np.concatenate(p), np.concatenate(y)
+    edges = [0.0, 1e-9, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 1 - 1e-9, 1.01]
+    bins = [{"from": lo, "to": hi, "count": int(m.sum()), "mean_probability": float(p[m].mean()),
+             "truth": int(y[m].sum())} for lo, hi in zip(edges, edges[1:]) for m in [(p >= lo) & (p < hi)] if m.any()]
+    return {"red_agent": red, "episodes": args.episodes, "episode_seed": args.episode_seed,
+            "particles": args.particles, "bins": bins}
+
+
 def truth(args) -> dict:
     """The planner given the true state (one particle) vs greedy, paired on the same native episodes."""
     agent, workflow = pretrained.load(args.agent)
     plan = PlanConfig(1, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
-                      value_scale=args.value_scale).validate()
+                      value_scale=args.value_scale, max_rollouts=args.max_rollouts).validate()
     red = parse_red_agent(args.red)
     kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
     greedy, _ = play(make_act(agent, workflow=workflow), red, args.episodes, args.episode_seed, lengths=args.lengths)
@@ -281,7 +311,7 @@ def budget(args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["compare", "belief", "truth", "figure", "gap", "budget"])
+    p.add_argument("what", choices=["compare", "belief", "calibration", "truth", "figure", "gap", "budget"])
     p.add_argument("--agent", default="pretrained:universal")
     p.add_argument("--red", default="B_lineAgent")
     p.add_argument("--episodes", type=int, default=100)
@@ -292,6 +322,7 @@ def main() -> None:
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--horizon", type=int, default=d.horizon)
     p.add_argument("--rollouts", type=int, default=d.rollouts)
+    p.add_argument("--max-rollouts", type=int, default=d.max_rollouts)
     p.add_argument("--fix-candidates", type=int, default=d.fix_candidates)
     p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--min-gain", type=float, default=d.min_gain)
@@ -311,7 +342,8 @@ def main() -> None:
         res = {"figure": figure, "budget": budget}[args.what](args)
         print({k: v for k, v in res.items() if k != "rows"})
         return
-    res = {"compare": compare, "belief": belief, "truth": truth, "gap": gap}[args.what](args)
+    res = {"compare": compare, "belief": belief, "calibration": calibration, "truth": truth,
+           "gap": gap}[args.what](args)
     res["command"] = "python benchmarks/studies/planning.py " + " ".join(sys.argv[1:])
     short = {k: v for k, v in res.items() if not k.endswith("_returns") and not k.endswith("_by_step")}
     print(json.dumps(short, indent=1))

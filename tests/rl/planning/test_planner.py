@@ -172,6 +172,39 @@ def test_the_planner_scores_the_belief_s_fixes_beside_the_policy_s_choices(cage2
     assert widened > 0   # red reached hosts the policy did not fix first: their fixes were scored too
 
 
+def test_adaptive_rollouts_add_futures_only_to_undecided_candidates(cage2, monkeypatch):
+    """``max_rollouts`` above ``rollouts``: after the first batch (every candidate x ``rollouts``), only the policy's
+    choice and the still-undecided candidates get ``rollouts`` more each, never past ``max_rollouts`` per candidate;
+    at or below ``rollouts`` it changes nothing (the same actions, bit for bit)."""
+    from workflow_rl.rl.planning import planner as planner_module
+
+    cfg = dataclasses.replace(TINY, horizon=10, fix_candidates=2)
+    fixed = _actions(_act(cage2, cfg, seed=4), steps=30)[0]
+    assert np.array_equal(_actions(_act(cage2, dataclasses.replace(cfg, max_rollouts=cfg.rollouts), seed=4),
+                                   steps=30)[0], fixed)
+    batches, real = [], planner_module.Planner.rollout
+
+    def counting(self, state, first, *a, **k):
+        batches[-1].append(np.unique(first, return_counts=True))
+        return real(self, state, first, *a, **k)
+
+    monkeypatch.setattr(planner_module.Planner, "rollout", counting)
+    act = _act(cage2, dataclasses.replace(cfg, max_rollouts=4 * cfg.rollouts), seed=4)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
+    obs, _ = env.reset(seed=8)
+    extended = 0
+    for t in range(30):
+        batches.append([])
+        obs, *_ = env.step(np.array([act(obs[0], t)]))
+        if len(batches[-1]) > 1:
+            extended += 1
+            sizes = [len(c) for c, _ in batches[-1]]
+            assert sizes[0] >= cfg.top_k and all(b <= a for a, b in zip(sizes, sizes[1:]))   # undecided shrink
+            assert all((n == cfg.rollouts).all() for _, n in batches[-1])   # rollouts futures per row per batch
+            assert len(batches[-1]) <= 4 and min(sizes[1:]) >= 2   # at most max_rollouts; the choice + >= 1
+    assert extended > 0
+
+
 @pytest.mark.slow   # 2 x 16 planned episodes of 100 steps
 @pytest.mark.parametrize("red", [T.RED_BLINE, T.RED_MEANDER])
 def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, red):

@@ -36,7 +36,7 @@ length, and a harness may end it at 30, 50 or 100 steps)."""
 class BeliefConfig:
     """How many particles, the prior over red agents, and how hard a mismatched observation bit counts."""
 
-    particles: int = 256
+    particles: int = 1024   # the planner's default (planner.PlanConfig.particles)
     red_agent: str = "mix"
     """the prior over the red agent (a name or mixture ``envs.names.red_weights`` takes); ``mix``: B_line or
     Meander, 50/50, as the shipped agent was trained."""

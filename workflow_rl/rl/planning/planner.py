@@ -43,8 +43,17 @@ and 145 logits, rounded up (the shipped agents' sizes; the planner's estimate do
 class PlanConfig:
     """The planner's settings; each is a flag of ``workflow-rl evaluate --plan`` (``--plan-particles`` ...)."""
 
-    particles: int = 256
-    """engine states in the belief."""
+    particles: int = 1024
+    """engine states in the belief. 1024 since issue U (256 before): 256 now and then lose red's true access on a
+    host (20 greedy Meander episodes, episode seed 4242: of the (host, access level) pairs the belief gave
+    probability 0, 136 of 49,105 were the truth; with 1024, 1 of 48,774), and planning on such a belief can go far
+    wrong: two of the first 100 Meander evaluation episodes ended 84-85 points behind greedy (none with 1024).
+    Measured (``benchmarks/studies/planning.py compare --agent pretrained:universal --red R --episodes 100
+    --lengths 100 [--particles 1024]``; the 100-step cells, the first 100 evaluation episodes, paired): Meander over
+    greedy 256 -0.96 ± 2.44, 1024 +1.54 ± 0.56, 1024 - 256 +2.51 ± 2.41; B_line +0.08 ± 0.11, +0.06 ± 0.10, 1024 -
+    256 -0.02 ± 0.05; 11-13 ms of CPU per decision either way (the belief's update is a small part of a decision).
+    Screened on 60 other episodes (episode seed 4242), Meander over greedy: 256 / 512 / 1024 / 2048 / 4096 +0.40 /
+    +0.65 / +1.20 / +1.25 / +1.14 (benchmarks/results/planning/README.md, "Issue U")."""
     top_k: int = 3
     """candidate actions: the policy's k most likely (1, without fix candidates: no search, the greedy policy).
     Measured with the episode length known (Meander, first 100 evaluation episodes, 100 steps): 5 gains +0.79 ±
@@ -57,13 +66,25 @@ class PlanConfig:
     """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
     Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
     decision instead of 18 (benchmarks/results/planning/README.md); with the episode length known, 4 gains
-    +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18)."""
+    +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18). Issue U's screen
+    (pretrained:universal, 60 episodes of episode seed 4242, 100 steps, paired): 16 - 8 +0.54 ± 0.84 (Meander, 256
+    particles), +0.05 ± 0.07 (B_line), at 14-16 ms instead of 11-12; with 1024 particles, on the first 100
+    evaluation episodes, 16 - 8 +0.05 ± 0.21 (Meander), +0.02 ± 0.05 (B_line) at 16-17.5 ms instead of 11-13 -- kept
+    at 8."""
     fix_candidates: int = 2
     """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
     most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
     foothold); those already among the top-k cost nothing. 0: the policy's candidates only. Measured on the six
     cells (benchmarks/results/planning/README.md): 2 against 0, paired, no cell worse, Meander 30/50/100 +0.06 ±
     0.05 / +0.19 ± 0.09 / +0.36 ± 0.20, at 11.7 ms of CPU per decision instead of 11.1."""
+    max_rollouts: int = 0
+    """adaptive rollouts: when above ``rollouts``, a candidate still undecided after its futures -- its mean gain
+    over the policy's choice above minus one standard error but not above ``min_gain`` of them -- gets ``rollouts``
+    more (on freshly drawn particles, paired with as many more of the policy's choice), until every candidate is
+    decided or has ``max_rollouts``. 0 (or at most ``rollouts``): a fixed ``rollouts`` per candidate. Issue U's
+    screen (60 episodes of episode seed 4242, 100 steps, 256 particles, paired against 0): 32 +0.14 ± 0.57
+    (Meander), +0.02 ± 0.06 (B_line), at 13.3 ms instead of 11-12 -- not kept: where the candidates stay undecided
+    the belief itself is split (benchmarks/results/planning/README.md, "Issue U")."""
     red_agent: str = "mix"
     """the belief's prior over the red agent (``envs.names.red_weights``)."""
     mismatch_penalty: float = 10.0
@@ -73,7 +94,9 @@ class PlanConfig:
     min_gain: float = 2.0
     """a candidate replaces the policy's own first choice only when its mean return beats it by more than this many
     standard errors of their paired difference (0: by any amount): near-equal candidates (two decoys whose payoff
-    lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan."""
+    lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan. Issue U's screen
+    (60 episodes of episode seed 4242, 100 steps, 256 particles, paired against 2): 1 -0.04 ± 0.29 (Meander), +0.06
+    ± 0.15 (B_line); 0 +0.07 ± 1.04, -0.04 ± 0.33 -- kept at 2."""
     gamma: float = 0.99
     """the rollouts' discount (the agent's own, PPO's --gamma): their return is sum gamma^h r_h (plus gamma^horizon
     times the critic's value with ``value_scale``)."""
@@ -88,6 +111,7 @@ class PlanConfig:
         check_int("--plan-top-k", self.top_k, 1, T.N_ACTIONS)
         check_int("--plan-horizon", self.horizon, 0, 10_000)
         check_int("--plan-rollouts", self.rollouts, 1, 1 << 20)
+        check_int("--plan-max-rollouts", self.max_rollouts, 0, 1 << 20)
         check_int("--plan-fix-candidates", self.fix_candidates, 0, 2 * T.N_HOSTS)
         check_float("--plan-max-violation", self.max_violation, 0.0, 1.0)
         check_float("--plan-min-gain", self.min_gain, 0.0)
@@ -104,7 +128,7 @@ class PlanConfig:
         engine envs, their drawn states and step buffers, and a policy row each (:data:`POLICY_ROW_BYTES`). Each setting
         has its own range, but their product can still be terabytes."""
         engine = engine_bytes_per_env()
-        batch = (self.top_k + self.fix_candidates) * self.rollouts
+        batch = (self.top_k + self.fix_candidates) * max(self.rollouts, self.max_rollouts)
         return envs * 3 * self.particles * engine + batch * (2 * engine + POLICY_ROW_BYTES)
 
     def check_memory(self, envs: int) -> None:
@@ -170,21 +194,42 @@ class Planner:
         rng = np.random.default_rng([self.seed, *(stream if stream is not None else (self.decisions,))])
         self.decisions += 1
         r = cfg.rollouts
-        idx = rng.choice(len(weights), size=r, p=weights / weights.sum())
-        state = sim.take_state(particles, np.tile(idx, k))
-        state.key[:] = np.tile(sim.env_keys(int(rng.integers(1 << 62)), r), k)   # common random numbers
-        first = np.repeat(cands, r).astype(np.int64)
         ends = steps_left is not None and steps_left <= cfg.horizon   # the rollout ends where the episode does
-        per = self.rollout(state, first, mem, horizon, bootstrap=not ends).reshape(k, r)
-        returns = per.mean(1)
-        gain = per - per[:1]
-        se = gain.std(1, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(k)
-        better = gain.mean(1) > cfg.min_gain * se   # the policy's choice, row 0, is never "better" than itself
+        p = weights / weights.sum()
+
+        def futures(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """``r`` more returns for each candidate of ``rows`` (their indices), on fresh particles and keys shared
+            by every row (common random numbers); and the particles drawn."""
+            idx = rng.choice(len(weights), size=r, p=p)
+            state = sim.take_state(particles, np.tile(idx, len(rows)))
+            state.key[:] = np.tile(sim.env_keys(int(rng.integers(1 << 62)), r), len(rows))
+            first = np.repeat(cands[rows], r).astype(np.int64)
+            return self.rollout(state, first, mem, horizon, bootstrap=not ends).reshape(len(rows), r), idx
+
+        per, idx = futures(np.arange(k))
+        per, drawn = [list(row) for row in per], [idx] * k
+        undecided = np.ones(k, bool)
+        while True:
+            gain = [np.asarray(per[i]) - np.asarray(per[0][:len(per[i])]) for i in range(k)]
+            mean = np.array([g.mean() for g in gain])
+            se = np.array([g.std(ddof=1) / np.sqrt(len(g)) if len(g) > 1 else 0.0 for g in gain])
+            better = mean > cfg.min_gain * se   # the policy's choice, row 0, is never "better" than itself
+            undecided &= (se > 0) & ~better & (mean > -se) & (np.array([len(x) for x in per]) < cfg.max_rollouts)
+            undecided[0] = False
+            if not undecided.any():
+                break
+            rows = np.concatenate([[0], np.flatnonzero(undecided)])
+            more, idx = futures(rows)
+            for j, i in enumerate(rows):   # row 0's new futures pair with each undecided row's (same particles, keys):
+                per[i].extend(more[j])     # the undecided only shrink, so each has as many as row 0
+                drawn[i] = np.concatenate([drawn[i], idx])
+        returns = np.array([np.mean(x) for x in per])
         violation = np.zeros(k)
         if self.rank is not None:
-            _, viol, _ = classify_fixes(torch.as_tensor(first), torch.as_tensor(np.tile(access[idx], (k, 1))),
-                                        self.rank)
-            violation = viol.to(torch.float64).reshape(k, r).mean(1).numpy()
+            for i in range(k):
+                _, viol, _ = classify_fixes(torch.full((len(drawn[i]),), int(cands[i]), dtype=torch.int64),
+                                            torch.as_tensor(access[drawn[i]]), self.rank)
+                violation[i] = viol.to(torch.float64).mean().item()
         allowed = violation <= cfg.max_violation
         if not allowed.any():
             allowed = violation == violation.min()
