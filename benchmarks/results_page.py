@@ -346,8 +346,8 @@ def readme_block(facts: dict) -> str:
         cells_of = _planned_cells(planned)
         if all(c in cells_of for c in cells):
             n = sorted({cells_of[c]["episodes"] for c in cells})
-            rows.append((f"`pretrained:{name}` planned, told each cell's length (`evaluate --plan --plan-told-length`: "
-                         f"a belief and rollouts on the native engine each step; real CybORG, "
+            rows.append((f"`pretrained:{name}` planned, told each cell's length (`evaluate --plan --plan-told-length "
+                         f"--plan-particles 256`: a belief and rollouts on the native engine each step; real CybORG, "
                          f"{'/'.join(f'{k:,}' for k in n)} episodes per cell; CAGE2's own loop tells an agent nothing, "
                          "and the length-unknown planner is not yet measured on real CybORG)",
                          _versus_winner(cells_of, winner, cells),
@@ -431,8 +431,8 @@ def page(facts: dict) -> str:
             cols[("cyborg", "planned", None)] = _planned_cells(planned)
         out += [f"### `pretrained:{name}`", "",
                 f"Source: {src} (`eval_native`, `eval_cyborg`)"
-                + (f"; planned, told each cell's length (`evaluate --plan --plan-told-length`: a belief and rollouts "
-                   f"on the native engine each step): "
+                + (f"; planned, told each cell's length (`evaluate --plan --plan-told-length --plan-particles 256`: "
+                   f"a belief and rollouts on the native engine each step): "
                    + ", ".join(f"`{f}`" for f in planned["files"]) if planned else "")
                 + "; played "
                 + ("unconstrained (`--workflow none`)." if card.get("eval_workflow") in (None, "none")
