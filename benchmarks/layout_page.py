@@ -26,6 +26,16 @@ Where each part of the package lives: one row per module, its docstring's one-li
 sim -> envs -> rl -> search -> runs -> cli (`tests/test_layers.py`). Back to the [README](../README.md); the
 measurements: [benchmarks/README.md](../benchmarks/README.md).
 
+Where to start, one file each:
+
+| question | file |
+|---|---|
+| where does a run's folder get checked (lock, overwrite, resume, what may be replaced)? | `workflow_rl/runs/rundir.py`, with the file rules in `workflow_rl/files.py` |
+| what does each job do (train, evaluate, search, replay), callable from Python? | `workflow_rl/runs/` (`examples/python_api.py` runs them) |
+| how does the agent pick an action? | `workflow_rl/rl/actor.py` (`make_act` in `workflow_rl/rl/planning/planner.py` is the public entry) |
+| where is the engine's fidelity to real CybORG tested? | `tests/sim/test_fidelity.py` |
+| where is a device resolved and checked? | `workflow_rl/devices.py` |
+
 | module | what it is |
 |---|---|
 """
@@ -34,7 +44,7 @@ TAIL = """
 
 | folder | what it is |
 |---|---|
-| `examples/` | another library's training loop on the envs (Stable-Baselines3 PPO, plain torch), run by the tests |
+| `examples/` | another library's training loop on the envs (Stable-Baselines3 PPO, plain torch) and every job from Python, run by the tests |
 | `docs/` | one page per topic, linked from the README; `docs/results.md` and this page are generated |
 | `benchmarks/` | one question, one command, one results folder (`benchmarks/README.md`); the repository's tools |
 | `tests/` | the suite, mirroring the package; `pytest -m "not slow"` is the inner loop, `make test` runs all |
