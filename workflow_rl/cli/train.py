@@ -49,7 +49,8 @@ def add_train(sub) -> None:
                         "agent under a workflow) instead of a fresh initialisation; a fresh optimiser and schedule; "
                         "needs the same --hidden and memory flags")
     t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
-    t.add_argument("--eval-episodes", type=ranged("eval_episodes", "train"), default=1000, help="held-out evaluation episodes (0: skip)")
+    t.add_argument("--eval-episodes", type=ranged("eval_episodes", "train"), default=1000,
+                   help="held-out evaluation episodes (0: skip)")
     t.add_argument("--eval-length", type=episode_length, default=100)
     t.add_argument("--eval-engine", default="native", choices=ENGINES)
     t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")
