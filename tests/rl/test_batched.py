@@ -315,3 +315,49 @@ def test_a_slot_waits_at_its_claim_and_trains_on_when_it_grows(tmp_path):
     assert a.stop_reason == "budget" and not a.waiting and a.most_episodes() == 40
     ck = load_checkpoint(tmp_path / "a" / "checkpoints" / "latest.pt")
     assert ck["counters"]["total_episodes"] == 40 and ck["counters"]["stop_reason"] == "budget"
+
+
+class _Killed(BaseException):
+    """Stands for kill -9: nothing after it runs."""
+
+
+@pytest.mark.slow
+def test_seeds_killed_after_any_checkpoint_or_batch_state_resume_identically(tmp_path, monkeypatch):
+    """``train --seeds`` killed just after each checkpoint or batch-state write in turn resumes to the uninterrupted
+    run's weights and logs. Failed before: killed between a seed's checkpoint and the batch state, the resume found
+    them at different updates and went on with fresh episodes (``rl.trainer.reconcile_staged`` now)."""
+    from workflow_rl.rl import seeds as batched
+    from workflow_rl.rl import trainer as trainer_module
+
+    cfg = _cfg(max_episodes=4, checkpoint_every=1)
+    batched.train_seeds(cfg, 2, tmp_path / "full", progress=False)
+    nth = 1
+    while True:
+        done = []
+        with monkeypatch.context() as m:
+            for owner in (trainer_module, batched):   # the seeds' checkpoints, the batch state
+                original = owner.atomic_save
+
+                def wrote(obj, path, _original=original):
+                    _original(obj, path)
+                    done.append(path.name)
+                    if len(done) == nth:
+                        raise _Killed
+
+                m.setattr(owner, "atomic_save", wrote)
+            try:
+                batched.train_seeds(cfg, 2, tmp_path / f"k{nth}", progress=False)
+                break
+            except _Killed:
+                pass
+        # killed before the first batch state: nothing was committed, so there is nothing to resume (a resume
+        # says so: no checkpoint) and the run starts again
+        resume = (tmp_path / f"k{nth}" / "seed_0" / "checkpoints" / "latest.pt").exists()
+        batched.train_seeds(cfg, 2, tmp_path / f"k{nth}", resume=resume, progress=False)
+        for i in range(2):
+            a, b = (tmp_path / d / f"seed_{i}" for d in ("full", f"k{nth}"))
+            ka, kb = (load_checkpoint(p / "checkpoints" / "latest.pt")["agent"] for p in (a, b))
+            assert all(torch.equal(ka[k], kb[k]) for k in ka), f"killed after write {nth} ({done[-1]}): seed {i}"
+            assert [r["mean100"] for r in _log(b)] == [r["mean100"] for r in _log(a)], f"write {nth}: seed {i}"
+        nth += 1
+    assert nth > 4

@@ -16,7 +16,7 @@ from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.rl.resumable import check_resumable, check_snapshot
 from workflow_rl.rl.runlog import mean_or_nan, progress_bar
-from workflow_rl.rl.trainer import BatchedTrainer
+from workflow_rl.rl.trainer import BatchedTrainer, reconcile_staged
 
 
 def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = False, progress: bool = True,
@@ -31,12 +31,14 @@ def train_seeds(cfg: TrainConfig, n_seeds: int, out: str | Path, resume: bool = 
     out = Path(out)
     cks = [None] * n_seeds
     if resume:   # every checkpoint and the batch state checked before any seed's config or log is rewritten
+        _reconcile(out, cfg, n_seeds)
         for i in range(n_seeds):
             path = out / f"seed_{i}" / "checkpoints" / "latest.pt"
             cks[i] = load_checkpoint(path, cfg.device)
             check_resumable(cks[i], cfg, path)
         check_batch_file(out, cfg, [ck["counters"]["update"] for ck in cks])
     bt = BatchedTrainer(cfg, n_seeds)
+    bt.stage_saves()   # the seeds' checkpoints become latest.pt with the batch state (_save_batch)
     try:
         for i, ck in enumerate(cks):
             slot = bt.start(i, cfg, out / f"seed_{i}", checkpoint=ck, init_agent_state=init_agent_state,
@@ -99,6 +101,16 @@ def _save_batch(bt: BatchedTrainer, out: Path) -> None:
     one generator and one vector env, so their checkpoints alone would resume on fresh env streams."""
     atomic_save({**bt.engine_snapshot(), "global_step": bt.global_step, "updates": [s.update for s in bt.slots]},
                 out / BATCH_FILE)
+    bt.commit_saves()
+
+
+def _reconcile(out: Path, cfg: TrainConfig, n_seeds: int) -> None:
+    """(resume) The seeds' staged checkpoints made to agree with the saved batch state (``reconcile_staged``)."""
+    path = out / BATCH_FILE
+    updates = load_batch_state(path, cfg.device).get("updates") if path.is_file() else None
+    committed = ({out / f"seed_{i}" / "checkpoints": u for i, u in enumerate(updates)}
+                 if isinstance(updates, list) and len(updates) == n_seeds else {})
+    reconcile_staged(out, committed)
 
 
 def _restore_batch(bt: BatchedTrainer, out: Path) -> bool:

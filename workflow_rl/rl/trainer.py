@@ -47,7 +47,7 @@ import torch
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.actor import Actor
 from workflow_rl.interrupt import GracefulInterrupt
-from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save
+from workflow_rl.rl.checkpoint import CheckpointError, RunState, atomic_save, load_checkpoint
 from workflow_rl.rl.compliance import ComplianceTracker, WorkflowWindow
 from workflow_rl.rl.config import EPISODE_WORKERS, PER_RUN, TrainConfig, divergence_message
 from workflow_rl.rl.envstep import TorchStepper
@@ -81,6 +81,21 @@ def _empty_finished() -> dict:
 
 STAGED = "next.pt"
 """A checkpoint written but not yet committed as ``latest.pt`` (``BatchedTrainer.stage_saves``)."""
+
+
+def reconcile_staged(root: Path, committed: dict[Path, int]) -> None:
+    """(resume) Finish the commit a kill cut short, or undo it, for every staged checkpoint under ``root``: one at
+    the update the saved batch state names for its folder (``committed``: checkpoint folder -> update) becomes
+    ``latest.pt`` (the state was saved, the rename not yet done); any other is newer than every saved state and is
+    removed (its run resumes from ``latest.pt``, the one the state was saved with). Either way checkpoints and batch
+    state agree, so the run resumes as if never stopped."""
+    wanted = {Path(d).resolve(): u for d, u in committed.items()}
+    for staged in sorted(Path(root).rglob(f"checkpoints/{STAGED}")):
+        d = staged.parent.resolve()
+        if wanted.get(d) == load_checkpoint(staged)["counters"]["update"]:
+            os.replace(staged, d / "latest.pt")
+        else:
+            staged.unlink()
 
 
 class BatchedTrainer:

@@ -20,7 +20,6 @@ workflow waits and none can be topped up, the newest is cut where it stands.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 from workflow_rl.rl.resumable import check_like, check_snapshot
 from workflow_rl.rl.runlog import progress_bar
-from workflow_rl.rl.trainer import STAGED, BatchedTrainer
+from workflow_rl.rl.trainer import BatchedTrainer, reconcile_staged
 from workflow_rl.search.evaluation import SearchInterrupted, initial_weights
 from workflow_rl.search.executors import SearchJob
 from workflow_rl.search.records import Proposal, Record
@@ -216,7 +215,8 @@ class BatchedExecutor:
         being saved): the seeds then continue on fresh episodes, still a valid search."""
         path = self.job.out / STATE_FILE
         snap = load_batch_state(path, self.job.cfg.train.device) if path.is_file() else None
-        reconcile_staged(self.job.out, snap)
+        reconcile_staged(self.job.out, {self.job.out / e["run_dir"] / "checkpoints": e["update"]
+                                        for e in (snap or {}).get("slots", []) if e})
         if snap is None:
             return
         for e in snap["slots"]:
@@ -311,21 +311,6 @@ class BatchedExecutor:
             self.trainer.close()
         self.props.clear()
         self.runs.clear()
-
-
-def reconcile_staged(out: Path, snap: dict | None) -> None:
-    """(resume) Finish the commit a kill cut short, or undo it: a staged checkpoint (``next.pt``) at the update the
-    saved batch state names for its run becomes ``latest.pt`` (the state was saved, the rename not yet done); any
-    other staged checkpoint is newer than every saved state and is removed (the run resumes from ``latest.pt``, the
-    one the state was saved with). Either way the checkpoints and the batch state agree, so the search resumes as
-    if never stopped."""
-    wanted = {(out / e["run_dir"] / "checkpoints").resolve(): e["update"] for e in (snap or {}).get("slots", []) if e}
-    for staged in sorted(out.rglob(f"checkpoints/{STAGED}")):
-        d = staged.parent.resolve()
-        if d in wanted and load_checkpoint(staged)["counters"]["update"] == wanted[d]:
-            os.replace(staged, d / "latest.pt")
-        else:
-            staged.unlink()
 
 
 def check_workflow_tables(enc: torch.Tensor, rank: torch.Tensor, lam: torch.Tensor) -> None:
