@@ -36,7 +36,7 @@ def test_replay_writes_one_page(tmp_path, capsys, argv):
 @pytest.mark.parametrize("argv, message", [
     (["no_such_agent"], "no checkpoint at no_such_agent and no baseline of that name"),
     (["pretrained:nope"], "no pretrained agent 'nope'"),
-    (["sleep", "--episodes", "0"], "--episodes: must be >= 1"),
+    (["sleep", "--episodes", "0"], "--episodes: must be in 1..100,000"),
     (["sleep", "--out", "{file}/x.html"], "is a file, not a folder"),
     (["sleep", "--out", "{file}/sub/x.html"], "cannot be created"),
     (["sleep", "--out", "{dir}"], "is a folder: name a file in it"),

@@ -1,5 +1,6 @@
-"""argparse types of the numeric flags: each reads its range from the one table (``workflow_rl.ranges``), with one
-readable message per bad value."""
+"""The argparse types of the numeric flags, each reading its range from the one table.
+
+The table is ``workflow_rl.ranges``; each type gives one readable message per bad value."""
 from __future__ import annotations
 
 import argparse
