@@ -105,3 +105,13 @@ def test_a_folder_is_continued_only_with_resume_and_the_same_settings(tmp_path, 
     assert rc == 2 and "not empty" in err
     rc, _, err = run_main(["expert-iterate", "--resume", "--out", str(tmp_path / "run")], capsys)
     assert rc == 2 and "holds no expert-iteration run" in err
+
+
+def test_a_resume_with_other_settings_is_refused(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "run")]
+    assert run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, *out], capsys)[0] == 0
+    rc, _, err = run_main(["expert-iterate", "--init", "none", "--rounds", "2", *TINY, "--seed", "1", "--resume",
+                           *out], capsys)
+    assert rc == 2 and "other settings (seed" in err
+    rc, stdout, _ = run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--resume", *out], capsys)
+    assert rc == 0 and "finished its 1 rounds" in stdout

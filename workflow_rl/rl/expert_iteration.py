@@ -14,8 +14,9 @@ trained network. Each round is a pure function of the weights it starts from, th
 fresh Adam each round, every draw seeded, so a resumed run redoes a killed round exactly.
 
 The job that writes a run folder is ``workflow_rl.runs.expert_iteration``; the command ``workflow-rl
-expert-iterate``. A longer run than the tests' (CPU, about 12 ms of planning per decision with the default planner,
-so 64 episodes of 100 steps take about 80 s per round on one core)::
+expert-iterate``. A longer run than the tests' (CPU; not run here: with the default planner, measured at 11-13 ms
+of CPU per decision in ``evaluate --plan``, 64 episodes of 100 steps should take one to two minutes of planning per
+round on one core, training seconds)::
 
     workflow-rl expert-iterate --init pretrained:universal --rounds 5 --episodes-per-round 64 \\
         --episode-length 100 --red-agent mix --workflow all --none-share 0.5 --out runs/exit-universal
