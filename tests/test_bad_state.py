@@ -16,6 +16,7 @@ import torch
 from helpers import interrupting_executor, run_in_process
 from test_bad_input import ENV, TINY, _assert_one_error_line, _run_main
 
+from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.search.batched_executor import STATE_FILE
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 
@@ -565,3 +566,67 @@ def test_a_ground_truth_of_named_workflows_reads_as_their_codes(tmp_path):
         f.write('"D,E,OS,OH,U"\n')   # a row with its workflow only
     with pytest.raises(ValueError, match="is not a ground_truth.csv"):
         read_ground_truth(tmp_path / "gt.csv")
+
+
+WRITES = (("workflow_rl.rl.runlog", "RunLog.write"), ("workflow_rl.rl.trainer", "atomic_save"),
+          ("workflow_rl.search.records", "SearchState.save"), ("workflow_rl.search.search", "append_logs"),
+          ("workflow_rl.search.outputs", "atomic_json"), ("workflow_rl.search.outputs", "atomic_write"),
+          ("workflow_rl.search.batched_executor", "atomic_save"))
+"""Every way a search writes: a workflow's training-log row, its checkpoint, the search state, the search's logs
+(GP and training), its summary and answer files, and a batched search's batch state."""
+
+
+def _killing_writes(monkeypatch, nth: int) -> list[str]:
+    """Make the ``nth`` write of any kind (:data:`WRITES`) the last thing the process does: it completes, then
+    :class:`_Killed` (kill -9 just after it) ends the run. Returns the names of the writes made so far."""
+    import importlib
+
+    done = []
+    for module, name in WRITES:
+        owner = importlib.import_module(module)
+        cls, _, attr = name.rpartition(".")
+        owner = getattr(owner, cls) if cls else owner
+        original = getattr(owner, attr)
+
+        def wrote(*a, _original=original, _name=name, **k):
+            out = _original(*a, **k)
+            done.append(_name)
+            if len(done) == nth:
+                raise _Killed
+            return out
+
+        monkeypatch.setattr(owner, attr, wrote)
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [1, 2], ids=["serial", "batched"])
+def test_a_search_killed_after_any_write_resumes_to_the_uninterrupted_answer(tmp_path, monkeypatch, batch):
+    """Killed just after each of its writes in turn (each training-log row, each checkpoint, each state, log and
+    summary write), a resumed search ends with the uninterrupted one's GP log, training log, answer and final
+    weights. Failed before: a kill just after a workflow's final checkpoint resumed it for one more update with no
+    episodes left (its compliance blank, another answer); in a batched search a kill between a seed's checkpoint
+    and the batch state resumed on fresh episodes."""
+    kw = {**SEARCH, "n_envs": 2, "max_episodes": 2, "total_episodes": 8, "eval_episodes": 2, "batch_workflows": batch,
+          "checkpoint_every": 3}
+    WorkflowSearch(SearchConfig(**kw), tmp_path / "full", progress=False).run()
+    nth = 1
+    while True:
+        with monkeypatch.context() as m:
+            done = _killing_writes(m, nth)
+            try:
+                WorkflowSearch(SearchConfig(**kw), tmp_path / f"k{nth}", progress=False).run()
+                break   # the nth write is past the last one: every write was a kill point
+            except _Killed:
+                pass
+        WorkflowSearch.resume(tmp_path / f"k{nth}", progress=False).run()
+        try:
+            _same_search(tmp_path / "full", tmp_path / f"k{nth}")
+            for a in (tmp_path / "full").rglob("latest.pt"):   # every workflow's final weights
+                b = tmp_path / f"k{nth}" / a.relative_to(tmp_path / "full")
+                ka, kb = load_checkpoint(a)["agent"], load_checkpoint(b)["agent"]
+                assert ka.keys() == kb.keys() and all(torch.equal(ka[k], kb[k]) for k in ka), a
+        except AssertionError as e:
+            raise AssertionError(f"killed just after write {nth} ({done[-1]}): {e}") from None
+        nth += 1
+    assert nth > 10   # a search of two workflows writes far more than this: the kills covered it

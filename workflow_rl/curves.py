@@ -510,15 +510,13 @@ def run(cfg: CurvesConfig) -> int:
     """Per-step, per-host red access, native vs real CybORG: collect CybORG shards (resumable), then compare the
     late-window shares (Holm over hosts x levels x panels), plot each panel, and write the counts file the fidelity
     test reads (``tests/data/cyborg_curves.csv`` is a copy of ``OUT/cyborg_curves.csv``)."""
-    from workflow_rl.checks import check_int, check_seed
+    from workflow_rl.ranges import check_fields
     from workflow_rl.files import check_out_files
     from workflow_rl.resources import check_workers
     from workflow_rl.envs.names import parse_red_agent
 
-    for name in ("episodes", "shard_episodes", "native_episodes"):
-        check_int(f"--{name.replace('_', '-')}", getattr(cfg, name), 1)
-    check_workers("--workers", cfg.workers)
-    check_seed("--seed", cfg.seed)
+    check_workers("--workers", cfg.workers)   # within its range (workflow_rl/ranges.py) and the cores
+    check_fields(cfg)   # every number within its range
     policies = cfg.policies or list(POLICIES)
     unknown = sorted(set(policies) - set(POLICIES))
     if unknown:

@@ -53,8 +53,10 @@ def _read(path: str) -> str | None:
 
 def check_workers(name: str, value) -> int:
     """A count of worker processes: an integer >= 1 and at most :data:`WORKERS_PER_CORE` per usable core."""
-    check_int(name, value, 1)
-    cap = WORKERS_PER_CORE * usable_cores()
+    from workflow_rl.ranges import RANGES
+
+    check_int(name, value, RANGES["workers"].lo)
+    cap = min(WORKERS_PER_CORE * usable_cores(), RANGES["workers"].hi)
     if value > cap:
         raise ValueError(f"{name} {value:,} starts that many processes, more than {WORKERS_PER_CORE} per core of the "
                          f"{usable_cores()} this process may use: the extra ones would only wait for a core; use at "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from workflow_rl.ranges import MAX_THREADS, RANGES  # noqa: F401 (MAX_THREADS: the bound, named where it was)
 from workflow_rl.resources import usable_cores
 
 ENV_VAR = "WORKFLOW_RL_THREADS"
@@ -33,9 +34,6 @@ CPU), longer than the waits a thread without a core of its own costs each operat
 ENVS_PER_THREAD = 16_384
 """Native envs stepped at once per numba thread: about 20 ms of one core (1.2 us per env and step measured), for
 the same reason."""
-MAX_THREADS = 1024
-"""Most threads ``--threads`` or ``WORKFLOW_RL_THREADS`` may ask for: more than any machine this runs on has
-cores; torch crashes (a segmentation fault, no message) when asked for a million."""
 LIBRARY_VARS = {"torch": "OMP_NUM_THREADS", "numba": "NUMBA_NUM_THREADS"}
 """The variable each library reads for its own thread count: where the user set it, the policy leaves it alone."""
 
@@ -64,8 +62,9 @@ def parse_threads(text) -> int | str:
     value = str(text).strip().lower()
     if value in ("auto", "off"):
         return value
-    if not value.isdigit() or not 1 <= int(value) <= MAX_THREADS:
-        raise ValueError(f"threads must be a count >= 1 (at most {MAX_THREADS}), 'auto' (pick from the work and the "
+    r = RANGES["threads"]
+    if not value.isdigit() or not r.contains(int(value)):
+        raise ValueError(f"threads must be a count >= {r.lo} (at most {r.hi}), 'auto' (pick from the work and the "
                          f"cores) or 'off' (the libraries' own defaults), got {text!r}")
     return int(value)
 

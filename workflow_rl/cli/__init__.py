@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="threads torch and numba compute with: a count, 'auto' (default: from the work and the cores this "
                  "process may use; 1 for small networks and batches, so a busy machine does not slow the run "
                  "several-fold) or 'off' (the libraries' own: one per core); also $WORKFLOW_RL_THREADS")
+    from workflow_rl.cli.numbers import bind_ranges
+
+    for name, parser in sub.choices.items():   # every numeric flag reads its range from workflow_rl/ranges.py
+        bind_ranges(parser, name)
     return p
 
 
@@ -58,7 +62,7 @@ COMPUTING = ("train", "search", "evaluate", "replay", "demo", "parity", "curves"
 """The commands that compute (train, act, step engines): they take ``--threads`` (``workflow_rl.threads``)."""
 
 
-def thread_count(text: str):
+def thread_count(text: str):   # its range: ranges.RANGES["threads"], read by parse_threads
     """argparse type of ``--threads``: ``threads.parse_threads``, its message as argparse's."""
     from workflow_rl.threads import parse_threads
 
@@ -66,6 +70,9 @@ def thread_count(text: str):
         return parse_threads(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("threads ")) from None
+
+
+thread_count.range_key = "threads"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,13 +41,21 @@ def _value_type(hint):
     return hint
 
 
-def argparse_kind(hint, default) -> dict:
+def argparse_kind(hint, default, name: str | None = None) -> dict:
+    """How argparse reads a field of type ``hint``: a number's type is its range's (``ranges.RANGES[name]``), parsed
+    here and checked by its config's ``validate()`` (a KeyError where the table has no range for it)."""
+    from workflow_rl.cli.numbers import Ranged
+    from workflow_rl.ranges import key
+
     tp = _value_type(hint)
     if tp is bool:
         return {"action": argparse.BooleanOptionalAction if default else "store_true"}
+    nargs = {}
     if typing.get_origin(tp) in (tuple, list):
-        return {"nargs": "+", "type": typing.get_args(tp)[0]}
-    return {"type": tp}
+        nargs, tp = {"nargs": "+"}, typing.get_args(tp)[0]
+    if tp in (int, float):
+        return {**nargs, "type": Ranged(key(name), tp, check=False)}
+    return {**nargs, "type": tp}
 
 
 def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
@@ -62,7 +70,7 @@ def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
         default = defaults[f.name]
         extra = {k: f.metadata[k] for k in ("choices", "metavar") if k in f.metadata}
         group.add_argument(flag(f.name), dest=f.name, default=default, help=docs.get(f.name, "").replace("%", "%%"),
-                           **argparse_kind(hints[f.name], default), **extra)
+                           **argparse_kind(hints[f.name], default, f.name), **extra)
         names.append(f.name)
     return names
 

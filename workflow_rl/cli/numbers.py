@@ -1,46 +1,75 @@
-"""argparse types for the flags that are not config settings: one readable message per bad value."""
+"""argparse types of the numeric flags: each reads its range from the one table (``workflow_rl.ranges``), with one
+readable message per bad value."""
 from __future__ import annotations
 
 import argparse
 
-from workflow_rl.checks import MAX_BENCH_CYBORG_STEPS, MAX_BENCH_REPEATS, MAX_EPISODE_LENGTH, MAX_EPISODES, MAX_SEED
+from workflow_rl.ranges import RANGES, key
 
 
-def number(cast, ok, requirement: str):
-    """An argparse type: ``cast`` the text and check ``ok``, with one readable message for each failure."""
-    def parse(text: str):
+class Ranged:
+    """argparse type of a numeric flag whose range is ``RANGES[key]``: the text cast to the range's kind and, with
+    ``check``, checked against it (``must be in 1..100 (why), got 2147483648``). A config setting's flag
+    (``cli.flags``) is not checked here but by its config's ``validate()``, which reads the same entry and is what
+    the Python API and state files pass through too. Without a key (``positive_int``...), ``build_parser`` binds
+    the type to its flag's entry (:func:`bind_ranges`)."""
+
+    def __init__(self, key: str | None = None, kind: type | None = None, check: bool = True):
+        self.range_key, self.check = key, check
+        self.kind = kind or (RANGES[key].kind if key else int)
+        self.__name__ = self.kind.__name__   # argparse's "invalid int value"
+
+    def bind(self, name: str, command: str | None) -> "Ranged":
+        return Ranged(key(name, command), self.kind, self.check)
+
+    def __call__(self, text: str):
+        if not self.check:
+            return self.kind(text)   # a ValueError: argparse's own "invalid int value"
         try:
-            v = cast(text)
+            v = self.kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") \
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if self.kind is int else 'a number'}") \
                 from None
-        if not ok(v):
-            raise argparse.ArgumentTypeError(f"must be {requirement}, got {v}")
+        if self.range_key is not None:
+            r = RANGES[self.range_key]
+            if not r.contains(v):
+                raise argparse.ArgumentTypeError(f"must be in {r.text()} ({r.why}), got {v}")
         return v
 
-    return parse
+
+def ranged(name: str, command: str | None = None) -> Ranged:
+    """The argparse type of setting ``name`` (of ``command``, where it has its own entry)."""
+    return Ranged(key(name, command))
 
 
-positive_int = number(int, lambda v: v >= 1, ">= 1")
-positive_float = number(float, lambda v: v > 0, "> 0")
-non_negative_int = number(int, lambda v: v >= 0, ">= 0")
-seed_int = number(int, lambda v: 0 <= v <= MAX_SEED, f"in 0..{MAX_SEED} (a 64-bit seed)")
-episode_length = number(int, lambda v: 1 <= v <= MAX_EPISODE_LENGTH,
-                        f"in 1..{MAX_EPISODE_LENGTH} (the engines count steps in 32 bits)")
-episode_count = number(int, lambda v: 1 <= v <= MAX_EPISODES,
-                       f"in 1..{MAX_EPISODES:,} (no evaluation needs more episodes per cell)")
-bench_repeats = number(int, lambda v: 1 <= v <= MAX_BENCH_REPEATS,
-                       f"in 1..{MAX_BENCH_REPEATS} (the median stops moving after a few dozen)")
-bench_cyborg_steps = number(int, lambda v: 1 <= v <= MAX_BENCH_CYBORG_STEPS,
-                            f"in 1..{MAX_BENCH_CYBORG_STEPS:,} (minutes of CybORG per cell)")
+positive_int = Ranged()
+"""A count, bound to its flag's range by ``build_parser``."""
+positive_float = Ranged(kind=float)
+"""A number, bound to its flag's range by ``build_parser``."""
+seed_int = ranged("seed")
+episode_length = ranged("episode_length")
+episode_count = ranged("episodes")
+
+
+def bind_ranges(parser: argparse.ArgumentParser, command: str) -> None:
+    """Give every numeric flag of ``command``'s ``parser`` its table entry: an unbound :class:`Ranged` or a plain
+    ``int``/``float`` type becomes its flag's (a KeyError naming the fix where the table has none)."""
+    for action in parser._actions:
+        if isinstance(action.type, Ranged) and action.type.range_key is None:
+            action.type = action.type.bind(action.dest, command)
+        elif action.type in (int, float):
+            action.type = Ranged(key(action.dest, command), action.type)
 
 
 def worker_count(text: str) -> int:
     """argparse type of a count of worker processes: ``resources.check_workers`` (at most a few per usable core)."""
     from workflow_rl.resources import check_workers
 
-    v = number(int, lambda v: v >= 1, ">= 1")(text)
+    v = ranged("workers")(text)
     try:
         return check_workers("", v)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e).strip()) from None
+
+
+worker_count.range_key = "workers"

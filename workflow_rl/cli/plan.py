@@ -29,7 +29,7 @@ def add_plan_flags(parser, switch: bool = True) -> None:
     for f in dataclasses.fields(PlanConfig):
         g.add_argument("--plan-" + f.name.replace("_", "-"), dest=PREFIX + f.name, default=getattr(d, f.name),
                        help=docs.get(f.name, "").replace("%", "%%") + " (default %(default)s)",
-                       **argparse_kind(hints[f.name], getattr(d, f.name)))
+                       **argparse_kind(hints[f.name], getattr(d, f.name), PREFIX + f.name))
 
 
 def plan_settings(args):

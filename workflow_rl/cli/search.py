@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
-from workflow_rl.cli.numbers import positive_float, positive_int
+from workflow_rl.cli.numbers import ranged
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.files import check_out_dir
 from workflow_rl.rl.config import flag
@@ -30,8 +30,8 @@ def add_search(sub) -> None:
     g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", type=ray_address,
                    help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "
                         "ADDRESS joins a cluster (e.g. ray://head:10001)")
-    g.add_argument("--ray-workers", type=positive_int, default=2, help="workflows trained at once")
-    g.add_argument("--ray-cpus-per-task", type=positive_float, default=1.0)
+    g.add_argument("--ray-workers", type=ranged("ray_workers"), default=2, help="workflows trained at once")
+    g.add_argument("--ray-cpus-per-task", type=ranged("ray_cpus_per_task"), default=1.0)
     g.set_defaults(func=cmd_search, config_names=names)
 
 

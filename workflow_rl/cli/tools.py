@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from workflow_rl import threads
 from workflow_rl.files import check_out_file, check_out_files, written_by
-from workflow_rl.cli.numbers import bench_cyborg_steps, bench_repeats, episode_count, positive_int, seed_int
+from workflow_rl.cli.numbers import episode_count, ranged, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
 
@@ -144,7 +144,7 @@ def cmd_cyborg_setup(args) -> int:
 def add_tools(sub) -> None:
     """The subcommands around the main job: demo, parity, curves, bench, compare, cyborg-setup."""
     d = sub.add_parser("demo", help="scripted defender on native envs vs B_line and Meander (returns, speed)")
-    d.add_argument("--n-envs", type=positive_int, default=4096)
+    d.add_argument("--n-envs", type=ranged("n_envs"), default=4096)
     d.add_argument("--episodes", type=episode_count, default=8192, help="episodes per red agent")
     d.add_argument("--policy", default="restore_compromised")
     d.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
@@ -177,20 +177,20 @@ def add_tools(sub) -> None:
                                      "native kernel over batch sizes, both red agents (native.*)")
     b.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES),
                    help="which tables to write (default both): engines (every mode), native (the kernel alone)")
-    b.add_argument("--sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8, 16],
+    b.add_argument("--sizes", nargs="+", type=ranged("sizes"), default=[1, 2, 4, 8, 16],
                    help="engines table: n_envs per mode (native modes also run 256, 4096, 65536)")
     b.add_argument("--modes", nargs="+", default=None,
                    choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
                             "native-cpu", "native-cuda"])
     b.add_argument("--red-agent", default="B_lineAgent")
-    b.add_argument("--cyborg-steps", type=bench_cyborg_steps, default=400,
+    b.add_argument("--cyborg-steps", type=ranged("cyborg_steps"), default=400,
                    help="vector steps x n_envs per CybORG cell (native table: steps of its one CybORG process)")
-    b.add_argument("--repeats", type=bench_repeats, default=3, help="native cells: median of this many runs")
-    b.add_argument("--native-sizes", nargs="+", type=positive_int, default=list(KERNEL_SIZES),
+    b.add_argument("--repeats", type=ranged("repeats"), default=3, help="native cells: median of this many runs")
+    b.add_argument("--native-sizes", nargs="+", type=ranged("native_sizes"), default=list(KERNEL_SIZES),
                    help="native table: batch sizes of the numba kernel")
-    b.add_argument("--native-min-steps", type=positive_int, default=KERNEL_MIN_STEPS,
+    b.add_argument("--native-min-steps", type=ranged("native_min_steps"), default=KERNEL_MIN_STEPS,
                    help="native table: env-steps per timed run (at least 20 steps)")
-    b.add_argument("--cuda-sizes", nargs="*", type=positive_int, default=list(CUDA_SIZES),
+    b.add_argument("--cuda-sizes", nargs="*", type=ranged("cuda_sizes"), default=list(CUDA_SIZES),
                    help="native table: batch sizes of the CUDA kernel, timed where torch sees a GPU; none to skip")
     b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
     b.add_argument("--scenario", default=None)

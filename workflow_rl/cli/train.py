@@ -5,7 +5,7 @@ from pathlib import Path
 
 from workflow_rl.checks import flag
 from workflow_rl.cli.flags import add_flags, inherit_settings, settings
-from workflow_rl.cli.numbers import episode_length, non_negative_int, positive_int
+from workflow_rl.cli.numbers import episode_length, ranged
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
@@ -36,7 +36,7 @@ def add_train(sub) -> None:
     t.add_argument("--recipe", default=None, choices=list(RECIPES), metavar="NAME",
                    help="train with a named recipe's settings (flags you type win): " + "; ".join(
                        f"{r.name}: {r.about}" for r in RECIPES.values()).replace("%", "%%") + " (docs/training.md)")
-    t.add_argument("--seeds", type=positive_int, default=1, metavar="N",
+    t.add_argument("--seeds", type=ranged("seeds"), default=1, metavar="N",
                    help="train N independent seeds (--seed, --seed+1, ...) in one batch; runs go to RUN_DIR/seed_i "
                         "and summary.json reports the spread across seeds")
     t.add_argument("--out", default="runs/train", help="run directory (RUN_DIR)")
@@ -50,7 +50,8 @@ def add_train(sub) -> None:
                         "agent under a workflow) instead of a fresh initialisation; a fresh optimiser and schedule; "
                         "needs the same --hidden and memory flags")
     t.add_argument("--no-progress", action="store_true", help="print a line per update instead of a progress bar")
-    t.add_argument("--eval-episodes", type=non_negative_int, default=1000, help="held-out evaluation episodes (0: skip)")
+    t.add_argument("--eval-episodes", type=ranged("eval_episodes", "train"), default=1000,
+                   help="held-out evaluation episodes (0: skip)")
     t.add_argument("--eval-length", type=episode_length, default=100)
     t.add_argument("--eval-engine", default="native", choices=ENGINES)
     t.add_argument("--eval-sampled", action="store_true", help="evaluate the sampled policy instead of greedy")

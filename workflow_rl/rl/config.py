@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from workflow_rl.checks import (ValidatedOnce, check_episode_length, check_float, check_int,  # noqa: F401
                                 check_seed, check_types, flag)
+from workflow_rl.ranges import RANGES, check, check_fields
 from workflow_rl.resources import check_memory, check_workers, gib  # noqa: F401
 from workflow_rl.envs.factory import engine_bytes_per_env
 from workflow_rl import devices
@@ -45,15 +46,15 @@ def check_choices(config) -> None:
             raise ValueError(f"unknown {flag(f.name)} {value!r}: use one of {', '.join(map(str, options))}")
 
 
-MAX_LEARNING_RATE = 1.0
+MAX_LEARNING_RATE = RANGES["learning_rate"].hi
 """Largest ``--learning-rate``: Adam moves each weight by about the step size per step whatever the gradient, so
 above 1 the tanh layers saturate within a few steps and the weights run to inf and NaN (PPO's step sizes are
 1e-5 to 1e-3; 1e30 trained to NaN weights and wrote them as the run's checkpoint)."""
-MAX_REWARD_SCALE = 100.0
+MAX_REWARD_SCALE = RANGES["reward_scale"].hi
 """Largest ``--reward-scale``: CAGE2's rewards reach about -13 per step, so at 100 the returns the critic learns
 reach 1e5 and its squared error 1e10, still finite in float32 (the scale exists to bring returns near 1: 0.1 for
 the shipped agents); 1e30 made the value loss inf, then NaN."""
-MAX_ALIGNMENT_LAMBDA = 10_000.0
+MAX_ALIGNMENT_LAMBDA = RANGES["alignment_lambda"].hi
 """Largest ``--alignment-lambda``: the bonus sums to lambda x the episode's compliance, so 10,000 already
 outweighs the worst CAGE2 return (about -1,300 over 100 steps) several times over (the shipped agents use 10 to
 30); 1e30 made the value loss NaN."""
@@ -175,55 +176,29 @@ class TrainConfig(ValidatedOnce):
         trained on."""
         check_types(self)
         check_types(self.ppo)
+        check_fields(self)   # every number within its range (workflow_rl/ranges.py), PPO's too
+        check_fields(self.ppo)
         parse_red_agent(self.red_agent)
         self.mixture()
         check_choices(self)
-        for name in ("n_envs", "update_every_steps", "max_episodes", "checkpoint_every"):
-            check_int(flag(name), getattr(self, name), 1)
-        check_episode_length(flag("episode_length"), self.episode_length)
-        for name in ("min_episodes", "min_fixes", "post_gate_episodes"):
-            check_int(flag(name), getattr(self, name), 0)
-        for name in ("num_episodes", "n_workers"):
-            if getattr(self, name) is not None:
-                check_int(flag(name), getattr(self, name), 1)
         if self.n_workers is not None and self.n_workers > self.n_envs:
             raise ValueError(f"--n-workers {self.n_workers} exceeds --n-envs {self.n_envs}: a worker plays one env's "
                              "episodes at a time, so the others would only sit idle; use at most --n-envs workers")
-        check_seed(flag("seed"), self.seed)
         if self.vectorization == EPISODE_WORKERS and self.update_every_steps != self.episode_length:
             raise ValueError("episode workers return whole episodes: use update-every-steps = episode-length")
-        check_float(flag("compliance_threshold"), self.compliance_threshold, 0.0, 1.0, lo_open=True)
-        check_float(flag("alignment_lambda"), self.alignment_lambda, 0.0, MAX_ALIGNMENT_LAMBDA)
         self._validate_ppo()
 
-    MAX_HIDDEN = 2**20
-    """The widest hidden layer: two layers of it are 4 TiB of float32 weights, beyond any machine. Wider is a typo
-    or an edited checkpoint config (``hidden [10**9]``), refused where settings are checked, before anything is
-    allocated; narrower but too big for this machine is the memory check's (``check_memory``) to refuse."""
     MAX_LAYERS = 16
     """The most hidden layers: the project trains two."""
 
     def _validate_ppo(self) -> None:
-        """PPO's settings: finite, in range, and no more minibatches than one update has transitions."""
+        """PPO's settings beyond their ranges (checked by ``validate_settings``): no more layers than
+        :data:`MAX_LAYERS`, an opening shorter than an episode, no more minibatches than one update has transitions."""
         p = self.ppo
-        check_float(flag("learning_rate"), p.learning_rate, 0.0, MAX_LEARNING_RATE, lo_open=True)
-        for name in ("gamma", "gae_lambda"):
-            check_float(flag(name), getattr(p, name), 0.0, 1.0)
-        for name in ("clip_coef", "max_grad_norm"):
-            check_float(flag(name), getattr(p, name), 0.0, lo_open=True)
-        check_float(flag("reward_scale"), p.reward_scale, 0.0, MAX_REWARD_SCALE, lo_open=True)
-        for name in ("ent_coef", "vf_coef"):
-            check_float(flag(name), getattr(p, name), 0.0)
-        check_int(flag("update_epochs"), p.update_epochs, 1)
         if len(p.hidden) > self.MAX_LAYERS:
             raise ValueError(f"--hidden lists {len(p.hidden)} layers, more than {self.MAX_LAYERS}: give fewer")
-        for h in p.hidden:
-            check_int(flag("hidden"), h, 1, self.MAX_HIDDEN)
-        check_int(flag("num_minibatches"), p.num_minibatches, 1)
         if p.mask_decoys and not p.decoy_memory:
             raise ValueError("--mask-decoys reads the decoy memory: add --decoy-memory")
-        for a in p.opening:
-            check_int(flag("opening"), a, 0, N_ACTIONS - 1)
         if len(p.opening) >= self.episode_length:
             raise ValueError(f"--opening has {len(p.opening)} actions, an episode {self.episode_length} steps: the "
                              "policy would never act; give fewer")
@@ -251,7 +226,7 @@ class TrainConfig(ValidatedOnce):
         if self.vectorization == EPISODE_WORKERS:
             raise ValueError("training across workflows steps one vector env: use --vectorization sync (or pipes, "
                              "shared_memory), not episodes")
-        check_float(flag("none_share"), self.none_share, 0.0, 1.0)
+        check("none_share", self.none_share)
         if self.none_share >= 1.0:
             raise ValueError("--none-share 1 plays no workflow at all: use --workflow none, or a share below 1")
         return WorkflowMix.parse(self.workflow, self.hold_out, self.none_share)

@@ -79,6 +79,10 @@ def _empty_finished() -> dict:
             "workflow_id": []}
 
 
+STAGED = "next.pt"
+"""A checkpoint written but not yet committed as ``latest.pt`` (``BatchedTrainer.stage_saves``)."""
+
+
 class BatchedTrainer:
     """``n_slots`` runs stepped and updated together; ``start`` a run in a free slot between episodes, ``update``
     trains the listed slots for one PPO update, ``run_round`` trains every occupied slot up to the next episode
@@ -133,6 +137,8 @@ class BatchedTrainer:
         """per env, its episode memory (``--decoy-memory``, ``--red-memory``; ``rl.memory``), or None."""
         self.global_step = 0
         self.slots: list[Slot | None] = [None] * self.q
+        self.staged: list[Path] | None = None
+        """With staging on (``stage_saves``): the checkpoint folders whose ``next.pt`` awaits ``commit_saves``."""
         self._rollout_buffers: dict[tuple[int, int], dict] = {}
         self.segments = GraphCache(cfg.cuda_graphs and self.stepper is not None and self.stepper.device_only,
                                    generators=(self.gen,))
@@ -195,6 +201,9 @@ class BatchedTrainer:
         self.lam[rows] = cfg.alignment_lambda if slot.conditioned else 0.0
         if checkpoint is not None:
             trim_log(out / "training_log.csv", slot.update)
+            # a checkpoint written as the run stopped (a kill before its caller recorded the stop) stops again at
+            # once under the same limits: no further update, which would train on with no episode left to play
+            slot.stop_reason = stop_rule(cfg, int(slot.episodes_per_env.min()), slot.total_episodes, slot.gate_at)
         write_config(out, cfg)
         self.slots[k] = slot
         return slot
@@ -524,11 +533,29 @@ class BatchedTrainer:
                                self.engine_snapshot() if engine else None)
 
     def save(self, k: int, engine: bool = False) -> Path:
+        """Slot ``k``'s checkpoint: ``latest.pt``, or with staging on ``next.pt`` until :meth:`commit_saves`."""
         s = self.slots[k]
-        path = s.ckpt_dir / "latest.pt"
+        path = s.ckpt_dir / (STAGED if self.staged is not None else "latest.pt")
         atomic_save(self.checkpoint(k, engine), path)
         s.saved_update = s.update
+        if self.staged is not None and s.ckpt_dir not in self.staged:
+            self.staged.append(s.ckpt_dir)
         return path
+
+    def stage_saves(self) -> None:
+        """From now on checkpoints are written as ``next.pt`` and become ``latest.pt`` only at
+        :meth:`commit_saves`: a caller that saves state of its own beside them (a batched search's batch state)
+        commits both together, so a kill between the two never leaves checkpoints newer than that state
+        (:func:`reconcile_staged` finishes or undoes a commit a kill cut short)."""
+        self.staged = []
+
+    def commit_saves(self) -> None:
+        """Every staged checkpoint becomes its folder's ``latest.pt`` (each an atomic rename)."""
+        for d in self.staged or ():
+            if (d / STAGED).exists():
+                os.replace(d / STAGED, d / "latest.pt")
+        if self.staged is not None:
+            self.staged = []
 
     def _checkpoint_due(self, s: Slot) -> bool:
         return s.update // s.cfg.checkpoint_every > s.saved_update // s.cfg.checkpoint_every

@@ -12,6 +12,7 @@ from pathlib import Path
 from workflow_rl import threads
 from workflow_rl.files import check_out_dir, file_version
 from workflow_rl.interrupt import Terminated
+from workflow_rl.ranges import check_fields
 from workflow_rl.runs.rundir import RunDirLock, check_run_folder, remove_run
 from workflow_rl.search.config import SearchConfig
 
@@ -53,6 +54,7 @@ def report_line(out: Path) -> str:
 def search(cfg: SearchConfig | None, run: SearchRun) -> SearchResult:
     """Run (or with ``run.resume`` continue) a search: every setting and the state file checked before the folder
     is touched, then the search under the folder's lock, one process per folder."""
+    check_fields(run)   # --ray-workers, --ray-cpus-per-task (workflow_rl/ranges.py)
     name = "--resume" if run.resume else "--out"
     if run.resume:
         check_out_dir(name, run.out)

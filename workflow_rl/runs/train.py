@@ -13,6 +13,7 @@ from workflow_rl import threads
 from workflow_rl.checks import check_seed
 from workflow_rl.files import check_out_dir, check_out_files
 from workflow_rl.rl.checkpoint import load_checkpoint
+from workflow_rl.ranges import check_fields
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.devices import engine_device
 from workflow_rl.runs.engines import engine_opts
@@ -62,6 +63,7 @@ def train(cfg: TrainConfig, run: TrainRun) -> TrainResult:
     from workflow_rl.rl.schedule import check_first_update
 
     cfg.validate_once()
+    check_fields(run, command="train")   # --seeds, --eval-episodes, --eval-length (workflow_rl/ranges.py)
     check_first_update(cfg)
     init = None if run.init_checkpoint is None else starting_weights(run.init_checkpoint, cfg.ppo, cfg.device)
     out = check_out_dir("--out", run.out)

@@ -20,6 +20,7 @@ workflow waits and none can be topped up, the newest is cut where it stands.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 from workflow_rl.rl.resumable import check_like, check_snapshot
 from workflow_rl.rl.runlog import progress_bar
-from workflow_rl.rl.trainer import BatchedTrainer
+from workflow_rl.rl.trainer import STAGED, BatchedTrainer
 from workflow_rl.search.evaluation import SearchInterrupted, initial_weights
 from workflow_rl.search.executors import SearchJob
 from workflow_rl.search.records import Proposal, Record
@@ -90,6 +91,7 @@ class BatchedExecutor:
         seed_cfg = cfg.train_config(wf, cfg.train.budget)   # each seed's cap; its share of the claim bounds it
         if self.trainer is None:
             self.trainer = BatchedTrainer(seed_cfg, self.q * self.k)
+            self.trainer.stage_saves()   # committed with the batch state (_save_state)
             self._load_state()
         if self._restore is not None and not any((it, seed) in self._places for seed in range(self.k)):
             self._apply_restore()   # dispatched after the state was saved: it enters the batch as it was then
@@ -205,6 +207,7 @@ class BatchedExecutor:
                      "wf_enc": t.wf_enc.clone(), "rank": t.rank.clone(), "lam": t.lam.clone(),
                      "members": t.agents.flat.detach().clone(), "slots": slots, "stalled": self._stalled,
                      "returned": returned, "submitted": self._submitted}, self.job.out / STATE_FILE)
+        t.commit_saves()
         self._trained = False
 
     def _load_state(self) -> None:
@@ -212,9 +215,10 @@ class BatchedExecutor:
         ``_apply_restore``; none where it is missing or belongs to other checkpoints (killed while a state was
         being saved): the seeds then continue on fresh episodes, still a valid search."""
         path = self.job.out / STATE_FILE
-        if not path.is_file():
+        snap = load_batch_state(path, self.job.cfg.train.device) if path.is_file() else None
+        reconcile_staged(self.job.out, snap)
+        if snap is None:
             return
-        snap = load_batch_state(path, self.job.cfg.train.device)
         for e in snap["slots"]:
             ck = self.job.out / e["run_dir"] / "checkpoints" / "latest.pt" if e else None
             if e and (load_checkpoint(ck)["counters"]["update"] if ck.is_file() else 0) != e["update"]:
@@ -307,6 +311,21 @@ class BatchedExecutor:
             self.trainer.close()
         self.props.clear()
         self.runs.clear()
+
+
+def reconcile_staged(out: Path, snap: dict | None) -> None:
+    """(resume) Finish the commit a kill cut short, or undo it: a staged checkpoint (``next.pt``) at the update the
+    saved batch state names for its run becomes ``latest.pt`` (the state was saved, the rename not yet done); any
+    other staged checkpoint is newer than every saved state and is removed (the run resumes from ``latest.pt``, the
+    one the state was saved with). Either way the checkpoints and the batch state agree, so the search resumes as
+    if never stopped."""
+    wanted = {(out / e["run_dir"] / "checkpoints").resolve(): e["update"] for e in (snap or {}).get("slots", []) if e}
+    for staged in sorted(out.rglob(f"checkpoints/{STAGED}")):
+        d = staged.parent.resolve()
+        if d in wanted and load_checkpoint(staged)["counters"]["update"] == wanted[d]:
+            os.replace(staged, d / "latest.pt")
+        else:
+            staged.unlink()
 
 
 def check_workflow_tables(enc: torch.Tensor, rank: torch.Tensor, lam: torch.Tensor) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.checks import ValidatedOnce, check_episode_length, check_float, check_int, check_types, flag
+from workflow_rl.checks import ValidatedOnce, check_int, check_types, flag
+from workflow_rl.ranges import check_fields, numeric_fields
 from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.config import TrainConfig, check_choices, one_of
 from workflow_rl.rl.schedule import check_first_update
-from workflow_rl.workflow import Workflow, all_workflows
+from workflow_rl.workflow import Workflow
 
 SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25, "post_gate_episodes": 40}
 """Where a search trains differently from ``workflow-rl train`` by default, and the only place that says so:
@@ -183,16 +184,9 @@ class SearchConfig(ValidatedOnce):
         """Every setting usable before the first workflow trains (a bad checkpoint fails now, not an hour in)."""
         check_types(self)
         check_choices(self)
-        check_int(flag("total_episodes"), self.total_episodes, 1)
-        if self.gp_beta is not None:
-            check_float(flag("gp_beta"), self.gp_beta, 0.0)
-        for name in ("eval_episodes", "batch_workflows", "seeds_per_workflow"):
-            check_int(flag(name), getattr(self, name), 1)
-        check_int(flag("n_init"), self.n_init, 1, len(all_workflows()))   # a design of more would be cut silently
-        check_float(flag("pick_margin"), self.pick_margin, 0.0, 1.0)
-        check_episode_length(flag("eval_length"), self.eval_length)
-        if self.max_iterations is not None:
-            check_int(flag("max_iterations"), self.max_iterations, 1)
+        # every number within its range (workflow_rl/ranges.py; --universal-fraction's by check_universal below,
+        # which says what it is a share of); the training's by tcfg.validate() below
+        check_fields(self, [n for n in numeric_fields(SearchConfig) if n != "universal_fraction"])
         if self.init_checkpoint is not None:
             starting_weights(self.init_checkpoint, self.train.ppo)
         if self.universal_fraction is not None or self.uses_universal:

@@ -57,12 +57,13 @@ def universal_episodes(cfg) -> int:
 def check_universal(cfg) -> None:
     """Settings of a search that uses a universal agent, usable before anything trains."""
     from workflow_rl.checks import flag
+    from workflow_rl.ranges import RANGES
 
     if cfg.universal_fraction is not None:
         f = cfg.universal_fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f < 1:
-            raise ValueError(f"{flag('universal_fraction')} must be a number in (0, 1) (the share of "
-                             f"{flag('total_episodes')} that trains the universal agent), got {f!r}")
+        r = RANGES["universal_fraction"]
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not r.contains(f):
+            raise ValueError(f"{flag('universal_fraction')} must be a number in {r.text()} ({r.why}), got {f!r}")
         if cfg.init_checkpoint is not None:
             raise ValueError(f"{flag('universal_fraction')} trains the search's own universal agent, "
                              f"{flag('init_checkpoint')} gives one: drop one of them")

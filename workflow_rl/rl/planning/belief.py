@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workflow_rl.checks import check_float, check_int, check_seed
+from workflow_rl.checks import check_seed
+from workflow_rl.ranges import check
 from workflow_rl.envs.native_env import red_kind_weights
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
@@ -45,8 +46,8 @@ class BeliefConfig:
     official_bugs: bool = True
 
     def validate(self) -> BeliefConfig:
-        check_int("--plan-particles", self.particles, 1, 1 << 20)
-        check_float("--plan-mismatch-penalty", self.mismatch_penalty, 0.0, lo_open=True)
+        check("plan_particles", self.particles)   # the ranges of --plan-particles and --plan-mismatch-penalty
+        check("plan_mismatch_penalty", self.mismatch_penalty)
         red_kind_weights(self.red_agent)   # a ValueError naming the accepted names
         return self
 

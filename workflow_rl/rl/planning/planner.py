@@ -23,6 +23,7 @@ import torch
 
 from workflow_rl.checks import check_bool, check_episode_length, check_float, check_int, check_seed, check_types
 
+from workflow_rl.ranges import check_fields
 from workflow_rl.resources import check_memory
 from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.envs.factory import engine_bytes_per_env
@@ -108,15 +109,7 @@ class PlanConfig:
     def validate(self) -> PlanConfig:
         """This config, or one ValueError naming the flag and the fix."""
         check_types(self, lambda f: "--plan-" + f.replace("_", "-"))
-        check_int("--plan-top-k", self.top_k, 1, T.N_ACTIONS)
-        check_int("--plan-horizon", self.horizon, 0, 10_000)
-        check_int("--plan-rollouts", self.rollouts, 1, 1 << 20)
-        check_int("--plan-max-rollouts", self.max_rollouts, 0, 1 << 20)
-        check_int("--plan-fix-candidates", self.fix_candidates, 0, 2 * T.N_HOSTS)
-        check_float("--plan-max-violation", self.max_violation, 0.0, 1.0)
-        check_float("--plan-min-gain", self.min_gain, 0.0)
-        check_float("--plan-gamma", self.gamma, 0.0, 1.0)
-        check_float("--plan-value-scale", self.value_scale, 0.0)
+        check_fields(self, spell=lambda f: "--plan-" + f.replace("_", "-"), prefix="plan_")   # workflow_rl/ranges.py
         self.belief().validate()
         self.check_memory(1)
         return self
