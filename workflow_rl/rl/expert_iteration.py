@@ -98,6 +98,9 @@ class ExpertConfig:
     def validate(self) -> ExpertConfig:
         """This config, or one ValueError naming the flag and the fix."""
         check_types(self)
+        from workflow_rl.ranges import check_fields
+
+        check_fields(self)   # every number within its range of the one table (workflow_rl/ranges.py)
         if not self.init.strip():
             raise ValueError("--init is empty: name a shipped agent (pretrained:universal), a checkpoint file or none")
         check_int(flag("rounds"), self.rounds, 1, 100_000)
