@@ -145,6 +145,14 @@ RANGES: dict[str, Range] = {
     "plan_min_gain": Range(0.0, 1000.0, "standard errors; at 1000 nothing ever replaces the policy's choice", float),
     "plan_gamma": Range(0.0, 1.0, "a discount", float),
     "plan_value_scale": Range(0.0, 10_000.0, "1 / the agent's reward scale (10 for the shipped agents)", float),
+    # ------------------------------------------------------------------------- ExpertConfig (expert-iterate)
+    "rounds": Range(1, 100_000, "rounds of play-then-train; each plays and trains minutes at most"),
+    "episodes_per_round": Range(1, 1_000_000, "planned episodes per round; the memory check bounds their beliefs"),
+    "epochs": Range(1, 10_000, "passes over one round's decisions"),
+    "minibatch": Range(1, 10**9, "decisions per gradient step"),
+    "kl_coef": Range(0.0, 1e6, "a loss weight", float),
+    "value_coef": Range(0.0, 1e6, "a loss weight", float),
+    "held_out": Range(0.0, 0.9, "a share of the round's episodes; some must stay to train on", float),
     # ---------------------------------------------------------------------------- CurvesConfig (curves) and tools
     "episodes": _episodes,
     "native_episodes": _episodes,

@@ -30,6 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from workflow_rl.cli.evaluate import add_evaluate
+    from workflow_rl.cli.expert import add_expert
     from workflow_rl.cli.replay import add_replay
     from workflow_rl.cli.search import add_search
     from workflow_rl.cli.tools import add_tools
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_search(sub)
     add_tools(sub)
     add_replay(sub)
+    add_expert(sub)
     for name in COMPUTING:
         sub.choices[name].add_argument(
             "--threads", type=thread_count, default=None, metavar="N",
@@ -56,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-COMPUTING = ("train", "search", "evaluate", "replay", "demo", "parity", "curves", "bench")
+COMPUTING = ("train", "search", "evaluate", "replay", "demo", "parity", "curves", "bench", "expert-iterate")
 """The commands that compute (train, act, step engines): they take ``--threads`` (``workflow_rl.threads``)."""
 
 
@@ -117,18 +119,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def job(argv: list[str]):
-    """What a ``train``, ``search``, ``evaluate`` or ``replay`` command line stands for, without running it: the
-    arguments of the ``workflow_rl.runs`` function that runs it (``(TrainConfig, TrainRun)``, ``(SearchConfig,
-    SearchRun)``, ``(EvaluateConfig,)``, ``(ReplayConfig,)``), for scripts that build runs from flags
-    (benchmarks/studies) and call the job functions themselves."""
+    """What a ``train``, ``search``, ``evaluate``, ``replay`` or ``expert-iterate`` command line stands for, without
+    running it: the arguments of the ``workflow_rl.runs`` function that runs it (``(TrainConfig, TrainRun)``,
+    ``(SearchConfig, SearchRun)``, ``(EvaluateConfig,)``, ``(ReplayConfig,)``, ``(ExpertConfig, ExpertRun)``), for
+    scripts that build runs from flags (benchmarks/studies) and call the job functions themselves."""
     from workflow_rl.cli.evaluate import evaluate_config
+    from workflow_rl.cli.expert import expert_job
     from workflow_rl.cli.replay import replay_config
     from workflow_rl.cli.search import search_job
     from workflow_rl.cli.train import train_job
 
     args = parse(argv)
     jobs = {"train": train_job, "search": search_job, "evaluate": lambda a: (evaluate_config(a),),
-            "replay": lambda a: (replay_config(a),)}
+            "replay": lambda a: (replay_config(a),), "expert-iterate": expert_job}
     if args.command not in jobs:
         raise ValueError(f"{args.command} is no job of workflow_rl.runs: use one of {', '.join(jobs)}")
     return jobs[args.command](args)

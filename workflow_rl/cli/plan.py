@@ -13,16 +13,18 @@ from workflow_rl.cli.flags import argparse_kind, field_docs
 PREFIX = "plan_"
 
 
-def add_plan_flags(parser) -> None:
-    """Add the group to ``parser`` (its values are read back by :func:`plan_settings`)."""
+def add_plan_flags(parser, switch: bool = True) -> None:
+    """Add the group to ``parser`` (its values are read back by :func:`plan_settings`); ``switch``: with the
+    ``--plan`` flag itself (``evaluate``'s; a command that always plans, ``expert-iterate``, has none)."""
     from workflow_rl.rl.planning.planner import PlanConfig
 
     g = parser.add_argument_group("planning (belief + rollouts with the native engine as the model; "
                                   "planning/planner.py)")
-    g.add_argument("--plan", action="store_true",
-                   help="also play the agent planned at each step (a 'planned' mode beside greedy/sampled); the "
-                        "planner is not told the episode's length, as CAGE2's own evaluation loop tells an agent "
-                        "nothing")
+    if switch:
+        g.add_argument("--plan", action="store_true",
+                       help="also play the agent planned at each step (a 'planned' mode beside greedy/sampled); the "
+                            "planner is not told the episode's length, as CAGE2's own evaluation loop tells an agent "
+                            "nothing")
     hints, docs, d = typing.get_type_hints(PlanConfig), field_docs(PlanConfig), PlanConfig()
     for f in dataclasses.fields(PlanConfig):
         g.add_argument("--plan-" + f.name.replace("_", "-"), dest=PREFIX + f.name, default=getattr(d, f.name),
@@ -32,9 +34,10 @@ def add_plan_flags(parser) -> None:
 
 def plan_settings(args):
     """The validated PlanConfig of the parsed flags, or None without ``--plan`` (a ValueError naming the flag for a
-    bad setting: 0 particles, a top-k above 145, a negative horizon...)."""
+    bad setting: 0 particles, a top-k above 145, a negative horizon...); always the config where the parser has no
+    ``--plan`` switch."""
     from workflow_rl.rl.planning.planner import PlanConfig
 
     config = PlanConfig(**{f.name: getattr(args, PREFIX + f.name) for f in dataclasses.fields(PlanConfig)})
     config.validate()   # checked even without --plan: a typo'd setting is not silently unused
-    return config if args.plan else None
+    return config if getattr(args, "plan", True) else None

@@ -1,0 +1,117 @@
+"""Expert iteration (``rl.expert_iteration``, ``runs.expert_iteration``, ``workflow-rl expert-iterate``) at tiny
+sizes: a few 10-step episodes planned with 4 particles, 2 rollouts, horizon 2."""
+import csv
+
+import pytest
+import torch
+from helpers import run_main
+
+from workflow_rl.rl.expert_iteration import ExpertConfig, agreement, play_round, train_round
+from workflow_rl.rl.planning.planner import PlanConfig
+from workflow_rl.runs.expert_iteration import ExpertRun, expert_iterate, initial_checkpoint
+
+TINY_PLAN = PlanConfig(particles=4, rollouts=2, horizon=2)
+TINY = ["--episodes-per-round", "4", "--episode-length", "10", "--plan-particles", "4", "--plan-rollouts", "2",
+        "--plan-horizon", "2", "--threads", "1"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(**kw) -> ExpertConfig:
+    return ExpertConfig(**{"episodes_per_round": 4, "episode_length": 10, "plan": TINY_PLAN, **kw})
+
+
+def test_one_round_writes_its_log_and_a_checkpoint_evaluate_loads(tmp_path, capsys):
+    rc, out, err = run_main(["expert-iterate", "--init", "pretrained:universal", "--rounds", "1", *TINY,
+                             "--out", str(tmp_path / "run")], capsys)
+    assert rc == 0, err
+    assert "round 1/1: 4 episodes" in out
+    rows = list(csv.DictReader(open(tmp_path / "run" / "rounds.csv")))
+    assert len(rows) == 1 and rows[0]["round"] == "1" and rows[0]["episodes"] == "4"
+    assert int(rows[0]["decisions"]) == 4 * (10 - 3)   # the universal agent's 3-step opening is not planned
+    assert {"agree_train_before", "agree_train_after", "agree_held_out_before", "agree_held_out_after",
+            "mean_return", "compliance", "planner_overrides"} <= rows[0].keys()
+    for name in ("latest.pt", "round_1.pt"):
+        assert (tmp_path / "run" / "checkpoints" / name).is_file()
+    rc, out, err = run_main(["evaluate", str(tmp_path / "run" / "checkpoints" / "latest.pt"), "--episodes", "2",
+                             "--lengths", "10", "--red-agents", "B_lineAgent", "--workflow", "none", "--mode",
+                             "greedy", "--out", str(tmp_path / "ev"), "--threads", "1"], capsys)
+    assert rc == 0, err
+    assert (tmp_path / "ev" / "evaluation.json").is_file()
+
+
+def test_training_raises_agreement_with_the_planners_choices():
+    """From random weights the planner overrides the greedy policy often; after training the network picks the
+    planner's choice on more of the training decisions than before (a check that fails if training does not learn
+    the choices: wrong target, wrong inputs, masks, or no step)."""
+    cfg = tiny(init="none", episodes_per_round=6, held_out=0.0, epochs=60, learning_rate=3e-3, kl_coef=0.0)
+    ck = initial_checkpoint(cfg)
+    from workflow_rl.rl.checkpoint import agent_from_checkpoint
+
+    agent = agent_from_checkpoint(ck, "cpu")
+    data = play_round(agent, cfg, 0, 0.99, 0.1)
+    rows = torch.arange(data.decisions)
+    assert data.decisions == 6 * (10 - 3) and bool(data.mask[rows, data.action].all())   # choices are allowed
+    assert data.x.shape == (data.decisions, agent.actor[0].in_features)
+    assert ((data.candidates[:, 0] == data.greedy).all())
+    before = agreement(agent, data, rows)
+    assert before < 0.9   # random weights: the planner overrides its greedy choice often
+    stats = train_round(agent, data, cfg, 0)
+    assert stats["agree_train_before"] == pytest.approx(before)
+    assert stats["agree_train_after"] > before + 0.1
+    assert agreement(agent, data, rows) == pytest.approx(stats["agree_train_after"])
+
+
+def test_a_resumed_run_ends_with_the_weights_of_an_unbroken_one(tmp_path):
+    cfg = tiny(init="none", rounds=2, epochs=2)
+    straight = expert_iterate(cfg, ExpertRun(out=tmp_path / "straight"))
+    first = expert_iterate(tiny(init="none", rounds=1, epochs=2), ExpertRun(out=tmp_path / "part"))
+    assert len(first.rows) == 1
+    resumed = expert_iterate(cfg, ExpertRun(out=tmp_path / "part", resume=True))
+    a = torch.load(straight.checkpoint, weights_only=False)
+    b = torch.load(resumed.checkpoint, weights_only=False)
+    assert a["agent"].keys() == b["agent"].keys()
+    assert all(torch.equal(a["agent"][k], b["agent"][k]) for k in a["agent"])
+    strip = [[{k: v for k, v in r.items() if k != "seconds"} for r in rows] for rows in (straight.rows, resumed.rows)]
+    assert strip[0] == strip[1] and len(strip[0]) == 2
+    assert (tmp_path / "part" / "rounds.csv").read_text().count("\n") == 3   # header and both rounds
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--rounds", "0"], "--rounds must be in"),
+    (["--episodes-per-round", "1"], "--held-out"),
+    (["--learning-rate", "0"], "--learning-rate must be > 0"),
+    (["--workflow", "X,Y"], "error:"),
+    (["--red-agent", "nobody"], "error:"),
+    (["--plan-particles", "0"], "--plan-particles"),
+    (["--init", "no-such-file.pt"], "no checkpoint at"),
+])
+def test_bad_settings_are_one_error_line(tmp_path, capsys, argv, says):
+    rc, out, err = run_main(["expert-iterate", *argv, "--out", str(tmp_path / "run")], capsys)
+    assert rc == 2 and err.startswith("error:") and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_folder_is_continued_only_with_resume_and_the_same_settings(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "mine.txt").write_text("x")
+    rc, _, err = run_main(["expert-iterate", "--out", str(tmp_path / "run")], capsys)
+    assert rc == 2 and "not empty" in err
+    rc, _, err = run_main(["expert-iterate", "--resume", "--out", str(tmp_path / "run")], capsys)
+    assert rc == 2 and "holds no expert-iteration run" in err
+
+
+def test_a_resume_with_other_settings_is_refused(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "run")]
+    assert run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, *out], capsys)[0] == 0
+    rc, _, err = run_main(["expert-iterate", "--init", "none", "--rounds", "2", *TINY, "--seed", "1", "--resume",
+                           *out], capsys)
+    assert rc == 2 and "other settings (seed" in err
+    rc, stdout, _ = run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--resume", *out], capsys)
+    assert rc == 0 and "finished its 1 rounds" in stdout

@@ -1,0 +1,362 @@
+"""Expert iteration: the network learns the planner's choices, and the planner then plans with the better network.
+
+Each decision of :class:`~workflow_rl.rl.planning.planner.Planner` searches (belief particles, rollouts of each
+candidate) and is otherwise thrown away. A round here keeps it: (a) :func:`play_round` plays episodes on the native
+engine with the planner choosing every step after the agent's opening, each env under a workflow drawn per episode
+(or none, as the universal agent was trained: ``none_share``), recording for each planned decision the policy input
+the network sees (observation, that episode's workflow encoding, episode memory), the action mask the memory implies,
+the planner's choice, its candidates with their mean rollout returns, and the step's reward; (b) :func:`train_round`
+trains the network towards the choices -- cross-entropy on the chosen action, a KL term that keeps it near the
+round's starting policy, and the value head towards the observed discounted returns (scaled, bootstrapped at the
+time limit, as PPO's critic learns them) -- and reports agreement (the network's greedy action equals the planner's
+choice) on the training episodes and on held-out episodes, before and after; (c) the next round plans with the
+trained network. Each round is a pure function of the weights it starts from, the settings and (seed, round): a
+fresh Adam each round, every draw seeded, so a resumed run redoes a killed round exactly.
+
+The job that writes a run folder is ``workflow_rl.runs.expert_iteration``; the command ``workflow-rl
+expert-iterate``. A longer run than the tests' (CPU; not run here: with the default planner, measured at 11-13 ms
+of CPU per decision in ``evaluate --plan``, 64 episodes of 100 steps should take one to two minutes of planning per
+round on one core, training seconds)::
+
+    workflow-rl expert-iterate --init pretrained:universal --rounds 5 --episodes-per-round 64 \\
+        --episode-length 100 --red-agent mix --workflow all --none-share 0.5 --out runs/exit-universal
+    workflow-rl evaluate runs/exit-universal/checkpoints/latest.pt --workflow none --out runs/exit-eval
+
+(the planner settings are the ``--plan-*`` flags of ``evaluate --plan``; ``--resume`` continues after the last
+finished round). A GPU does not help: the planner computes on the CPU (``planner.on_cpu``).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types, flag
+from workflow_rl.envs.native_env import NativeVectorEnv, red_kind_weights
+from workflow_rl.rl.compliance import classify_fixes
+from workflow_rl.rl.memory import MASKED
+from workflow_rl.rl.planning.belief import ParticleBelief
+from workflow_rl.rl.planning.planner import PlanConfig, Planner, _sub_seed
+from workflow_rl.rl.ppo import Agent
+from workflow_rl.sim import tables as T
+from workflow_rl.workflow import Workflow, is_workflow_list, parse_workflow_arg, parse_workflow_list
+
+RANDOM_INIT = "none"
+"""``--init none``: random weights, in the network the universal recipe trains (``rl.recipes``)."""
+
+
+@dataclass(frozen=True)
+class ExpertConfig:
+    """Everything an expert-iteration run depends on (saved as expert_iteration.json); flags of ``workflow-rl
+    expert-iterate``, the planner's the ``--plan-*`` flags."""
+
+    init: str = "pretrained:universal"
+    """the network the first round plans with: a shipped agent (pretrained:NAME), a checkpoint file, or 'none' for
+    random weights in the universal recipe's network (256 256, decoy memory with masks, the winner's opening)"""
+    rounds: int = 3
+    """rounds of play-then-train; each ends with a checkpoint (a resumed run may raise it to go on)"""
+    episodes_per_round: int = 32
+    """planned episodes played per round, all envs stepped together; the round's training data (less the held-out
+    share)"""
+    episode_length: int = 100
+    """steps per episode (CAGE2's longest cell, the one the shipped agent's opening and memory were trained for)"""
+    red_agent: str = "mix"
+    """red agent or mixture the episodes are played against (one drawn per episode), as the universal agent trained"""
+    workflow: str = "all"
+    """the workflows episodes are played under: a list ('all', 'named', ';'-separated), one per episode drawn
+    uniformly, or one workflow, or 'none' (unconstrained); each episode's workflow encoding is in the inputs trained
+    on, and the planner keeps its compliance limit under it (--plan-max-violation), so compliance is learnt too"""
+    none_share: float = 0.5
+    """the share of episodes played with no workflow (zero encoding), as the universal agent was trained (its
+    --none-share): without it the network would unlearn unconstrained play; ignored with --workflow none"""
+    epochs: int = 4
+    """passes over the round's training decisions; few, as the data are one round's and the KL term anchors the rest"""
+    minibatch: int = 256
+    """decisions per gradient step"""
+    learning_rate: float = 1e-4
+    """Adam step size (a fresh Adam each round); small, as the network starts from a good policy"""
+    kl_coef: float = 0.1
+    """weight of KL(round's starting policy || network) over all actions: keeps the policy near the one whose
+    rollouts scored the candidates (the planner's choice is the argmax; the rest of the distribution stays)"""
+    value_coef: float = 0.5
+    """weight of the value head's squared error to the observed returns (PPO's --vf-coef); 0: leave the critic"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip (PPO's)"""
+    held_out: float = 0.25
+    """share of each round's episodes left out of training, on which agreement with the planner is reported (0: none)"""
+    seed: int = 0
+    """seeds the episodes, the workflow draws, the planner, the split and the minibatches of every round; episodes use
+    their own stream, never the evaluation's (rl.evaluate.EVAL_SEED)"""
+    plan: PlanConfig = field(default_factory=PlanConfig)
+    """the planner that plays the episodes (its defaults: those of evaluate --plan)"""
+
+    def validate(self) -> ExpertConfig:
+        """This config, or one ValueError naming the flag and the fix."""
+        check_types(self)
+        from workflow_rl.ranges import check_fields
+
+        check_fields(self)   # every number within its range of the one table (workflow_rl/ranges.py)
+        if not self.init.strip():
+            raise ValueError("--init is empty: name a shipped agent (pretrained:universal), a checkpoint file or none")
+        check_int(flag("rounds"), self.rounds, 1, 100_000)
+        check_int(flag("episodes_per_round"), self.episodes_per_round, 1, 1_000_000)
+        check_episode_length(flag("episode_length"), self.episode_length)
+        red_kind_weights(self.red_agent)
+        self.workflows()
+        check_float(flag("none_share"), self.none_share, 0.0, 1.0)
+        check_int(flag("epochs"), self.epochs, 1, 10_000)
+        check_int(flag("minibatch"), self.minibatch, 1)
+        check_float(flag("learning_rate"), self.learning_rate, 0.0, 1.0, lo_open=True)
+        for name in ("kl_coef", "value_coef"):
+            check_float(flag(name), getattr(self, name), 0.0, 1e6)
+        check_float(flag("max_grad_norm"), self.max_grad_norm, 0.0, lo_open=True)
+        check_float(flag("held_out"), self.held_out, 0.0, 0.9)
+        if self.held_out > 0 and self.episodes_per_round < 2:
+            raise ValueError(f"--held-out {self.held_out:g} needs at least 2 episodes per round (one to train on, one "
+                             "held out): raise --episodes-per-round, or --held-out 0")
+        check_seed(flag("seed"), self.seed)
+        if not isinstance(self.plan, PlanConfig):
+            raise ValueError(f"plan={self.plan!r}: use a PlanConfig")
+        self.plan.validate()
+        self.plan.check_memory(self.episodes_per_round)   # a belief per env of the round
+        return self
+
+    def workflows(self) -> tuple[Workflow, ...]:
+        """The workflows episodes draw from (empty: every episode unconstrained)."""
+        if is_workflow_list(self.workflow):
+            return parse_workflow_list(self.workflow)
+        w = parse_workflow_arg(self.workflow)
+        return () if w is None else (w,)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ExpertConfig:
+        d = dict(d)
+        return cls(**{**d, "plan": PlanConfig(**d.get("plan", {}))})
+
+
+def episode_workflows(cfg: ExpertConfig, round_: int) -> list[Workflow | None]:
+    """The workflow (None: unconstrained) of each episode of round ``round_``: episode i's own stream
+    ``(seed, round, i)``, none with probability ``none_share``, else one of :meth:`ExpertConfig.workflows`
+    uniformly."""
+    pool = cfg.workflows()
+    out = []
+    for i in range(cfg.episodes_per_round):
+        rng = np.random.default_rng([cfg.seed, 1, round_, i])
+        none = not pool or (cfg.none_share > 0 and rng.random() < cfg.none_share)
+        out.append(None if none else pool[int(rng.integers(len(pool)))])
+    return out
+
+
+def round_seed(cfg: ExpertConfig, round_: int, what: int) -> int:
+    """A seed for part ``what`` (0 episodes, 1 planner, 2 split, 3 minibatches) of round ``round_``."""
+    return int(np.random.SeedSequence([cfg.seed, 2, round_, what]).generate_state(1, np.uint64)[0] >> 1)
+
+
+@dataclass
+class RoundData:
+    """One round's planned play, decision by decision (N decisions; the opening's forced steps are not decisions)
+    and episode by episode (E episodes)."""
+
+    x: torch.Tensor
+    """(N, D) float32: the policy input the network saw (observation, the episode's workflow encoding, memory)."""
+    mask: torch.Tensor
+    """(N, 145) bool: the actions the policy may choose (impossible decoys masked by the decoy memory)."""
+    action: torch.Tensor
+    """(N,) int64: the planner's choice."""
+    greedy: torch.Tensor
+    """(N,) int64: the playing network's own greedy choice (the planner's first candidate)."""
+    candidates: torch.Tensor
+    """(N, C) int64: the candidates the planner scored, policy order first, -1 padding."""
+    candidate_returns: torch.Tensor
+    """(N, C) float64: each candidate's mean rollout return (NaN padding; 0 where the planner did not search)."""
+    value_target: torch.Tensor
+    """(N,) float32: the observed discounted return from the decision on, times the agent's reward scale, plus the
+    discounted value of the episode's last state (time-limit bootstrap): what PPO's critic learns."""
+    episode: torch.Tensor
+    """(N,) int64: the episode (0..E-1) of each decision."""
+    step: torch.Tensor
+    """(N,) int64: the step within the episode."""
+    workflow_index: np.ndarray
+    """(E,) int64: each episode's workflow (``Workflow.index``, 0..119), -1 for none."""
+    returns: np.ndarray
+    """(E,) float64: each episode's (undiscounted, environment) return."""
+    violations: np.ndarray
+    """(E,) int64: fixes violating the episode's workflow (0 for unconstrained episodes)."""
+    fixes: np.ndarray
+    """(E,) int64: counted fixes (compliant or violating) under the episode's workflow."""
+
+    @property
+    def decisions(self) -> int:
+        return int(self.action.shape[0])
+
+
+def play_round(agent: Agent, cfg: ExpertConfig, round_: int, gamma: float, reward_scale: float) -> RoundData:
+    """Round ``round_``'s episodes played by the planner with ``agent`` (see the module docstring): all
+    ``episodes_per_round`` envs of one :class:`NativeVectorEnv` stepped together, each env planned on its own
+    belief, as ``make_act``'s planned ``act`` plans a batch (one :class:`Planner` per workflow; the episode's memory
+    and belief start blank)."""
+    E, L = cfg.episodes_per_round, cfg.episode_length
+    wfs = episode_workflows(cfg, round_)
+    planners: dict = {}
+    planner_seed = round_seed(cfg, round_, 1)
+    for w in wfs:
+        if w not in planners:
+            planners[w] = Planner(agent, w, cfg.plan, planner_seed, official_bugs=True)
+    actors = [planners[w].actor for w in wfs]
+    env = NativeVectorEnv(E, red_kind_weights(cfg.red_agent), L, seed=round_seed(cfg, round_, 0))
+    obs, info = env.reset()
+    access = info["red_access"]
+    beliefs = [ParticleBelief(cfg.plan.belief(True), _sub_seed(planner_seed, i)) for i in range(E)]
+    mems = [a.reset(1) for a in actors]
+    rewards = np.zeros((L, E))
+    rec = {k: [] for k in ("x", "mask", "action", "greedy", "cands", "rets", "episode", "step")}
+    violations, fixes = np.zeros(E, np.int64), np.zeros(E, np.int64)
+    last = None
+    for t in range(L):
+        o = torch.as_tensor(obs, dtype=torch.float32)
+        actions = np.zeros(E, np.int64)
+        for i in range(E):
+            if t:
+                beliefs[i].update(int(last[i]), o[i].numpy())
+            actor = actors[i]
+            x = actor.inputs(o[i:i + 1], mems[i])
+            forced = actor.forced(t)
+            if forced is not None:
+                a = forced
+            else:
+                b = beliefs[i]
+                d = planners[wfs[i]].choose(b.state, b.access, b.weights, x, mems[i], (i, round_, t))
+                a = d.action
+                rec["x"].append(x[0].clone())
+                rec["mask"].append(actor.logits(x)[0] > MASKED / 2)
+                rec["action"].append(a)
+                rec["greedy"].append(int(d.candidates[0]))
+                rec["cands"].append(np.asarray(d.candidates, np.int64))
+                rec["rets"].append(np.asarray(d.returns, np.float64))
+                rec["episode"].append(i)
+                rec["step"].append(t)
+            actor.took(mems[i], torch.tensor([a]))
+            actions[i] = a
+            if wfs[i] is not None:
+                comp, viol, _ = classify_fixes(torch.tensor([a]), torch.as_tensor(access[i:i + 1]),
+                                               torch.as_tensor(wfs[i].rank))
+                violations[i] += int(viol[0])
+                fixes[i] += int(comp[0]) + int(viol[0])
+        last = actions
+        obs, r, _, trunc, info = env.step(actions)
+        rewards[t] = r
+        access = info["red_access"]
+    final = torch.as_tensor(info["final_obs"], dtype=torch.float32)   # every env ends at step L together
+    with torch.no_grad():
+        v_end = np.array([float(actors[i].value(actors[i].inputs(final[i:i + 1], mems[i]))[0]) for i in range(E)])
+    # scaled discounted return from each step on, bootstrapped with the critic's value of the last state
+    togo = np.zeros((L + 1, E))
+    togo[L] = v_end
+    for t in reversed(range(L)):
+        togo[t] = reward_scale * rewards[t] + gamma * togo[t + 1]
+    ep, st = np.asarray(rec["episode"], np.int64), np.asarray(rec["step"], np.int64)
+    width = max((len(c) for c in rec["cands"]), default=1)
+    cands = np.full((len(ep), width), -1, np.int64)
+    rets = np.full((len(ep), width), np.nan)
+    for j, (c, v) in enumerate(zip(rec["cands"], rec["rets"])):
+        cands[j, :len(c)], rets[j, :len(v)] = c, v
+    D = agent.actor[0].in_features
+    return RoundData(
+        x=torch.stack(rec["x"]) if rec["x"] else torch.zeros((0, D)),
+        mask=torch.stack(rec["mask"]) if rec["mask"] else torch.zeros((0, T.N_ACTIONS), dtype=torch.bool),
+        action=torch.as_tensor(rec["action"], dtype=torch.int64),
+        greedy=torch.as_tensor(rec["greedy"], dtype=torch.int64),
+        candidates=torch.as_tensor(cands), candidate_returns=torch.as_tensor(rets),
+        value_target=torch.as_tensor(togo[st, ep], dtype=torch.float32),
+        episode=torch.as_tensor(ep), step=torch.as_tensor(st),
+        workflow_index=np.array([-1 if w is None else w.index for w in wfs], np.int64),
+        returns=rewards.sum(0), violations=violations, fixes=fixes)
+
+
+def split_episodes(cfg: ExpertConfig, round_: int, episodes: int) -> np.ndarray:
+    """(E,) bool: the episodes held out of round ``round_``'s training (a seeded ``held_out`` share, at least one
+    when the share is above 0, never all)."""
+    held = np.zeros(episodes, bool)
+    if cfg.held_out > 0 and episodes > 1:
+        n = min(episodes - 1, max(1, int(round(cfg.held_out * episodes))))
+        held[np.random.default_rng(round_seed(cfg, round_, 2)).permutation(episodes)[:n]] = True
+    return held
+
+
+def agreement(agent: Agent, data: RoundData, rows: torch.Tensor) -> float:
+    """The share of ``rows`` (indices into ``data``) where the network's greedy action is the planner's choice
+    (NaN for no rows)."""
+    if len(rows) == 0:
+        return float("nan")
+    with torch.no_grad():
+        return float((agent.logits(data.x[rows]).argmax(-1) == data.action[rows]).float().mean())
+
+
+def train_round(agent: Agent, data: RoundData, cfg: ExpertConfig, round_: int) -> dict:
+    """Train ``agent`` in place towards the planner's choices of ``data`` (module docstring): its held-out episodes
+    (:func:`split_episodes`) left out; returns the round's statistics (agreement before and after on the training
+    and held-out decisions, the last epoch's mean losses)."""
+    held = torch.as_tensor(split_episodes(cfg, round_, len(data.returns)))[data.episode]
+    train_rows = torch.nonzero(~held).squeeze(1)
+    held_rows = torch.nonzero(held).squeeze(1)
+    stats = {"decisions": data.decisions, "train_decisions": len(train_rows), "held_out_decisions": len(held_rows),
+             "agree_train_before": agreement(agent, data, train_rows),
+             "agree_held_out_before": agreement(agent, data, held_rows)}
+    old = copy.deepcopy(agent).eval()
+    for p in old.parameters():
+        p.requires_grad_(False)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    gen = torch.Generator().manual_seed(round_seed(cfg, round_, 3))
+    n = len(train_rows)
+    losses = {"ce_loss": [], "kl": [], "value_loss": []}
+    for _ in range(cfg.epochs if n else 0):
+        perm = train_rows[torch.randperm(n, generator=gen)]
+        losses = {k: [] for k in losses}
+        for start in range(0, n, cfg.minibatch):
+            idx = perm[start:start + cfg.minibatch]
+            x, a = data.x[idx], data.action[idx]
+            logp = torch.log_softmax(agent.logits(x), -1)
+            ce = -logp.gather(1, a[:, None]).mean()
+            with torch.no_grad():
+                old_logp = torch.log_softmax(old.logits(x), -1)
+            kl = (old_logp.exp() * (old_logp - logp)).sum(-1).mean()
+            v_loss = 0.5 * ((agent.value(x) - data.value_target[idx]) ** 2).mean()
+            loss = ce + cfg.kl_coef * kl + cfg.value_coef * v_loss
+            if not torch.isfinite(loss):
+                raise ValueError(f"expert iteration diverged in round {round_ + 1} (a non-finite loss): lower "
+                                 f"--learning-rate (now {cfg.learning_rate:g})")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            for k, v in zip(losses, (ce, kl, v_loss)):
+                losses[k].append(float(v.detach()))
+    stats.update({k: float(np.mean(v)) if v else float("nan") for k, v in losses.items()})
+    stats["agree_train_after"] = agreement(agent, data, train_rows)
+    stats["agree_held_out_after"] = agreement(agent, data, held_rows)
+    return stats
+
+
+def round_row(round_: int, data: RoundData, stats: dict) -> dict:
+    """The log row of a finished round: what was played (episodes, decisions, mean return, compliance of the
+    constrained episodes' fixes, how often the planner overrode the greedy choice) and what training did."""
+    counted = int(data.fixes.sum())
+    constrained = data.workflow_index >= 0
+    return {"round": round_ + 1, "episodes": len(data.returns), "constrained_episodes": int(constrained.sum()),
+            "mean_return": float(data.returns.mean()),
+            "compliance": float(1 - data.violations.sum() / counted) if counted else float("nan"),
+            "planner_overrides": float((data.action != data.greedy).float().mean()) if data.decisions else
+            float("nan"), **stats}
+
+
+def finite_or_none(v):
+    """A log value as JSON keeps it (NaN as None)."""
+    return None if isinstance(v, float) and math.isnan(v) else v
