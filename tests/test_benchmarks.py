@@ -278,6 +278,11 @@ def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
     for cell in res["cells"].values():
         (g, _), (p, _), (d, _) = cell["greedy"], cell["planned_true_state"], cell["difference"]
         assert d == pytest.approx(p - g) and g <= 0 and p <= 0
+    assert res["length_known"] is False and res["agent"] == "pretrained:universal"   # play_true_state: never told
+    for L in (6, 10):   # the per-episode returns, to pair with a compare run's
+        for key, m in (("greedy", "greedy"), ("planned_true_state", "planned_true_state")):
+            x = res["cell_returns"][m][str(L)]
+            assert len(x) == 2 and sum(x) / 2 == pytest.approx(res["cells"][L][key][0])
 
 
 def test_planning_calibration_bins_every_host_level_of_every_step():

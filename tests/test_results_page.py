@@ -117,3 +117,34 @@ def test_planned_cells_come_from_their_files_and_are_marked(facts):
     cell = next(line for line in report.page(changed).splitlines() if line.startswith("| Meander 30 |"))
     assert cell.endswith(f"−6.50 ± {row['ci95']:.2f} (n 400) behind |")
     assert "behind beyond noise in 1 (Meander 30)" in report.readme_block(changed)
+
+
+def test_the_limit_section_reads_its_files(facts):
+    """"The limit, per cell" (issue U): greedy, planned and true-state planned per cell from the planning study's
+    files, paired; a changed episode return in a file changes the page."""
+    import json
+
+    text = report.page(facts)
+    assert "## The limit, per cell" in text
+    for red, files in report.LIMIT.items():
+        for f in files.values():
+            assert f"`{f}`" in text, f
+        planned = json.loads((ROOT / files["planned"]).read_text())
+        truth = json.loads((ROOT / files["truth"]).read_text())
+        assert "OUT" in planned["command"] and "--length-unknown" in planned["command"]
+        for L in report.LENGTHS:
+            g, p = planned["cell_returns"]["greedy"][str(L)], planned["cell_returns"]["planned"][str(L)]
+            t = truth["cell_returns"]["planned_true_state"][str(L)]
+            row = next(line for line in text.splitlines()
+                       if line.startswith(f"| {report.RED[red]} {L} (n {len(g)}) |")).split(" | ")
+            assert row[1] == f"{report.num(sum(g) / len(g))} ± {report.mean_ci(g)[1]:.2f}"
+            assert row[3] == f"{report.num(sum(t) / len(t))} ± {report.mean_ci(t)[1]:.2f}"
+            gain = report.mean_ci([b - a for a, b in zip(g, p)])
+            assert row[4].lstrip("+") == f"{report.num(gain[0])} ± {gain[1]:.2f}"
+    assert "| six-cell sum (n 200) |" in text
+    changed = copy.deepcopy(facts)
+    changed["limit"]["RedMeanderAgent"]["returns"][100]["true_state"][0] += 100.0
+    assert report.page(changed) != text
+    row = next(line for line in report.page(changed).splitlines() if line.startswith("| Meander 100 (n 100) |"))
+    assert row != next(line for line in text.splitlines() if line.startswith("| Meander 100 (n 100) |"))
+    assert row.split(" | ")[3].startswith("−10.86 ± ")   # the true-state mean, one episode +100 over 100

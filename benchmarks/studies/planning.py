@@ -151,20 +151,27 @@ def calibration(args) -> dict:
 
 
 def truth(args) -> dict:
-    """The planner given the true state (one particle) vs greedy, paired on the same native episodes."""
+    """The planner given the true state (one particle) vs greedy, paired on the same native episodes; each cell
+    (``--lengths``) its own episodes of that length. The true-state planner is never told the episode's length
+    (``play_true_state``: rollouts play their full horizon), so its L-step cell is what a length-unknown run's
+    first L steps score; the per-episode returns (``cell_returns``) pair it with a ``compare`` run's."""
     agent, workflow = pretrained.load(args.agent)
     plan = PlanConfig(1, args.top_k, args.horizon, args.rollouts, min_gain=args.min_gain,
                       value_scale=args.value_scale, max_rollouts=args.max_rollouts).validate()
     red = parse_red_agent(args.red)
     kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
     greedy, _ = play(make_act(agent, workflow=workflow), red, args.episodes, args.episode_seed, lengths=args.lengths)
-    cells, t0 = {}, time.perf_counter()
+    cells, returns, t0 = {}, {}, time.perf_counter()
     for length in args.lengths:   # each cell its own episodes of that length, as the CLI's planned cells
         planned = play_true_state(agent, workflow, plan, kind, args.episodes, length, args.episode_seed, args.seed)
         g = greedy[length][0]
         cells[length] = {"greedy": ci(g), "planned_true_state": ci(planned), "difference": ci(planned - g)}
-    return {"red_agent": red, "episodes": args.episodes, "plan": vars(plan), **cells[max(args.lengths)],
-            "cells": cells, "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * sum(args.lengths))}
+        returns[length] = (g.tolist(), planned.tolist())
+    return {"red_agent": red, "agent": args.agent, "episodes": args.episodes, "episode_seed": args.episode_seed,
+            "plan": vars(plan), "seed": args.seed, "length_known": False, **cells[max(args.lengths)],
+            "cells": cells, "seconds_per_decision": (time.perf_counter() - t0) / (args.episodes * sum(args.lengths)),
+            "cell_returns": {m: {str(L): r[i] for L, r in returns.items()}
+                             for i, m in enumerate(("greedy", "planned_true_state"))}}
 
 
 def figure(args) -> dict:
