@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.envs.factory import parse_red_agent
+from workflow_rl.files import atomic_write
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.workflow import Workflow
@@ -39,9 +40,11 @@ def episode_stats(fin: dict) -> dict:
 
 
 def write_config(out: Path, cfg: TrainConfig) -> None:
-    """``out/config.json``: the run's settings, as ``TrainConfig.from_dict`` reads them back."""
+    """``out/config.json``: the run's settings, as ``TrainConfig.from_dict`` reads them back. Written atomically: a
+    resume reads it as the run's marker, and a kill mid-write must not leave half of one."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    with atomic_write(out / "config.json", "w") as f:
+        f.write(json.dumps(cfg.to_dict(), indent=2, default=str))
 
 
 TB_SCALARS = ("env_reward", "alignment_bonus", "compliance", "sps", "policy_loss", "value_loss", "entropy",
@@ -105,7 +108,8 @@ def run_summary(cfg: TrainConfig, workflow: Workflow | None, episodes: int, upda
 
 def trim_log(path: Path, update: int) -> None:
     """Drop training-log rows written after ``update`` (a resumed run continues the log exactly), and a last row a
-    failed write (a full disk) cut short: rows are flushed whole, so one without its line end is incomplete."""
+    failed write (a full disk) cut short: rows are flushed whole, so one without its line end is incomplete. The
+    trimmed log replaces the old one atomically: a kill mid-rewrite must not lose the rows kept."""
     if not path.exists():
         return
     if not path.is_file():   # a FIFO or device under the log's name: reading it would wait for a writer forever
@@ -122,7 +126,7 @@ def trim_log(path: Path, update: int) -> None:
     except (ValueError, IndexError, csv.Error) as e:   # no update column, a word for a number, a short row
         raise ValueError(f"{path} is damaged ({type(e).__name__}: {e}): move it away to resume with a new log, "
                          "or start again with --overwrite") from None
-    with open(path, "w", newline="") as f:
+    with atomic_write(path, "w", newline="") as f:
         csv.writer(f).writerows(keep)
 
 
