@@ -9,8 +9,8 @@ from workflow_rl.cli.train import add_cyborg_flags
 
 def cmd_demo(args) -> int:
     """Scripted defender on native envs against B_line and Meander: returns at 30/50/100 steps and throughput
-    (:func:`workflow_rl.demo.demo`)."""
-    from workflow_rl.demo import demo
+    (:func:`workflow_rl.runs.demo.demo`)."""
+    from workflow_rl.runs.demo import demo
 
     threads.configure(threads.Work(envs=args.n_envs), args.threads)   # it steps --n-envs envs at once
     print(f"native engine, {args.n_envs} envs, defender '{args.policy}', {args.episodes} episodes per red agent")

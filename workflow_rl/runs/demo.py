@@ -1,4 +1,4 @@
-"""The demo: a scripted defender on native envs against B_line and Meander, returns and the engine's speed.
+"""``runs.demo``: a scripted defender on native envs against B_line and Meander, returns and the engine's speed.
 
 ``workflow-rl demo`` prints it; :func:`demo` returns it, one :class:`DemoRow` per red agent.
 """
