@@ -216,18 +216,22 @@ def time_cyborg_single(red: str, steps: int, scenario=None, log=print) -> float 
     return _time_sequential([env], steps, np.random.default_rng(0))
 
 
-def check_native_sizes(sizes, cuda_sizes=()) -> None:
+def check_native_sizes(sizes, cuda_sizes=(), cuda: bool | None = None) -> None:
     """Every batch the native table allocates fits in memory (this machine's for the CPU kernel, the GPU's for the
-    CUDA one), checked before the first is allocated: one line naming the flag, not numpy's or CUDA's traceback
-    after minutes of the smaller sizes."""
+    CUDA one, timed where ``cuda``, default: where torch sees a GPU), checked before the first is allocated: one
+    line naming the flag, not numpy's or CUDA's traceback after minutes of the smaller sizes."""
     from workflow_rl.devices import device_memory
     from workflow_rl.envs.factory import engine_bytes_per_env
     from workflow_rl.resources import check_memory
 
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
     per_env = engine_bytes_per_env()
     if sizes:
         check_memory(f"--native-sizes {max(sizes):,}", max(sizes) * per_env, "use smaller --native-sizes")
-    if cuda_sizes:
+    if cuda and cuda_sizes:
         check_memory(f"--cuda-sizes {max(cuda_sizes):,}", max(cuda_sizes) * per_env, "use smaller --cuda-sizes",
                      *device_memory("cuda"))
 
@@ -245,7 +249,7 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
         import torch
 
         cuda = torch.cuda.is_available()
-    check_native_sizes(sizes, cuda_sizes if cuda else ())
+    check_native_sizes(sizes, cuda_sizes, cuda)
     log(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"numba threads {numba.get_num_threads()}, python {platform.python_version()}")
     log(f"state: {N.state_bytes_per_env(N.allocate_state(1024))} bytes per env")

@@ -32,12 +32,13 @@ def add_plan_flags(parser, switch: bool = True) -> None:
                        **argparse_kind(hints[f.name], getattr(d, f.name), PREFIX + f.name))
 
 
-def plan_settings(args):
-    """The validated PlanConfig of the parsed flags, or None without ``--plan`` (a ValueError naming the flag for a
-    bad setting: 0 particles, a top-k above 145, a negative horizon...); always the config where the parser has no
-    ``--plan`` switch."""
+def plan_settings(args, planned: bool = False):
+    """The validated PlanConfig of the parsed flags, or None without ``--plan`` (or ``planned``: the command plays
+    planned anyway, as ``replay --mode planned`` does) (a ValueError naming the flag for a bad setting: 0
+    particles, a top-k above 145, a negative horizon...); always the config where the parser has no ``--plan``
+    switch."""
     from workflow_rl.rl.planning.planner import PlanConfig
 
     config = PlanConfig(**{f.name: getattr(args, PREFIX + f.name) for f in dataclasses.fields(PlanConfig)})
     config.validate()   # checked even without --plan: a typo'd setting is not silently unused
-    return config if getattr(args, "plan", True) else None
+    return config if planned or getattr(args, "plan", True) else None

@@ -4,7 +4,6 @@ The job (a few episodes of an agent, written as one HTML page to watch) is :func
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from workflow_rl.cli.evaluate import DEVICE_HELP
@@ -21,14 +20,11 @@ def replay_config(args):
     ``--plan-*`` settings)."""
     from workflow_rl.runs.replay import ReplayConfig
 
-    plan = plan_settings(args)
-    if plan is None and args.mode == "planned":
-        plan = plan_settings(argparse.Namespace(**{**vars(args), "plan": True}))
     return ReplayConfig(
         agent=args.checkpoint, workflow=args.workflow, red_agent=args.red_agent, engine=args.engine,
         episodes=args.episodes, length=args.length, mode=args.mode, seed=args.seed, device=args.device,
         vectorization=args.vectorization, parallel_start_method=args.parallel_start_method, scenario=args.scenario,
-        plan=plan, out=args.out)
+        plan=plan_settings(args, planned=args.mode == "planned"), out=args.out)
 
 
 def cmd_replay(args) -> int:

@@ -71,13 +71,6 @@ BENCH_FILES = {"engines": ("engines.md", "engines.csv", "engines.png"), "native"
 """What ``bench --out DIR`` writes into DIR, per table (``bench._write``, ``bench.run_native``)."""
 
 
-def torch_cuda() -> bool:
-    """Whether torch sees a CUDA GPU here (the native table then also times the CUDA kernel)."""
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def cmd_bench(args) -> int:
     """The engine benchmarks (``make bench`` runs this): transitions/s of every engine mode over n_envs (Markdown +
     CSV + PNG) and the native kernel's env-steps/s over batch sizes, both red agents (Markdown + CSV)."""
@@ -90,7 +83,7 @@ def cmd_bench(args) -> int:
     if "native" in tables:   # before the engines table spends its minutes
         from workflow_rl.bench import check_native_sizes
 
-        check_native_sizes(args.native_sizes, args.cuda_sizes if torch_cuda() else ())
+        check_native_sizes(args.native_sizes, args.cuda_sizes)
     if "engines" in tables and args.modes and "native-cuda" in args.modes:
         check_device_available("cuda")
     largest = max(*args.sizes, *NATIVE_SIZES, *args.native_sizes)

@@ -116,7 +116,7 @@ def _reconcile(out: Path, cfg: TrainConfig, n_seeds: int) -> None:
 def _restore_batch(bt: BatchedTrainer, out: Path) -> bool:
     """Continue the batch's engine where the seeds' checkpoints left it, so a resumed ``train --seeds`` run is
     identical to an uninterrupted one; returns False (fresh episodes, still a valid run) when the file is missing
-    or belongs to other checkpoints (a kill between the checkpoints and this file)."""
+    or belongs to other checkpoints (``_reconcile`` has already made a kill between the two agree)."""
     path = out / BATCH_FILE
     if not path.is_file():
         return False

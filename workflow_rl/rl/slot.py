@@ -12,7 +12,7 @@ from pathlib import Path
 from workflow_rl.rl.checkpoint import RunState
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.runlog import RunLog, run_summary
-from workflow_rl.rl.schedule import most_episodes
+from workflow_rl.rl.schedule import most_episodes, stop_rule
 from workflow_rl.workflow import Workflow, WorkflowMix, all_workflows
 
 
@@ -63,6 +63,11 @@ class Slot(RunState):
         bound = most_episodes(self.cfg, int(self.episodes_per_env.min()), self.total_episodes, self.gate_at,
                               self.stop_reason)
         return min(bound, self.allowance) if within_claim else bound
+
+    def apply_stop_rule(self) -> None:
+        """Decide from the counters whether the run stops (``schedule.stop_rule``): after each update, and as a run
+        continues from a checkpoint (one written as it stopped stops again at once under the same limits)."""
+        self.stop_reason = stop_rule(self.cfg, int(self.episodes_per_env.min()), self.total_episodes, self.gate_at)
 
     def at_claim(self) -> None:
         """The claim is spent: stop "budget", or wait for the claim to grow if the run ``pauses``."""

@@ -56,7 +56,7 @@ from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, trim_log, write_config
-from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update, stop_rule
+from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update
 from workflow_rl.rl.slot import Slot
 from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 from workflow_rl.workflow import Workflow
@@ -218,7 +218,7 @@ class BatchedTrainer:
             trim_log(out / "training_log.csv", slot.update)
             # a checkpoint written as the run stopped (a kill before its caller recorded the stop) stops again at
             # once under the same limits: no further update, which would train on with no episode left to play
-            slot.stop_reason = stop_rule(cfg, int(slot.episodes_per_env.min()), slot.total_episodes, slot.gate_at)
+            slot.apply_stop_rule()
         write_config(out, cfg)
         self.slots[k] = slot
         return slot
@@ -341,7 +341,7 @@ class BatchedTrainer:
         worst_ok = 1.0 if s.mix is None else (c_worst if s.window.full() else float("nan"))
         if s.gate_at is None and gate_fires(s.cfg, s.conditioned, done, counted, s.last_compliance, worst_ok):
             s.gate_at, s.gate_episodes = done, s.total_episodes
-        s.stop_reason = stop_rule(s.cfg, done, s.total_episodes, s.gate_at)
+        s.apply_stop_rule()
         if s.stop_reason is None and s.total_episodes >= s.allowance:
             s.at_claim()
         return row
@@ -569,8 +569,8 @@ class BatchedTrainer:
         for d in self.staged or ():
             if (d / STAGED).exists():
                 os.replace(d / STAGED, d / "latest.pt")
-        if self.staged is not None:
-            self.staged = []
+        if self.staged:
+            self.staged.clear()
 
     def _checkpoint_due(self, s: Slot) -> bool:
         return s.update // s.cfg.checkpoint_every > s.saved_update // s.cfg.checkpoint_every

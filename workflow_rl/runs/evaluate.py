@@ -180,7 +180,8 @@ def _modes(mode: str) -> tuple[str, ...]:
     return ("greedy", "sampled") if mode == "both" else (mode,)
 
 
-def _none_typed(workflow: str | None) -> bool:
+def none_typed(workflow: str | None) -> bool:
+    """Whether ``--workflow none`` was asked for: an agent trained across workflows then plays unconstrained."""
     return str(workflow or "").strip().lower() == "none"
 
 
@@ -209,7 +210,7 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=_modes(cfg.mode),
                                      device=cfg.device, seed=cfg.seed, plan=cfg.plan,
                                      lengths=lengths if cfg.plan_told_length else None,
-                                     none_typed=_none_typed(cfg.workflow))
+                                     none_typed=none_typed(cfg.workflow))
     if "planned" in acts and cfg.plan_told_length:
         acts["planned_told_length"] = acts.pop("planned")
     results, played = [], []

@@ -13,7 +13,7 @@ from workflow_rl import devices
 from workflow_rl.checks import check_replay_steps
 from workflow_rl.files import atomic_write, check_out_file
 from workflow_rl.runs.engines import engine_opts
-from workflow_rl.runs.evaluate import BASELINES, policies, read_files
+from workflow_rl.runs.evaluate import BASELINES, none_typed, policies, read_files
 
 MODES = ("greedy", "sampled", "planned")
 """How a trained agent acts in a replay (a baseline acts one way whatever the mode)."""
@@ -66,11 +66,10 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     out = check_out_file("--out", cfg.out, read_files(cfg.agent, cfg.scenario), mine="replay")
     red = parse_red_agent(cfg.red_agent)
     devices.check_play_devices(cfg.device, cfg.engine)
-    plan = cfg.plan if cfg.plan is not None or cfg.mode != "planned" else PlanConfig()
+    plan = (cfg.plan or PlanConfig()) if cfg.mode == "planned" else None
     modes = ("greedy",) if cfg.mode == "planned" else (cfg.mode,)
     acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=modes, device=cfg.device,
-                                     seed=cfg.seed, plan=plan if cfg.mode == "planned" else None,
-                                     none_typed=str(cfg.workflow or "").strip().lower() == "none", lists=False)
+                                     seed=cfg.seed, plan=plan, none_typed=none_typed(cfg.workflow), lists=False)
     act = acts.get(cfg.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     episodes = viewer.record_episodes(act, red, cfg.episodes, cfg.length, engine=cfg.engine, seed=cfg.seed,
                                       workflow=workflow, device=devices.engine_device(cfg.engine, cfg.device),

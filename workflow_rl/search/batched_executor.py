@@ -211,8 +211,9 @@ class BatchedExecutor:
 
     def _load_state(self) -> None:
         """(resume) The batch state saved with the checkpoints the pending seeds resume from, kept for
-        ``_apply_restore``; none where it is missing or belongs to other checkpoints (killed while a state was
-        being saved): the seeds then continue on fresh episodes, still a valid search."""
+        ``_apply_restore``, after the seeds' staged checkpoints are made to agree with it (``reconcile_staged``: a
+        kill between the two); none where it is missing or still belongs to other checkpoints: the seeds then
+        continue on fresh episodes, still a valid search."""
         path = self.job.out / STATE_FILE
         snap = load_batch_state(path, self.job.cfg.train.device) if path.is_file() else None
         reconcile_staged(self.job.out, {self.job.out / e["run_dir"] / "checkpoints": e["update"]
