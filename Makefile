@@ -20,18 +20,17 @@ $(VENV)/.installed: pyproject.toml
 
 # the main job: a workflow search on the native engine from the shipped universal agent (pretrained:universal, one
 # network for all 120 workflows; its training and its shipped screen of all 120 are not counted, its card says
-# what they cost): the GP fine-tunes its pick within the budget (9,000 episodes: one workflow; fine-tuned with the
-# agent's own alignment reward). Measured (benchmarks/results/recipe/makerun/): answers 2.4-2.7 points above the
-# ground truth's best, 130-133 s of one CPU core. From an earlier universal agent
-# (benchmarks/results/search_from_universal/violations_agent/times.csv): a from-scratch search took 219-231 s, and
-# 60,000 episodes (7 workflows) about 6.5x the CPU of that agent's 9,000-episode search, for no better answer.
-# `make run RUN_FROM=` searches from scratch instead (every workflow trained from nothing; 60,000 episodes: slower,
-# weaker answers).
-RUN_FROM ?= --init-checkpoint pretrained:universal --hidden 256 256 --decoy-memory --mask-decoys
+# what they cost): the GP fine-tunes its pick within the budget (3,000 episodes: one workflow, to the compliance gate
+# and then 10 episodes per env, with the agent's own alignment reward). Measured (benchmarks/results/recipe/makerun/):
+# answers 2.5-2.6 points above the ground truth's best, the same confidence set as a 9,000-episode fine-tune
+# (10 -> 40 episodes per env after the gate: no better answer, 2.6x the CPU; makerun_9k/), 44-48 s of search on the
+# quiet 2-core box. `make run RUN_FROM=` searches from scratch instead (every workflow trained from nothing; 60,000
+# episodes, 40 per env after the gate: slower, weaker answers).
+RUN_FROM ?= --init-checkpoint pretrained:universal --hidden 256 256 --decoy-memory --mask-decoys --post-gate-episodes 10
 ifeq ($(strip $(RUN_FROM)),)
 RUN_EPISODES ?= 60000
 else
-RUN_EPISODES ?= 9000
+RUN_EPISODES ?= 3000
 endif
 run: setup
 	$(VENV)/bin/workflow-rl search --total-episodes $(RUN_EPISODES) $(RUN_FROM) --out runs/search-$$(date +%Y%m%d-%H%M%S)

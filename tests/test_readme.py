@@ -47,10 +47,15 @@ def _cpu_seconds() -> dict[str, float]:
             for r in csv.DictReader(times.open())}
 
 
+def _times(folder: Path) -> dict[str, float]:
+    """Each run's user CPU seconds in ``folder/times.csv`` (as the results page shows them)."""
+    return {r["run"]: float(r["user_s"]) for r in csv.DictReader((folder / "times.csv").open())}
+
+
 def test_the_answer_line_is_a_committed_make_run_answer():
     """The quoted last line is what `make run` prints (``answer_line``) for a committed summary of its search."""
     summary = _json(MAKERUN_DIR / "makerun-s0-summary.json")
-    assert summary["batch_workflows"] == 1 and summary["total_episodes"] == 9000
+    assert summary["batch_workflows"] == 1 and summary["total_episodes"] == 3000
     assert summary["universal"]["agent"] == "pretrained:universal"
     shown = {k: v for k, v in summary.items() if k not in GROUND_TRUTH_KEYS}
     line = answer_line({**shown, "best_seeds": 1})   # make run fine-tunes one seed per workflow
@@ -70,18 +75,28 @@ def test_make_run_rows():
     gt = list(csv.DictReader((RESULTS / "ground_truth" / "ground_truth.csv").open()))
     gt_best = max(float(r["mean"]) for r in gt if r["eligible"] == "True")
     for i, s in enumerate(runs):
-        assert s["total_episodes"] == 9000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
+        assert s["total_episodes"] == 3000 and s["red_agent"] == "B_lineAgent" and s["best_is_eligible"]
+        assert s["post_gate_episodes"] == 10 and s["workflows_evaluated"] == 1
         assert s["universal"]["training_episodes_counted"] == 0 and s["best_reward"] > gt_best
         assert (f"{s['best_workflow_codes']} −{-s['best_reward']:.2f} ({s['workflows_evaluated']}"
                 f"{' workflow fine-tuned' if i == 0 else ''}, {cpu[f'makerun-s{i}']:.0f} s") in row
     assert f"best eligible workflow: −{-gt_best:.2f}" in row
-    secs = sorted(cpu[f"makerun-s{i}"] for i in range(len(runs)))
+    both = _times(MAKERUN_DIR)
+    secs = sorted(both.values())
     text = " ".join(README.split())
-    assert f"each of four runs took {secs[0]:.0f}–{secs[-1]:.0f} s of one core's CPU" in text
-    assert all(s["workflows_evaluated"] == 1 for s in runs) and "9,000 episodes fine-tune 1 workflow" in text
+    assert f"each of four runs took {secs[0]:.0f}–{secs[-1]:.0f} s of one core's CPU time" in text
+    search = sorted(s["wall_time_s"] for s in runs)
+    assert f"(the search itself {search[0]:.0f}–{search[-1]:.0f} s)" in text
+    assert all(s["workflows_evaluated"] == 1 for s in runs) and "3,000 episodes fine-tune 1 workflow" in text
     assert f"against {cpu['scratch-s1']:.0f} s for a from-scratch search" in text
-    share = sum(secs) / len(secs) / cpu["scratch-s1"]
+    share = sum(cpu[f"makerun-s{i}"] for i in range(len(runs))) / len(runs) / cpu["scratch-s1"]
     assert f"in {len(runs)} of {len(runs)} seeds, at about {share:.1f} times the from-scratch search's CPU" in text
+    before = [_json(MAKERUN_DIR.parent / "makerun_9k" / f"{name}-summary.json") for name in MAKERUN]
+    assert [s["best_workflow_codes"] for s in before] == [s["best_workflow_codes"] for s in runs]
+    assert [s["confidence_set"] for s in before] == [s["confidence_set"] for s in runs]
+    old = _times(MAKERUN_DIR.parent / "makerun_9k")
+    ratio = (sum(old.values()) / len(old)) / (sum(both.values()) / len(both))
+    assert f"gave the same answers and confidence sets at {ratio:.1f} times the CPU" in text
     answers = sorted(s["best_reward"] for s in runs)
     assert f"four seeds gave −{-answers[-1]:.2f} to −{-answers[0]:.2f}" in text
     big = [_json(RESULTS / "search_from_universal" / "violations_agent" / f"u60k-s{i}-summary.json") for i in range(4)
