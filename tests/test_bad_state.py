@@ -128,6 +128,13 @@ STATE_CASES = {
     "n_envs changed": (lambda d: _edit_state(d, lambda s: s["config"].update(n_envs=8)), "--n-envs"),
     "learning rate changed": (lambda d: _edit_state(d, lambda s: s["config"].update(learning_rate=1e-3)),
                               "--learning-rate"),
+    # a saved setting out of its range is a damaged file, named as the file names it (no flag the user never typed)
+    "total_episodes -1": (lambda d: _edit_state(d, lambda s: s["config"].update(total_episodes=-1)),
+                          r"is damaged \(total_episodes must be in \[1, "),
+    "learning_rate 5": (lambda d: _edit_state(d, lambda s: s["config"].update(learning_rate=5.0)),
+                        r"is damaged \(learning_rate must be in \[0, 1\]"),
+    "hidden text": (lambda d: _edit_state(d, lambda s: s["config"].update(hidden=["x"])),
+                    r"is damaged \(hidden must be an integer"),
     # fields of a pending workflow's checkpoint the resume reads
     "checkpoint recent text": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c.update(
         recent="abc")), "recent"),

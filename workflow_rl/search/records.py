@@ -18,6 +18,7 @@ import numpy as np
 from workflow_rl.checks import check_float, check_int, check_types
 
 from workflow_rl.files import check_inside
+from workflow_rl.ranges import key as range_key, RANGES
 from workflow_rl.files import atomic_write
 from workflow_rl.workflow import Workflow
 
@@ -224,6 +225,7 @@ class SearchState:
         sum of the recorded workflows', every dispatch is recorded or pending once)."""
         if not isinstance(self.config, dict):
             raise ValueError("config is not an object")
+        check_saved_numbers(self.config)
         spell = "{}".format
         check_types(self, spell)
         for item in (*self.iterations, *self.pending, *self.screen):
@@ -319,3 +321,16 @@ def _json_default(x):
     if isinstance(x, (np.floating, np.integer)):
         return x.item()
     raise TypeError(type(x))
+
+
+def check_saved_numbers(config: dict) -> None:
+    """Every number a state file's ``config`` holds within its range (``workflow_rl/ranges.py``), named as the file
+    names it: a bad value there is a damaged file, not a flag the user typed (settings a resume changes are checked
+    as flags, by the command line)."""
+    for name, value in config.items():
+        try:
+            r = RANGES[range_key(name, "search")]
+        except KeyError:   # not a number, or no setting of this version: the config's own checks see to it
+            continue
+        for v in value if isinstance(value, list) else () if value is None else (value,):
+            r.check(name, v)
