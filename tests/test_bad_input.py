@@ -973,3 +973,26 @@ def test_bench_checks_its_native_sizes_against_memory_before_allocating(monkeypa
                                          r"machine's 1.0 GiB: use smaller --native-sizes"):
         bench.check_native_sizes([16, 4_000_000])
     bench.check_native_sizes([16, 1024])   # what fits passes
+
+
+def test_a_full_disk_mid_evaluation_leaves_the_earlier_evaluation_whole(tmp_path, capsys, monkeypatch):
+    """evaluate --out writes its three files all or none (``files.staged_outputs``): the disk filling on the third
+    (episodes.csv) leaves the folder's earlier evaluation.json and .md as they were, beside their own episodes.csv,
+    and no staging folder behind; the error is one line."""
+    from workflow_rl.rl import episodes
+
+    out = tmp_path / "ev"
+    rc, _, err = _run_main(["evaluate", "sleep", "--episodes", "4", "--out", str(out)], capsys)
+    assert rc == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"evaluation.json", "evaluation.md", "episodes.csv"}
+
+    def full(path, cells):
+        with open(path, "w") as f:
+            f.write("engine,mode\n")   # part of a file, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(episodes, "write_episodes", full)
+    rc, _, err = _run_main(["evaluate", "sleep", "--episodes", "6", "--out", str(out), "--overwrite"], capsys)
+    _assert_one_error_line(rc, err, "No space left on device writing .*episodes.csv: make room")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl.files import staged_outputs
 from workflow_rl.sim import tables
 
 TABLES = ("engines", "native")
@@ -143,7 +144,11 @@ def _write(rows: list[dict], out: Path, red: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
+    with staged_outputs(out) as stage:   # engines.csv, .md and .png: all three or none
+        _write_engines(rows, stage, red, plt)
+
+
+def _write_engines(rows: list[dict], out: Path, red: str, plt) -> None:
     with open(out / "engines.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -272,12 +277,6 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
             cell(f"{red} (CUDA kernel)", n, [time_cuda_kernel(red, n, steps, seed=r) for r in range(repeats)])
     cy = {red: time_cyborg_single(red, cyborg_steps, scenario, log) for red in RED_AGENTS} if cyborg_steps else {}
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "native.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
     lines = ["| red | n_envs | env-steps/s (median) | range |", "|---|---:|---:|---|"]
     lines += [f"| {r['red']} | {r['n_envs']} | {r['steps_per_s']:,.0f} | {r['min']:,.0f}..{r['max']:,.0f} |"
               for r in rows]
@@ -285,6 +284,11 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
         if v:
             peak = max(r["steps_per_s"] for r in rows if r["red"] == red)  # the numba kernel
             lines.append(f"\nCybORG single process, {red}: {v:,.0f} steps/s; native peak / CybORG = {peak / v:,.0f}x")
-    (out / "native.md").write_text("\n".join(lines) + "\n")
+    with staged_outputs(out) as stage:   # native.csv and .md: both or neither
+        with open(stage / "native.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        (stage / "native.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
     return rows

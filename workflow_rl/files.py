@@ -8,6 +8,7 @@ overwrite, resume) is ``workflow_rl.runs.rundir``. Below every other layer: it i
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from contextlib import contextmanager
@@ -209,6 +210,31 @@ def atomic_write(path: str | Path, mode: str = "wb", **open_kw):
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def staged_outputs(folder: str | Path):
+    """A folder to write a command's set of output files into, moved over their namesakes in ``folder`` only when
+    every one is written (and fsynced here, so a crash after the moves finds them whole). A write that fails part-way (the disk
+    fills after the first file, an error, a Ctrl-C) removes the staging folder and leaves ``folder``'s files as they
+    were: never a new ``evaluation.json`` beside an old ``evaluation.md``, nor half a set. The moves are renames
+    within one folder, which need no room."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".staging-", suffix=f"{TMP_SUFFIX}{os.getpid()}", dir=folder))
+    try:
+        yield stage
+        written = sorted(stage.iterdir())
+        for p in written:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for p in written:
+            os.replace(p, folder / p.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def file_version(path: str | Path) -> tuple | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workflow_rl import devices
-from workflow_rl.files import atomic_write, check_out_files
+from workflow_rl.files import atomic_write, check_out_files, staged_outputs
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
 
@@ -237,18 +237,18 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
 
 
 def _write_evaluation(out: Path | None, report: dict, md: str, played: list) -> list[Path]:
-    """evaluation.json, evaluation.md and episodes.csv into ``out`` (each written whole: ``files.atomic_write``)."""
+    """evaluation.json, evaluation.md and episodes.csv into ``out``, all three or none (``files.staged_outputs``)."""
     from workflow_rl.rl.episodes import FILE, write_episodes
 
     if out is None:
         return []
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out / "evaluation.json", "w") as f:
-        f.write(json.dumps(report, indent=2))
-    with atomic_write(out / "evaluation.md", "w") as f:
-        f.write(md)
-    write_episodes(out / FILE, played)
+    with staged_outputs(out) as stage:
+        with atomic_write(stage / "evaluation.json", "w") as f:
+            f.write(json.dumps(report, indent=2))
+        with atomic_write(stage / "evaluation.md", "w") as f:
+            f.write(md)
+        write_episodes(stage / FILE, played)
     return [out / "evaluation.json", out / "evaluation.md", out / FILE]
 
 
@@ -292,12 +292,12 @@ def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
     written = []
     if cfg.out is not None:
         out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
-        feasible.write_csv(rows, out / "workflows.csv")
-        feasible.plot(rows, out / "workflows.png", label)
-        write_episodes(out / FILE, played)
-        with atomic_write(out / "workflows.json", "w") as f:
-            f.write(json.dumps(report, indent=2))
+        with staged_outputs(out) as stage:   # all four or none
+            feasible.write_csv(rows, stage / "workflows.csv")
+            feasible.plot(rows, stage / "workflows.png", label)
+            write_episodes(stage / FILE, played)
+            with atomic_write(stage / "workflows.json", "w") as f:
+                f.write(json.dumps(report, indent=2))
         written = [out / "workflows.csv", out / "workflows.png", out / "workflows.json", out / FILE]
     return EvaluateResult(report, "\n".join(feasible.summary_lines(summary)), written)
 
