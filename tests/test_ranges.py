@@ -51,6 +51,19 @@ def _numeric_flags():
     return flags
 
 
+def test_every_numeric_flag_shows_its_range_in_help():
+    """``workflow-rl COMMAND --help`` states each numeric flag's range in that flag's own help, the table's text."""
+    from workflow_rl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    shown = {(c, a.option_strings[0]): a.help for c, p in sub.choices.items() for a in p._actions if a.option_strings}
+    flags = _numeric_flags()
+    assert len(flags) > 100
+    for command, option, k in flags:
+        assert shown[command, option].endswith(f"(range {RANGES[k].text()})"), f"{command} {option}: no range in help"
+    assert "(range 1..4,194,304)" in " ".join(sub.choices["train"].format_help().split())
+
+
 def test_every_numeric_flag_of_every_command_reads_its_range_from_the_table():
     flags = _numeric_flags()
     assert {c for c, _, _ in flags} >= {"train", "search", "evaluate", "replay", "demo", "parity", "curves", "bench"}

@@ -54,12 +54,16 @@ episode_count = ranged("episodes")
 
 def bind_ranges(parser: argparse.ArgumentParser, command: str) -> None:
     """Give every numeric flag of ``command``'s ``parser`` its table entry: an unbound :class:`Ranged` or a plain
-    ``int``/``float`` type becomes its flag's (a KeyError naming the fix where the table has none)."""
+    ``int``/``float`` type becomes its flag's (a KeyError naming the fix where the table has none). ``--help``
+    shows each flag's range from the same entry (``(range 1..4,194,304)``), so the help and the refusal cannot differ."""
     for action in parser._actions:
         if isinstance(action.type, Ranged) and action.type.range_key is None:
             action.type = action.type.bind(action.dest, command)
         elif action.type in (int, float):
             action.type = Ranged(key(action.dest, command), action.type)
+        entry = getattr(action.type, "range_key", None)
+        if entry is not None and action.help != argparse.SUPPRESS:
+            action.help = f"{(action.help or '').rstrip('. ')} (range {RANGES[entry].text()})".lstrip()
 
 
 def worker_count(text: str) -> int:
