@@ -130,3 +130,34 @@ def test_cyborgs_own_evaluation_loop_scores_what_evaluate_scores(red):
     finally:
         random.setstate(saved)
     np.testing.assert_allclose(totals, ours.played.returns, atol=1e-4)
+
+
+@pytest.mark.cyborg
+def test_evaluate_on_cyborg_writes_its_scores_in_cage2s_submission_format(tmp_path):
+    """``evaluate --engine cyborg --out`` also writes ``cage2_submission.txt``: CAGE2's lines (length, then red agent
+    in the challenge's order), each the mean and sample standard deviation of that cell's rows in episodes.csv;
+    a native-only evaluation writes none (its scores are not CybORG's)."""
+    import csv
+    import re
+    import statistics
+
+    from workflow_rl.cli import main
+
+    out = tmp_path / "ev"
+    assert main(["evaluate", "sleep", "--engine", "cyborg", "--red-agents", "Meander", "B_line", "--lengths", "50",
+                 "30", "--episodes", "3", "--workers", "1", "--out", str(out)]) == 0
+    lines = (out / "cage2_submission.txt").read_text().splitlines()
+    scores = [re.fullmatch(r"Average reward for red agent (\w+) and steps (\d+) is: (\S+) with a standard deviation "
+                           r"of (\S+)", line) for line in lines if line.startswith("Average")]
+    assert [(m[1], int(m[2])) for m in scores] == [("B_lineAgent", 30), ("RedMeanderAgent", 30),
+                                                    ("B_lineAgent", 50), ("RedMeanderAgent", 50)]
+    rows = list(csv.DictReader((out / "episodes.csv").open()))
+    for m in scores:
+        returns = [float(r["return"]) for r in rows if (r["red_agent"], r["length"]) == (m[1], m[2])]
+        assert len(returns) == 3
+        assert float(m[3]) == pytest.approx(statistics.mean(returns), abs=1e-6)
+        assert float(m[4]) == pytest.approx(statistics.stdev(returns), abs=1e-6)
+    assert "Technique: sleep, greedy" in lines[1]
+    native = tmp_path / "native"
+    assert main(["evaluate", "sleep", "--episodes", "3", "--out", str(native)]) == 0
+    assert not (native / "cage2_submission.txt").exists()

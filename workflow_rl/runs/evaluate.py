@@ -86,7 +86,8 @@ class EvaluateConfig:
 
         mine = (("workflows.csv", "workflows.png", "workflows.json") if self.across
                 else ("evaluation.json", "evaluation.md"))
-        return [*mine, FILE]
+        cage2 = [] if self.across or "cyborg" not in self.engines else [SUBMISSION_FILE]
+        return [*mine, FILE, *cage2]
 
     def read_files(self) -> list[Path | None]:
         """The files the evaluation reads, which nothing it writes may be."""
@@ -176,6 +177,31 @@ def _baseline(name: str, workflow, seed: int, per_env: bool, scripted_act, greed
     return {"greedy": scripted_act(name, seed)}, name, workflow
 
 
+SUBMISSION_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
+"""The red agents CAGE2's evaluation names, in its order."""
+
+
+SUBMISSION_FILE = "cage2_submission.txt"
+"""An evaluation on real CybORG's scores in CAGE2's submission format (:func:`submission_text`)."""
+
+
+def submission_text(label: str, mode: str, cells: list) -> str:
+    """One mode's real-CybORG cells (``EvalResult``) in CAGE2's submission format: per episode length (30, 50, 100)
+    and red agent, the mean return and the sample standard deviation (what the challenge's evaluation script
+    prints), so scores compare line by line with the leaderboard's files. The header says how the episodes were
+    played, which differs from that script's in one way: each length's cell is the first 30/50/100 steps of the
+    same 100-step episodes, which for an agent not told the length is the same distribution."""
+    lines = ["CybORG (workflow-rl evaluate --engine cyborg), Scenario2",
+             f"Author: workflow-rl, Team: workflow-rl, Technique: {label}, {mode}",
+             f"Episodes: {', '.join(sorted({f'{r.red_agent} {r.episodes}' for r in cells}))} per cell; each "
+             "length's cell is the first steps of the same 100-step episodes"]
+    order = {red: i for i, red in enumerate(SUBMISSION_REDS)}
+    for r in sorted(cells, key=lambda r: (r.length, order.get(r.red_agent, len(order)), r.red_agent)):
+        lines.append(f"Average reward for red agent {r.red_agent} and steps {r.length} is: {r.mean} with a standard "
+                     f"deviation of {r.std}")
+    return "\n".join(lines) + "\n"
+
+
 def _modes(mode: str) -> tuple[str, ...]:
     return ("greedy", "sampled") if mode == "both" else (mode,)
 
@@ -233,11 +259,16 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     report = {"policy": label, "workflow": workflow.names if workflow else None, "engines": engines,
               "results": results}
     md = evaluation_markdown(label, workflow, results)
-    return EvaluateResult(report, md, _write_evaluation(cfg.out, report, md, played))
+    modes = list(dict.fromkeys(m for e, m, _, _ in played if e == "cyborg"))   # one block per mode
+    cage2 = {SUBMISSION_FILE: "\n".join(submission_text(label, mode, [r for e, m, _, r in played
+                                                                      if (e, m) == ("cyborg", mode)])
+                                         for mode in modes)} if modes else {}
+    return EvaluateResult(report, md, _write_evaluation(cfg.out, report, md, played, cage2))
 
 
-def _write_evaluation(out: Path | None, report: dict, md: str, played: list) -> list[Path]:
-    """evaluation.json, evaluation.md and episodes.csv into ``out``, all three or none (``files.staged_outputs``)."""
+def _write_evaluation(out: Path | None, report: dict, md: str, played: list, texts: dict[str, str]) -> list[Path]:
+    """evaluation.json, evaluation.md, episodes.csv and the ``texts`` (name: text; the CAGE2-format scores) into
+    ``out``, all or none (``files.staged_outputs``)."""
     from workflow_rl.rl.episodes import FILE, write_episodes
 
     if out is None:
@@ -249,7 +280,9 @@ def _write_evaluation(out: Path | None, report: dict, md: str, played: list) -> 
         with atomic_write(stage / "evaluation.md", "w") as f:
             f.write(md)
         write_episodes(stage / FILE, played)
-    return [out / "evaluation.json", out / "evaluation.md", out / FILE]
+        for name, text in texts.items():
+            (stage / name).write_text(text)
+    return [out / "evaluation.json", out / "evaluation.md", out / FILE, *(out / name for name in texts)]
 
 
 def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
