@@ -344,3 +344,32 @@ def test_fine_tuning_from_an_agent_without_an_opening_says_none(monkeypatch, cap
 def test_search_resume_refuses_a_state_file_that_is_not_a_plain_file(tmp_path, capsys):
     os.mkfifo(tmp_path / "search_state.json")   # read to resume, it would block forever
     _refused(["search", "--resume", str(tmp_path)], capsys, "search_state.json is a named pipe")
+
+
+def test_staged_outputs_replace_a_set_whole_and_clear_a_dead_writers_staging(tmp_path):
+    """files.staged_outputs: a set written in full replaces its namesakes; one that fails part-way replaces none;
+    a staging folder a killed writer left (its pid gone) is removed by the next set, a live writer's is not."""
+    import subprocess
+
+    from workflow_rl.files import STAGING, TMP_SUFFIX, staged_outputs
+
+    (tmp_path / "a.txt").write_text("old a")
+    (tmp_path / "b.txt").write_text("old b")
+    with pytest.raises(OSError):
+        with staged_outputs(tmp_path) as stage:
+            (stage / "a.txt").write_text("new a")
+            raise OSError(28, "No space left on device")
+    assert (tmp_path / "a.txt").read_text() == "old a"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{STAGING}x{TMP_SUFFIX}{dead.pid}"
+    live = tmp_path / f"{STAGING}y{TMP_SUFFIX}1"   # pid 1 is alive
+    for d in (stale, live):
+        d.mkdir()
+        (d / "a.txt").write_text("half")
+    with staged_outputs(tmp_path) as stage:
+        (stage / "a.txt").write_text("new a")
+        (stage / "b.txt").write_text("new b")
+    assert (tmp_path / "a.txt").read_text() == "new a" and (tmp_path / "b.txt").read_text() == "new b"
+    assert not stale.exists() and live.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.txt", "b.txt", live.name])

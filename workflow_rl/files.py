@@ -8,6 +8,7 @@ overwrite, resume) is ``workflow_rl.runs.rundir``. Below every other layer: it i
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -16,6 +17,8 @@ from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
 """Before the writer's pid: the suffix :func:`atomic_write` gives its temporary files (``.tmp<pid>``)."""
+TMP_NAME = re.compile(re.escape(TMP_SUFFIX) + r"(\d+)$")
+"""A temporary file's or staging folder's name: its writer's pid at the end."""
 NAME_MAX = 255
 """Bytes a single file or folder name may have on Linux's file systems (ext4, xfs, btrfs, tmpfs)."""
 PATH_MAX = 4096
@@ -212,6 +215,27 @@ def atomic_write(path: str | Path, mode: str = "wb", **open_kw):
         tmp.unlink(missing_ok=True)
 
 
+STAGING = ".staging-"
+"""The start of a staging folder's name (:func:`staged_outputs`)."""
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def written_by_dead(name: str) -> bool:
+    """Whether ``name`` is a temporary file or staging folder (``*.tmp<pid>``) of this process or of a writer that
+    is gone (killed half-way): one nobody will finish."""
+    m = TMP_NAME.search(name)
+    return bool(m) and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1))))
+
+
 @contextmanager
 def staged_outputs(folder: str | Path):
     """A folder to write a command's set of output files into, moved over their namesakes in ``folder`` only when
@@ -221,7 +245,10 @@ def staged_outputs(folder: str | Path):
     within one folder, which need no room."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".staging-", suffix=f"{TMP_SUFFIX}{os.getpid()}", dir=folder))
+    for old in folder.glob(f"{STAGING}*{TMP_SUFFIX}*"):   # a writer killed mid-set (SIGKILL skips the clean-up)
+        if old.is_dir() and not old.is_symlink() and written_by_dead(old.name):
+            shutil.rmtree(old, ignore_errors=True)
+    stage = Path(tempfile.mkdtemp(prefix=STAGING, suffix=f"{TMP_SUFFIX}{os.getpid()}", dir=folder))
     try:
         yield stage
         written = sorted(stage.iterdir())

@@ -17,10 +17,9 @@ import re
 import stat
 from pathlib import Path
 
-from workflow_rl.files import TMP_SUFFIX, path_kind
+from workflow_rl.files import TMP_NAME, path_kind, written_by_dead
 
 LOCK_NAME = ".lock"
-_TMP = re.compile(re.escape(TMP_SUFFIX) + r"(\d+)$")
 """The suffix ``files.atomic_write`` gives its temporary files: ``.tmp<pid of the writer>``."""
 
 
@@ -87,23 +86,12 @@ def open_lock_file(path: Path) -> int:
     return fd
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_temps(run_dir: str | Path) -> list[Path]:
     """Delete the ``*.tmp<pid>`` files under ``run_dir`` whose writer is gone (a checkpoint or state write killed
     half-way); returns them. Called with the lock held, so no live writer of this folder is racing it."""
     removed = []
     for p in Path(run_dir).rglob("*.tmp*"):
-        m = _TMP.search(p.name)
-        if m and p.is_file() and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1)))):
+        if p.is_file() and written_by_dead(p.name):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
@@ -123,7 +111,7 @@ MARKER_MAX = 64 * 2**20
 
 def _run_entries(out: Path) -> list[Path]:
     """The entries of ``out`` that are anybody's files: its lock and a dead writer's temporary files aside."""
-    return sorted(p for p in out.iterdir() if p.name != LOCK_NAME and not _TMP.search(p.name))
+    return sorted(p for p in out.iterdir() if p.name != LOCK_NAME and not TMP_NAME.search(p.name))
 
 
 def _owners(name: str) -> set[str]:
