@@ -32,6 +32,8 @@ from workflow_rl.sim import tables
 
 TABLES = ("engines", "native")
 """The two tables ``bench`` writes (``--tables``)."""
+FILES = {"engines": ("engines.md", "engines.csv", "engines.png"), "native": ("native.md", "native.csv")}
+"""What ``bench --out DIR`` writes into DIR, per table (:func:`_write`, :func:`run_native`)."""
 NATIVE_SIZES = (256, 4096, 65536)
 """The native engine's batch sizes ``bench`` adds beyond ``--sizes`` (its best are far beyond CybORG's)."""
 CYBORG_MODES = ("cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes")
@@ -288,3 +290,31 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
     (out / "native.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
     return rows
+
+
+def run(wanted=TABLES, sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cyborg_steps: int = 400,
+        repeats: int = 3, native_sizes=KERNEL_SIZES, native_min_steps: int = KERNEL_MIN_STEPS,
+        cuda_sizes=CUDA_SIZES, start_method=None, scenario=None, out: str | Path = "benchmarks/results",
+        overwrite: bool = False, threads: int | str | None = None) -> list[str]:
+    """The benchmarks ``workflow-rl bench`` (and ``make bench``) runs: the ``wanted`` tables of :data:`TABLES`
+    written into ``out``, every check first (the files ``out`` may take, the native sizes' memory, a GPU for
+    ``native-cuda``) so none fails after minutes of timing; threads sized for the largest batch. Returns the names
+    of the files written (:data:`FILES`)."""
+    from workflow_rl import threads as thread_policy
+    from workflow_rl.devices import check_device_available
+    from workflow_rl.files import check_out_files
+
+    wanted = list(dict.fromkeys(wanted))
+    files = [f for table in wanted for f in FILES[table]]
+    check_out_files("--out", out, files, [scenario], replace=overwrite)
+    if "native" in wanted:   # before the engines table spends its minutes
+        check_native_sizes(native_sizes, cuda_sizes)
+    if "engines" in wanted and modes and "native-cuda" in modes:
+        check_device_available("cuda")
+    largest = max(*sizes, *NATIVE_SIZES, *native_sizes)
+    thread_policy.configure(thread_policy.Work(envs=largest), threads)   # its largest batch
+    if "engines" in wanted:
+        run_bench(sizes, modes, red, cyborg_steps, repeats, scenario, out, start_method)
+    if "native" in wanted:
+        run_native(native_sizes, repeats, native_min_steps, cuda_sizes, cyborg_steps, scenario, out)
+    return files

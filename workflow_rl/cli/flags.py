@@ -90,38 +90,3 @@ def typed_options(make_parser, argv: list[str], command: str) -> frozenset[str]:
 def settings(args: argparse.Namespace, names) -> dict:
     """The parsed values of the flags ``names``, by setting name."""
     return {n: getattr(args, n) for n in names}
-
-
-INHERITED = {"alignment_reward": "the form", "opening": "the opening"}
-"""The settings a run starting from ``--init-checkpoint`` keeps from its starting agent unless typed, and how the
-one line that says so names them. A violations-trained agent fine-tuned under the ratio form is paid again for
-diluting a violation with extra fixes, the habit the violations form trained away (RESULTS.md, issue L); a policy
-trained after a fixed opening plays badly after another (RESULTS.md, issue M)."""
-
-
-def shown_setting(value) -> str:
-    """A setting as a line names it: a list's items space-separated as typed, an empty list or None as 'none' (an
-    agent trained without an opening has the opening (), which printed as nothing)."""
-    if isinstance(value, (tuple, list)):
-        return " ".join(map(str, value)) or "none"
-    return "none" if value is None else str(value)
-
-
-def inherit_settings(typed, spec: str | None, given: dict) -> dict:
-    """``given`` (a run's flat settings) with each :data:`INHERITED` setting not in ``typed`` (the settings the
-    command line or a recipe chose) taken from the checkpoint ``spec`` the run starts from (said in one line where
-    that differs from the default)."""
-    if spec is None:
-        return given
-    from workflow_rl.rl.pretrained import trained_config
-
-    trained = trained_config(spec)   # one read of the checkpoint for every inherited setting
-    for name, what in INHERITED.items():
-        if name in typed:
-            continue
-        value = getattr(trained.ppo, name) if hasattr(trained.ppo, name) else getattr(trained, name)
-        if value != given[name]:
-            print(f"{flag(name)[2:].replace('-', ' ')}: {shown_setting(value)}, {what} {spec} was trained with "
-                  f"({flag(name)} to choose another)")
-            given = {**given, name: value}
-    return given
