@@ -24,6 +24,7 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -292,29 +293,59 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
     return rows
 
 
-def run(wanted=TABLES, sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cyborg_steps: int = 400,
-        repeats: int = 3, native_sizes=KERNEL_SIZES, native_min_steps: int = KERNEL_MIN_STEPS,
-        cuda_sizes=CUDA_SIZES, start_method=None, scenario=None, out: str | Path = "benchmarks/results",
-        overwrite: bool = False, threads: int | str | None = None) -> list[str]:
-    """The benchmarks ``workflow-rl bench`` (and ``make bench``) runs: the ``wanted`` tables of :data:`TABLES`
-    written into ``out``, every check first (the files ``out`` may take, the native sizes' memory, a GPU for
-    ``native-cuda``) so none fails after minutes of timing; threads sized for the largest batch. Returns the names
-    of the files written (:data:`FILES`)."""
+
+@dataclass
+class BenchConfig:
+    """The settings of one bench run (``workflow-rl bench`` makes its flags from these fields, each number checked
+    against its range as it is typed; :func:`run` checks them again for a config built in Python)."""
+
+    tables: list[str] = field(default_factory=lambda: list(TABLES), metadata={"choices": TABLES})
+    """which tables to write (default both): engines (every mode), native (the kernel alone)"""
+    sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    """engines table: n_envs per mode (native modes also run 256, 4096, 65536)"""
+    modes: list[str] | None = field(default=None, metadata={"choices": (*CYBORG_MODES, "native-cpu", "native-cuda")})
+    red_agent: str = "B_lineAgent"
+    cyborg_steps: int = 400
+    """vector steps x n_envs per CybORG cell (native table: steps of its one CybORG process)"""
+    repeats: int = 3
+    """native cells: median of this many runs"""
+    native_sizes: list[int] = field(default_factory=lambda: list(KERNEL_SIZES))
+    """native table: batch sizes of the numba kernel"""
+    native_min_steps: int = KERNEL_MIN_STEPS
+    """native table: env-steps per timed run (at least 20 steps)"""
+    cuda_sizes: list[int] = field(default_factory=lambda: list(CUDA_SIZES), metadata={"nargs": "*"})
+    """native table: batch sizes of the CUDA kernel, timed where torch sees a GPU; none to skip"""
+    parallel_start_method: str | None = field(default=None, metadata={"choices": ("spawn", "fork", "forkserver")})
+    scenario: str | None = None
+    out: str = "benchmarks/results"
+    overwrite: bool = False
+    """replace the tables an earlier bench wrote into --out (refused without it)"""
+
+
+def run(cfg: BenchConfig, threads: int | str | None = None) -> list[str]:
+    """The benchmarks ``workflow-rl bench`` (and ``make bench``) runs: the tables ``cfg.tables`` written into
+    ``cfg.out``, every check first (the numbers' ranges, the files ``out`` may take, the native sizes' memory, a GPU
+    for ``native-cuda``) so none fails after minutes of timing; threads (``threads``: as ``--threads``) sized for
+    the largest batch. Returns the names of the files written (:data:`FILES`)."""
     from workflow_rl import threads as thread_policy
     from workflow_rl.devices import check_device_available
     from workflow_rl.files import check_out_files
+    from workflow_rl.ranges import check_fields
 
-    wanted = list(dict.fromkeys(wanted))
+    check_fields(cfg)
+    wanted = list(dict.fromkeys(cfg.tables))
     files = [f for table in wanted for f in FILES[table]]
-    check_out_files("--out", out, files, [scenario], replace=overwrite)
+    check_out_files("--out", cfg.out, files, [cfg.scenario], replace=cfg.overwrite)
     if "native" in wanted:   # before the engines table spends its minutes
-        check_native_sizes(native_sizes, cuda_sizes)
-    if "engines" in wanted and modes and "native-cuda" in modes:
+        check_native_sizes(cfg.native_sizes, cfg.cuda_sizes)
+    if "engines" in wanted and cfg.modes and "native-cuda" in cfg.modes:
         check_device_available("cuda")
-    largest = max(*sizes, *NATIVE_SIZES, *native_sizes)
+    largest = max(*cfg.sizes, *NATIVE_SIZES, *cfg.native_sizes)
     thread_policy.configure(thread_policy.Work(envs=largest), threads)   # its largest batch
     if "engines" in wanted:
-        run_bench(sizes, modes, red, cyborg_steps, repeats, scenario, out, start_method)
+        run_bench(cfg.sizes, cfg.modes, cfg.red_agent, cfg.cyborg_steps, cfg.repeats, cfg.scenario, cfg.out,
+                  cfg.parallel_start_method)
     if "native" in wanted:
-        run_native(native_sizes, repeats, native_min_steps, cuda_sizes, cyborg_steps, scenario, out)
+        run_native(cfg.native_sizes, cfg.repeats, cfg.native_min_steps, cfg.cuda_sizes, cfg.cyborg_steps,
+                   cfg.scenario, cfg.out)
     return files

@@ -41,9 +41,10 @@ def _value_type(hint):
     return hint
 
 
-def argparse_kind(hint, default, name: str | None = None) -> dict:
+def argparse_kind(hint, default, name: str | None = None, check: bool = False) -> dict:
     """How argparse reads a field of type ``hint``: a number's type is its range's (``ranges.RANGES[name]``), parsed
-    here and checked by its config's ``validate()`` (a KeyError where the table has no range for it)."""
+    here and checked by its config's ``validate()``, or here too with ``check`` (a KeyError where the table has no
+    range for it)."""
     from workflow_rl.cli.numbers import Ranged
     from workflow_rl.ranges import key
 
@@ -54,23 +55,27 @@ def argparse_kind(hint, default, name: str | None = None) -> dict:
     if typing.get_origin(tp) in (tuple, list):
         nargs, tp = {"nargs": "+"}, typing.get_args(tp)[0]
     if tp in (int, float):
-        return {**nargs, "type": Ranged(key(name), tp, check=False)}
+        return {**nargs, "type": Ranged(key(name), tp, check=check)}
     return {**nargs, "type": tp}
 
 
-def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
+def add_flags(group, cls, defaults: dict, skip=(), check: bool = False, prefix: str = "", note: str = "") -> list[str]:
     """One flag per field of dataclass ``cls`` (nested dataclasses and ``skip`` excepted), with its default taken
-    from ``defaults`` (a config instance's flat settings); returns the field names, which are the flags' dests."""
+    from ``defaults`` (a config instance's flat settings), its numbers checked against their ranges as typed with
+    ``check``, and ``choices``, ``metavar`` or ``nargs`` from its metadata; ``prefix`` goes before each name (flag,
+    dest and range key: ``plan_`` makes ``--plan-top-k``) and ``note`` after each help text. Returns the field names,
+    which are the flags' dests without the prefix."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     names = []
     for f in dataclasses.fields(cls):
         if f.name in skip or dataclasses.is_dataclass(hints[f.name]):
             continue
-        default = defaults[f.name]
-        extra = {k: f.metadata[k] for k in ("choices", "metavar") if k in f.metadata}
-        group.add_argument(flag(f.name), dest=f.name, default=default, help=docs.get(f.name, "").replace("%", "%%"),
-                           **argparse_kind(hints[f.name], default, f.name), **extra)
+        default, name = defaults[f.name], prefix + f.name
+        kind = {**argparse_kind(hints[f.name], default, name, check),
+                **{k: f.metadata[k] for k in ("choices", "metavar", "nargs") if k in f.metadata}}
+        group.add_argument(flag(name), dest=name, default=default,
+                           help=docs.get(f.name, "").replace("%", "%%") + note, **kind)
         names.append(f.name)
     return names
 

@@ -5,6 +5,7 @@ Each is its flags and one call: ``runs.demo.demo``, ``runs.reports.parity_report
 """
 from __future__ import annotations
 
+from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import episode_count, ranged, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
@@ -43,20 +44,16 @@ def _shown(report) -> int:
 
 def cmd_curves(args) -> int:
     """Per-step, per-host red access, native vs real CybORG (:func:`workflow_rl.curves.run`)."""
-    from dataclasses import fields
-
     from workflow_rl.curves import CurvesConfig, run
 
-    return run(CurvesConfig(**{f.name: getattr(args, f.name) for f in fields(CurvesConfig)}))
+    return run(CurvesConfig(**settings(args, args.config_names)))
 
 
 def cmd_bench(args) -> int:
     """The engine benchmarks (:func:`workflow_rl.bench.run`; ``make bench`` runs this)."""
-    from workflow_rl.bench import run
+    from workflow_rl.bench import BenchConfig, run
 
-    files = run(args.tables, args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats,
-                args.native_sizes, args.native_min_steps, args.cuda_sizes, args.parallel_start_method, args.scenario,
-                args.out, args.overwrite, args.threads)
+    files = run(BenchConfig(**settings(args, args.config_names)), args.threads)
     print(f"wrote {', '.join(files)} in {args.out}")
     return 0
 
@@ -102,40 +99,16 @@ def add_tools(sub) -> None:
 
     from dataclasses import asdict
 
-    from workflow_rl.cli.flags import add_flags
     from workflow_rl.curves import CurvesConfig
 
     v = sub.add_parser("curves", help="per-step, per-host red access: native vs real CybORG (resumable shards)")
-    add_flags(v, CurvesConfig, asdict(CurvesConfig()))
-    v.set_defaults(func=cmd_curves)
+    v.set_defaults(func=cmd_curves, config_names=add_flags(v, CurvesConfig, asdict(CurvesConfig())))
 
-    from workflow_rl.bench import CUDA_SIZES, KERNEL_MIN_STEPS, KERNEL_SIZES, TABLES
+    from workflow_rl.bench import BenchConfig
 
     b = sub.add_parser("bench", help="engine throughput: CybORG modes and native over n_envs (engines.*), and the "
                                      "native kernel over batch sizes, both red agents (native.*)")
-    b.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES),
-                   help="which tables to write (default both): engines (every mode), native (the kernel alone)")
-    b.add_argument("--sizes", nargs="+", type=ranged("sizes"), default=[1, 2, 4, 8, 16],
-                   help="engines table: n_envs per mode (native modes also run 256, 4096, 65536)")
-    b.add_argument("--modes", nargs="+", default=None,
-                   choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
-                            "native-cpu", "native-cuda"])
-    b.add_argument("--red-agent", default="B_lineAgent")
-    b.add_argument("--cyborg-steps", type=ranged("cyborg_steps"), default=400,
-                   help="vector steps x n_envs per CybORG cell (native table: steps of its one CybORG process)")
-    b.add_argument("--repeats", type=ranged("repeats"), default=3, help="native cells: median of this many runs")
-    b.add_argument("--native-sizes", nargs="+", type=ranged("native_sizes"), default=list(KERNEL_SIZES),
-                   help="native table: batch sizes of the numba kernel")
-    b.add_argument("--native-min-steps", type=ranged("native_min_steps"), default=KERNEL_MIN_STEPS,
-                   help="native table: env-steps per timed run (at least 20 steps)")
-    b.add_argument("--cuda-sizes", nargs="*", type=ranged("cuda_sizes"), default=list(CUDA_SIZES),
-                   help="native table: batch sizes of the CUDA kernel, timed where torch sees a GPU; none to skip")
-    b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
-    b.add_argument("--scenario", default=None)
-    b.add_argument("--out", default="benchmarks/results")
-    b.add_argument("--overwrite", action="store_true",
-                   help="replace the tables an earlier bench wrote into --out (refused without it)")
-    b.set_defaults(func=cmd_bench)
+    b.set_defaults(func=cmd_bench, config_names=add_flags(b, BenchConfig, asdict(BenchConfig()), check=True))
 
     m = sub.add_parser("compare", help="two evaluations of the same episodes, paired episode by episode: B - A per "
                                        "cell with its 95%% interval (from their episodes.csv)")
