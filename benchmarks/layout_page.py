@@ -31,7 +31,7 @@ Where to start, one file each:
 | question | file |
 |---|---|
 | where does a run's folder get checked (lock, overwrite, resume, what may be replaced)? | `workflow_rl/runs/rundir.py`, with the file rules in `workflow_rl/files.py` |
-| what does each job do (train, evaluate, search, replay), callable from Python? | `workflow_rl/runs/` (`examples/python_api.py` runs them) |
+| what does each job do (train, evaluate, search, replay, parity, compare...), callable from Python? | `workflow_rl/runs/` (`examples/python_api.py` runs them) |
 | how does the agent pick an action? | `workflow_rl/rl/actor.py` (`make_act` in `workflow_rl/rl/planning/planner.py` is the public entry) |
 | where is the engine's fidelity to real CybORG tested? | `tests/sim/test_fidelity.py` |
 | where is a device resolved and checked? | `workflow_rl/devices.py` |

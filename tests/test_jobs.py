@@ -1,12 +1,16 @@
 """The Python API runs every job a command runs: ``workflow_rl.cli.job(argv)`` gives the configs a command line
 stands for, and the ``workflow_rl.runs`` function given them writes what the command writes."""
+import errno
 import json
+import os
 
 import pytest
 from helpers import run_main
 
 from workflow_rl.cli import job
 from workflow_rl.runs.evaluate import EvaluateConfig, evaluate
+from workflow_rl.runs.failures import failure
+from workflow_rl.runs.reports import compare_report
 from workflow_rl.runs.replay import ReplayConfig, replay
 from workflow_rl.runs.train import train
 
@@ -30,6 +34,19 @@ def test_evaluate_from_python_writes_what_the_command_writes(tmp_path, capsys):
     assert _results(tmp_path / "api") == _results(tmp_path / "cli")
     assert [p.name for p in result.written] == ["evaluation.json", "evaluation.md", "episodes.csv"]
     assert (tmp_path / "api" / "episodes.csv").read_text() == (tmp_path / "cli" / "episodes.csv").read_text()
+    assert run_main(["compare", str(tmp_path / "cli"), str(tmp_path / "api"), "--out", str(tmp_path / "cli.md")],
+                    capsys)[0] == 0
+    report = compare_report(tmp_path / "cli", tmp_path / "api", out=tmp_path / "api.md")
+    assert report.written == tmp_path / "api.md" and report.exit_code == 0
+    assert (tmp_path / "api.md").read_text() == (tmp_path / "cli.md").read_text()
+
+
+def test_a_failure_that_is_no_bug_is_one_line():
+    """``runs.failures.failure``: the rule by which the command line prints one ``error:`` line, for scripts."""
+    assert failure(ValueError("--x must be > 0")) == ("--x must be > 0", 2)
+    line, status = failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/log.csv"))
+    assert status == 2 and line.startswith(f"{os.strerror(errno.ENOSPC)} writing /x/log.csv: make room")
+    assert failure(RuntimeError("a bug")) is None and failure(KeyError("k")) is None
 
 
 def test_an_evaluation_config_takes_its_kinds_defaults():

@@ -260,11 +260,10 @@ def test_replay_replaces_its_own_page(tmp_path, capsys):
 
 
 def test_a_markdown_report_carries_its_commands_mark(tmp_path):
-    from workflow_rl.files import check_out_file
-    from workflow_rl.cli.tools import _write_report
+    from workflow_rl.files import check_out_file, write_report
 
     out = tmp_path / "c.md"
-    _write_report(str(out), "# a table\n", "compare")
+    write_report(str(out), "# a table\n", "compare")
     assert out.read_text().endswith("# a table\n")
     check_out_file("--out", out, mine="compare")   # its own: may be replaced
     with pytest.raises(ValueError, match="is not a file `workflow-rl parity` wrote"):
@@ -324,7 +323,7 @@ def test_ctrl_c_during_the_first_seconds_imports_ends_in_130(tmp_path):
 
 # ---------------------------------------------------------------------------------------- inherited settings
 def test_an_empty_inherited_setting_reads_none():
-    from workflow_rl.cli.flags import shown_setting
+    from workflow_rl.runs.settings import shown_setting
 
     assert shown_setting(()) == "none" and shown_setting(None) == "none"
     assert shown_setting((51, 3)) == "51 3" and shown_setting("ratio") == "ratio"
@@ -332,7 +331,7 @@ def test_an_empty_inherited_setting_reads_none():
 
 def test_fine_tuning_from_an_agent_without_an_opening_says_none(monkeypatch, capsys):
     """The line a run starting from such an agent prints read 'opening: , the opening ... was trained with'."""
-    from workflow_rl.cli.flags import inherit_settings
+    from workflow_rl.runs.settings import inherit_settings
     from workflow_rl.rl import pretrained
 
     monkeypatch.setattr(pretrained, "trained_config", lambda spec: TrainConfig())   # trained with no opening

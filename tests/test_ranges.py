@@ -16,6 +16,7 @@ POSITIONAL = {"evaluate": ["sleep"], "replay": ["sleep"]}
 
 
 def _configs():
+    from workflow_rl.bench import BenchConfig
     from workflow_rl.curves import CurvesConfig
     from workflow_rl.rl.config import TrainConfig
     from workflow_rl.rl.planning.belief import BeliefConfig
@@ -27,7 +28,8 @@ def _configs():
 
     # (the dataclass, the prefix of its keys, the command whose own entries it reads)
     return [(TrainConfig, "", None), (PPOConfig, "", None), (SearchConfig, "", None), (PlanConfig, "plan_", None),
-            (BeliefConfig, "plan_", None), (CurvesConfig, "", None), (TrainRun, "", "train"), (SearchRun, "", None)]
+            (BeliefConfig, "plan_", None), (CurvesConfig, "", None), (BenchConfig, "", None), (TrainRun, "", "train"),
+            (SearchRun, "", None)]
 
 
 def _numeric_flags():

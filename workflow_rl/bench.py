@@ -24,6 +24,7 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,8 @@ from workflow_rl.sim import tables
 
 TABLES = ("engines", "native")
 """The two tables ``bench`` writes (``--tables``)."""
+FILES = {"engines": ("engines.md", "engines.csv", "engines.png"), "native": ("native.md", "native.csv")}
+"""What ``bench --out DIR`` writes into DIR, per table (:func:`_write`, :func:`run_native`)."""
 NATIVE_SIZES = (256, 4096, 65536)
 """The native engine's batch sizes ``bench`` adds beyond ``--sizes`` (its best are far beyond CybORG's)."""
 CYBORG_MODES = ("cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes")
@@ -292,3 +295,61 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
         (stage / "native.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
     return rows
+
+
+
+@dataclass
+class BenchConfig:
+    """The settings of one bench run (``workflow-rl bench`` makes its flags from these fields, each number checked
+    against its range as it is typed; :func:`run` checks them again for a config built in Python)."""
+
+    tables: list[str] = field(default_factory=lambda: list(TABLES), metadata={"choices": TABLES})
+    """which tables to write (default both): engines (every mode), native (the kernel alone)"""
+    sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    """engines table: n_envs per mode (native modes also run 256, 4096, 65536)"""
+    modes: list[str] | None = field(default=None, metadata={"choices": (*CYBORG_MODES, "native-cpu", "native-cuda")})
+    red_agent: str = "B_lineAgent"
+    cyborg_steps: int = 400
+    """vector steps x n_envs per CybORG cell (native table: steps of its one CybORG process)"""
+    repeats: int = 3
+    """native cells: median of this many runs"""
+    native_sizes: list[int] = field(default_factory=lambda: list(KERNEL_SIZES))
+    """native table: batch sizes of the numba kernel"""
+    native_min_steps: int = KERNEL_MIN_STEPS
+    """native table: env-steps per timed run (at least 20 steps)"""
+    cuda_sizes: list[int] = field(default_factory=lambda: list(CUDA_SIZES), metadata={"nargs": "*"})
+    """native table: batch sizes of the CUDA kernel, timed where torch sees a GPU; none to skip"""
+    parallel_start_method: str | None = field(default=None, metadata={"choices": ("spawn", "fork", "forkserver")})
+    scenario: str | None = None
+    out: str = "benchmarks/results"
+    overwrite: bool = False
+    """replace the tables an earlier bench wrote into --out (refused without it)"""
+
+
+def run(cfg: BenchConfig, threads: int | str | None = None) -> list[str]:
+    """The benchmarks ``workflow-rl bench`` (and ``make bench``) runs: the tables ``cfg.tables`` written into
+    ``cfg.out``, every check first (the numbers' ranges, the files ``out`` may take, the native sizes' memory, a GPU
+    for ``native-cuda``) so none fails after minutes of timing; threads (``threads``: as ``--threads``) sized for
+    the largest batch. Returns the names of the files written (:data:`FILES`)."""
+    from workflow_rl import threads as thread_policy
+    from workflow_rl.devices import check_device_available
+    from workflow_rl.files import check_out_files
+    from workflow_rl.ranges import check_fields
+
+    check_fields(cfg)
+    wanted = list(dict.fromkeys(cfg.tables))
+    files = [f for table in wanted for f in FILES[table]]
+    check_out_files("--out", cfg.out, files, [cfg.scenario], replace=cfg.overwrite)
+    if "native" in wanted:   # before the engines table spends its minutes
+        check_native_sizes(cfg.native_sizes, cfg.cuda_sizes)
+    if "engines" in wanted and cfg.modes and "native-cuda" in cfg.modes:
+        check_device_available("cuda")
+    largest = max(*cfg.sizes, *NATIVE_SIZES, *cfg.native_sizes)
+    thread_policy.configure(thread_policy.Work(envs=largest), threads)   # its largest batch
+    if "engines" in wanted:
+        run_bench(cfg.sizes, cfg.modes, cfg.red_agent, cfg.cyborg_steps, cfg.repeats, cfg.scenario, cfg.out,
+                  cfg.parallel_start_method)
+    if "native" in wanted:
+        run_native(cfg.native_sizes, cfg.repeats, cfg.native_min_steps, cfg.cuda_sizes, cfg.cyborg_steps,
+                   cfg.scenario, cfg.out)
+    return files

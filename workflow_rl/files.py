@@ -7,6 +7,7 @@ overwrite, resume) is ``workflow_rl.runs.rundir``. Below every other layer: it i
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -239,10 +240,10 @@ def written_by_dead(name: str) -> bool:
 @contextmanager
 def staged_outputs(folder: str | Path):
     """A folder to write a command's set of output files into, moved over their namesakes in ``folder`` only when
-    every one is written (and fsynced here, so a crash after the moves finds them whole). A write that fails part-way (the disk
-    fills after the first file, an error, a Ctrl-C) removes the staging folder and leaves ``folder``'s files as they
-    were: never a new ``evaluation.json`` beside an old ``evaluation.md``, nor half a set. The moves are renames
-    within one folder, which need no room."""
+    every one is written (and fsynced here, so a crash after the moves finds them whole). A write that fails
+    part-way (the disk fills after the first file, an error, a Ctrl-C) removes the staging folder and leaves
+    ``folder``'s files as they were: never a new ``evaluation.json`` beside an old ``evaluation.md``, nor half a
+    set. The moves are renames within one folder, which need no room."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob(f"{STAGING}*{TMP_SUFFIX}*"):   # a writer killed mid-set (SIGKILL skips the clean-up)
@@ -262,6 +263,33 @@ def staged_outputs(folder: str | Path):
             os.replace(p, folder / p.name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def write_report(out: str | Path, text: str, command: str) -> Path:
+    """Write ``command``'s Markdown report ``text`` to ``out`` (checked before the command ran:
+    :func:`check_out_file`), whole or not at all. Its first line, an HTML comment (invisible where the Markdown is
+    shown), marks it as that command's (:func:`written_by`), so running the command again may replace it and nothing
+    else."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out, "w") as f:
+        f.write(f"<!-- {written_by(command)} -->\n{text}")
+    return out
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""The errors of a write that ran out of room: the disk or quota is full, or a file reached the size limit."""
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for an OSError that ends a job (the disk is full, a file grew past a limit, a folder vanished: the
+    machine, not a bug): what failed, on which file, and what to do. Every file a run writes is written whole or
+    not at all (:func:`atomic_write`), so a run stopped this way continues from its last checkpoint."""
+    where = f" writing {e.filename}" if e.filename else ""
+    if e.errno in FULL:
+        return (f"{e.strerror}{where}: make room (free disk space, or raise the quota or file-size limit) and run "
+                "the command again; a train or search run continues from its last checkpoint with --resume")
+    return f"{e.strerror or e}{' (' + str(e.filename) + ')' if e.filename else ''}: check the path and run again"
 
 
 def file_version(path: str | Path) -> tuple | None:

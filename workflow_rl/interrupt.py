@@ -1,6 +1,8 @@
-"""Ctrl-C as a request to stop cleanly, SIGTERM as an abort that cleans up.
+"""Ctrl-C as a request to stop cleanly, SIGTERM as an abort that cleans up, a closed stdout as its reader's stop.
 
-Shared by every long loop (training, batched training, search); SIGTERM cleans up like a second Ctrl-C.
+Shared by every long loop (training, batched training, search); SIGTERM cleans up like a second Ctrl-C. Whoever runs
+a job (the command line, a script) reports a stop as that stop (:func:`stops_reported`), and a program ends quietly
+when the reader of its output has gone (:func:`stdout_reader_gone`, :func:`stdout_closed`).
 """
 from __future__ import annotations
 
@@ -90,3 +92,67 @@ def terminate_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def interrupt_behind(e: BaseException | None) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM during whose handling ``e`` was raised, if any (its ``__context__`` chain)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__context__
+    return None
+
+
+@contextmanager
+def stops_reported():
+    """Within the block, SIGTERM is an abort that cleans up (:func:`terminate_as_interrupt`), and a failure raised
+    while a Ctrl-C or SIGTERM was being handled (a worker gone first, its pipe broken during the clean-up) is
+    re-raised as that stop: whoever runs a job, the command line or a script, sees the stop it asked for rather than
+    an error it caused."""
+    with terminate_as_interrupt():
+        try:
+            yield
+        except Exception as e:
+            stop = interrupt_behind(e)
+            if stop is None:
+                raise
+            raise stop from None
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end), as opposed to a
+    worker's pipe breaking: the BrokenPipeError is then the reader's stop (``workflow-rl demo | head -1``), not a
+    failure."""
+    import select
+
+    try:
+        p = select.poll()
+        p.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
+        return True
+
+
+def stdout_closed() -> int:
+    """Whoever read stdout stopped: point stdout at /dev/null, so the interpreter's last flush at exit does not
+    raise again, and return the status of a process ended by SIGPIPE (to end quietly, as Unix tools do)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def exit_on_interrupt() -> None:
+    """From now on a Ctrl-C ends the process at once with the interrupt's status (130), saying ``interrupted``: for
+    a program whose work is done, so that one during the interpreter's shutdown (worker pools, Ray, buffered output)
+    prints no traceback from wherever the shutdown was."""
+    signal.signal(signal.SIGINT, _exit_interrupted)
+
+
+def _exit_interrupted(signum, frame) -> None:
+    os.write(2, b"interrupted\n")
+    os._exit(130)

@@ -1,7 +1,7 @@
 """The range of every numeric setting, of every command and of the Python API: one table, :data:`RANGES`.
 
 A setting is a config field (``TrainConfig``, ``PPOConfig``, ``SearchConfig``, ``PlanConfig`` as ``plan_*``,
-``CurvesConfig``) or a flag written by hand (``bench --sizes``); its key is its name as the flag's dest spells it
+``CurvesConfig``, ``BenchConfig``) or a flag written by hand (``demo --n-envs``); its key is its name as the flag's dest spells it
 (``n_envs``, ``plan_top_k``), or ``command.name`` where one command's flag means something else than the setting of
 that name (``replay.episodes``). The configs' ``validate()`` and the flags' argparse types (``cli.numbers.Ranged``,
 which ``cli.flags`` and ``cli.build_parser`` give every numeric flag) read their bounds here, so a value out of range

@@ -3,20 +3,19 @@
 Every bad input ends in one ``error: ...`` line naming the fix (exit status 2).
 
 The flags of ``train`` and ``search`` are generated from the config dataclasses (``cli.flags``); each subcommand's
-flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, ``cli.tools``).
+flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, ``cli.tools``). The command line only
+reads flags into typed configs and calls the job's function in ``workflow_rl.runs``; which failures are one line
+is ``runs.failures``, and how a stop or a closed stdout ends it ``workflow_rl.interrupt``.
 """
 from __future__ import annotations
 
 import argparse
-import errno
-import functools
-import os
 import signal
 import sys
 import typing
 
 from workflow_rl import __version__
-from workflow_rl.interrupt import Terminated, terminate_as_interrupt
+from workflow_rl.interrupt import Terminated, exit_on_interrupt, stdout_closed, stdout_reader_gone, stops_reported
 
 # Nothing slow is imported at the top of this module (numpy, torch, the subcommands' modules load inside ``main``):
 # ``import workflow_rl.cli`` takes milliseconds, so a Ctrl-C in the first second, while they load, reaches the
@@ -31,6 +30,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from workflow_rl.cli.evaluate import add_evaluate
     from workflow_rl.cli.expert import add_expert
+    from workflow_rl.cli.numbers import bind_ranges, thread_count
     from workflow_rl.cli.replay import add_replay
     from workflow_rl.cli.search import add_search
     from workflow_rl.cli.tools import add_tools
@@ -51,8 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
             help="threads torch and numba compute with: a count, 'auto' (default: from the work and the cores this "
                  "process may use; 1 for small networks and batches, so a busy machine does not slow the run "
                  "several-fold) or 'off' (the libraries' own: one per core); also $WORKFLOW_RL_THREADS")
-    from workflow_rl.cli.numbers import bind_ranges
-
     for name, parser in sub.choices.items():   # every numeric flag reads its range from workflow_rl/ranges.py
         bind_ranges(parser, name)
     return p
@@ -60,19 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMPUTING = ("train", "search", "evaluate", "replay", "demo", "parity", "curves", "bench", "expert-iterate")
 """The commands that compute (train, act, step engines): they take ``--threads`` (``workflow_rl.threads``)."""
-
-
-def thread_count(text: str):   # its range: ranges.RANGES["threads"], read by parse_threads
-    """argparse type of ``--threads``: ``threads.parse_threads``, its message as argparse's."""
-    from workflow_rl.threads import parse_threads
-
-    try:
-        return parse_threads(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("threads ")) from None
-
-
-thread_count.range_key = "threads"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,20 +77,14 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> typing.NoReturn:
     """The ``workflow-rl`` program (its console script, ``python -m workflow_rl.cli``): :func:`main`, then exit
     with its status. A second Ctrl-C while the first is reported still ends in 130, and from then on one during
-    the interpreter's shutdown (worker pools, Ray, buffered output) ends the process at once: no traceback from
-    wherever the shutdown was. (Set here, not in :func:`main`, which tests call in-process.)"""
+    the interpreter's shutdown ends the process at once (``interrupt.exit_on_interrupt``). (Set here, not in
+    :func:`main`, which tests call in-process.)"""
     try:
         code = main()
     except KeyboardInterrupt:
         code = 130
-    signal.signal(signal.SIGINT, _exit_interrupted)
+    exit_on_interrupt()
     sys.exit(code)
-
-
-def _exit_interrupted(signum, frame) -> None:
-    """A Ctrl-C once :func:`main` has returned: end now, with the interrupt's status."""
-    os.write(2, b"interrupted\n")
-    os._exit(130)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -138,93 +117,26 @@ def job(argv: list[str]):
 
 
 def _main(argv: list[str] | None) -> int:
-    from workflow_rl.envs.cyborg import CybORGUnavailable
-    from workflow_rl.rl.checkpoint import CheckpointError
+    """Parse ``argv`` and run its command: a stop as the stop (``interrupt.stops_reported``), a closed stdout
+    quietly, and a failure that is no bug (``runs.failures.failure``) as one ``error:`` line."""
+    from workflow_rl.runs.failures import failure
 
     args = parse(argv)
     try:
-        with terminate_as_interrupt():
-            try:
-                if args.command in COMPUTING:   # acting-sized first; train and search size up once configured
-                    from workflow_rl import threads
+        with stops_reported():
+            if args.command in COMPUTING:   # acting-sized first; train and search size up once configured
+                from workflow_rl import threads
 
-                    threads.configure(threads.Work(), args.threads)
-                return args.func(args)
-            except Exception as e:
-                stop = _interrupt_behind(e)
-                if stop is None:
-                    raise
-                raise stop from None   # a failure while stopping (a worker gone first) reports the stop
-    except BrokenPipeError as e:
-        if _stdout_widowed():
-            return _stdout_closed()
-        print(f"error: {os_error_line(e)}", file=sys.stderr)
-        return 2
-    except (ValueError, CybORGUnavailable, FileNotFoundError, CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:   # the disk is full, a file grew past a limit, a folder vanished: the machine, not a bug
-        print(f"error: {os_error_line(e)}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:   # a worker process or Ray task failed: its own traceback is in the message
-        from workflow_rl.envs.cyborg_vector import EngineWorkerError
-        from workflow_rl.search.ray_executor import SearchWorkerError
-
-        if isinstance(e, (EngineWorkerError, SearchWorkerError)):
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        raise
-
-
-FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-"""The errors of a write that ran out of room: the disk or quota is full, or a file reached the size limit."""
-
-
-def os_error_line(e: OSError) -> str:
-    """One line for an OSError that ends a command: what failed, on which file, and what to do. Every file a run
-    writes is written whole or not at all (``files.atomic_write``), so a run stopped this way continues from its
-    last checkpoint."""
-    where = f" writing {e.filename}" if e.filename else ""
-    if e.errno in FULL:
-        return (f"{e.strerror}{where}: make room (free disk space, or raise the quota or file-size limit) and run "
-                "the command again; a train or search run continues from its last checkpoint with --resume")
-    return f"{e.strerror or e}{' (' + str(e.filename) + ')' if e.filename else ''}: check the path and run again"
-
-
-def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
-    """The Ctrl-C or SIGTERM during whose handling ``e`` was raised, if any (its ``__context__`` chain)."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return e
-        seen.add(id(e))
-        e = e.__context__
-    return None
-
-
-def _stdout_widowed() -> bool:
-    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end), as opposed to a
-    worker's pipe breaking."""
-    import select
-
-    try:
-        p = select.poll()
-        p.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(ev & select.POLLERR for _, ev in p.poll(0))
-    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
-        return True
-
-
-def _stdout_closed() -> int:
-    """Whoever read stdout stopped (``workflow-rl demo | head -1``): end quietly, as Unix tools do, with the status
-    of a process ended by SIGPIPE. Stdout is pointed at /dev/null first, so the interpreter's last flush at exit
-    does not raise again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
-        pass
-    return 128 + signal.SIGPIPE
+                threads.configure(threads.Work(), args.threads)
+            return args.func(args)
+    except Exception as e:
+        if isinstance(e, BrokenPipeError) and stdout_reader_gone():
+            return stdout_closed()
+        known = failure(e)
+        if known is None:
+            raise
+        print(f"error: {known[0]}", file=sys.stderr)
+        return known[1]
 
 
 if __name__ == "__main__":

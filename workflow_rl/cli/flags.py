@@ -41,9 +41,10 @@ def _value_type(hint):
     return hint
 
 
-def argparse_kind(hint, default, name: str | None = None) -> dict:
+def argparse_kind(hint, default, name: str | None = None, check: bool = False) -> dict:
     """How argparse reads a field of type ``hint``: a number's type is its range's (``ranges.RANGES[name]``), parsed
-    here and checked by its config's ``validate()`` (a KeyError where the table has no range for it)."""
+    here and checked by its config's ``validate()``, or here too with ``check`` (a KeyError where the table has no
+    range for it)."""
     from workflow_rl.cli.numbers import Ranged
     from workflow_rl.ranges import key
 
@@ -54,23 +55,27 @@ def argparse_kind(hint, default, name: str | None = None) -> dict:
     if typing.get_origin(tp) in (tuple, list):
         nargs, tp = {"nargs": "+"}, typing.get_args(tp)[0]
     if tp in (int, float):
-        return {**nargs, "type": Ranged(key(name), tp, check=False)}
+        return {**nargs, "type": Ranged(key(name), tp, check=check)}
     return {**nargs, "type": tp}
 
 
-def add_flags(group, cls, defaults: dict, skip=()) -> list[str]:
+def add_flags(group, cls, defaults: dict, skip=(), check: bool = False, prefix: str = "", note: str = "") -> list[str]:
     """One flag per field of dataclass ``cls`` (nested dataclasses and ``skip`` excepted), with its default taken
-    from ``defaults`` (a config instance's flat settings); returns the field names, which are the flags' dests."""
+    from ``defaults`` (a config instance's flat settings), its numbers checked against their ranges as typed with
+    ``check``, and ``choices``, ``metavar`` or ``nargs`` from its metadata; ``prefix`` goes before each name (flag,
+    dest and range key: ``plan_`` makes ``--plan-top-k``) and ``note`` after each help text. Returns the field names,
+    which are the flags' dests without the prefix."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     names = []
     for f in dataclasses.fields(cls):
         if f.name in skip or dataclasses.is_dataclass(hints[f.name]):
             continue
-        default = defaults[f.name]
-        extra = {k: f.metadata[k] for k in ("choices", "metavar") if k in f.metadata}
-        group.add_argument(flag(f.name), dest=f.name, default=default, help=docs.get(f.name, "").replace("%", "%%"),
-                           **argparse_kind(hints[f.name], default, f.name), **extra)
+        default, name = defaults[f.name], prefix + f.name
+        kind = {**argparse_kind(hints[f.name], default, name, check),
+                **{k: f.metadata[k] for k in ("choices", "metavar", "nargs") if k in f.metadata}}
+        group.add_argument(flag(name), dest=name, default=default,
+                           help=docs.get(f.name, "").replace("%", "%%") + note, **kind)
         names.append(f.name)
     return names
 
@@ -90,38 +95,3 @@ def typed_options(make_parser, argv: list[str], command: str) -> frozenset[str]:
 def settings(args: argparse.Namespace, names) -> dict:
     """The parsed values of the flags ``names``, by setting name."""
     return {n: getattr(args, n) for n in names}
-
-
-INHERITED = {"alignment_reward": "the form", "opening": "the opening"}
-"""The settings a run starting from ``--init-checkpoint`` keeps from its starting agent unless typed, and how the
-one line that says so names them. A violations-trained agent fine-tuned under the ratio form is paid again for
-diluting a violation with extra fixes, the habit the violations form trained away (RESULTS.md, issue L); a policy
-trained after a fixed opening plays badly after another (RESULTS.md, issue M)."""
-
-
-def shown_setting(value) -> str:
-    """A setting as a line names it: a list's items space-separated as typed, an empty list or None as 'none' (an
-    agent trained without an opening has the opening (), which printed as nothing)."""
-    if isinstance(value, (tuple, list)):
-        return " ".join(map(str, value)) or "none"
-    return "none" if value is None else str(value)
-
-
-def inherit_settings(typed, spec: str | None, given: dict) -> dict:
-    """``given`` (a run's flat settings) with each :data:`INHERITED` setting not in ``typed`` (the settings the
-    command line or a recipe chose) taken from the checkpoint ``spec`` the run starts from (said in one line where
-    that differs from the default)."""
-    if spec is None:
-        return given
-    from workflow_rl.rl.pretrained import trained_config
-
-    trained = trained_config(spec)   # one read of the checkpoint for every inherited setting
-    for name, what in INHERITED.items():
-        if name in typed:
-            continue
-        value = getattr(trained.ppo, name) if hasattr(trained.ppo, name) else getattr(trained, name)
-        if value != given[name]:
-            print(f"{flag(name)[2:].replace('-', ' ')}: {shown_setting(value)}, {what} {spec} was trained with "
-                  f"({flag(name)} to choose another)")
-            given = {**given, name: value}
-    return given

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 from workflow_rl.ranges import RANGES, key
+from workflow_rl.resources import check_workers
+from workflow_rl.threads import parse_threads
 
 
 class Ranged:
@@ -55,7 +57,8 @@ episode_count = ranged("episodes")
 def bind_ranges(parser: argparse.ArgumentParser, command: str) -> None:
     """Give every numeric flag of ``command``'s ``parser`` its table entry: an unbound :class:`Ranged` or a plain
     ``int``/``float`` type becomes its flag's (a KeyError naming the fix where the table has none). ``--help``
-    shows each flag's range from the same entry (``(range 1..4,194,304)``), so the help and the refusal cannot differ."""
+    shows each flag's range from the same entry (``(range 1..4,194,304)``): the help and the refusal cannot
+    differ."""
     for action in parser._actions:
         if isinstance(action.type, Ranged) and action.type.range_key is None:
             action.type = action.type.bind(action.dest, command)
@@ -66,15 +69,22 @@ def bind_ranges(parser: argparse.ArgumentParser, command: str) -> None:
             action.help = f"{(action.help or '').rstrip('. ')} (range {RANGES[entry].text()})".lstrip()
 
 
-def worker_count(text: str) -> int:
-    """argparse type of a count of worker processes: ``resources.check_workers`` (at most a few per usable core)."""
-    from workflow_rl.resources import check_workers
+def checked_by(check, prefix: str = "", range_key: str | None = None):
+    """argparse type of a flag whose text ``check`` reads (refusing it with a ValueError): the refusal as argparse's
+    one-line message, less ``prefix`` (the flag's name, which argparse says itself); ``range_key``: the flag's entry
+    in ``ranges.RANGES`` (tests/test_ranges.py reads it), where it has one."""
+    def read(text: str):
+        try:
+            return check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(prefix).strip()) from None
 
-    v = ranged("workers")(text)
-    try:
-        return check_workers("", v)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).strip()) from None
+    read.range_key = range_key
+    return read
 
 
-worker_count.range_key = "workers"
+thread_count = checked_by(parse_threads, "threads ", "threads")
+"""argparse type of ``--threads``: ``threads.parse_threads`` (which reads its range, ``ranges.RANGES["threads"]``)."""
+worker_count = checked_by(lambda text: check_workers("", ranged("workers")(text)), range_key="workers")
+"""argparse type of a count of worker processes: within its range, and ``resources.check_workers`` (at most a few
+per usable core)."""

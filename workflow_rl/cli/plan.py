@@ -6,9 +6,8 @@ default, type, help and checks are the dataclass's own.
 from __future__ import annotations
 
 import dataclasses
-import typing
 
-from workflow_rl.cli.flags import argparse_kind, field_docs
+from workflow_rl.cli.flags import add_flags
 
 PREFIX = "plan_"
 
@@ -25,11 +24,7 @@ def add_plan_flags(parser, switch: bool = True) -> None:
                        help="also play the agent planned at each step (a 'planned' mode beside greedy/sampled); the "
                             "planner is not told the episode's length, as CAGE2's own evaluation loop tells an agent "
                             "nothing")
-    hints, docs, d = typing.get_type_hints(PlanConfig), field_docs(PlanConfig), PlanConfig()
-    for f in dataclasses.fields(PlanConfig):
-        g.add_argument("--plan-" + f.name.replace("_", "-"), dest=PREFIX + f.name, default=getattr(d, f.name),
-                       help=docs.get(f.name, "").replace("%", "%%") + " (default %(default)s)",
-                       **argparse_kind(hints[f.name], getattr(d, f.name), PREFIX + f.name))
+    add_flags(g, PlanConfig, dataclasses.asdict(PlanConfig()), prefix=PREFIX, note=" (default %(default)s)")
 
 
 def plan_settings(args, planned: bool = False):

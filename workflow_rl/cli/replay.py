@@ -31,10 +31,7 @@ def cmd_replay(args) -> int:
     from workflow_rl.runs.replay import replay
 
     result = replay(replay_config(args))
-    for ep in result.episodes:
-        s = ep["summary"]
-        comp = "n/a" if s["compliance"] is None else f"{s['compliance']:.3f}"
-        print(f"episode {ep['index'] + 1}: return {s['return']:.2f}, compliance {comp}")
+    print(result.text)
     print(f"wrote {result.out} (open it in a browser)")
     return 0
 

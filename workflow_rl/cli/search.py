@@ -1,18 +1,16 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
-import argparse
-
 from pathlib import Path
 
-from workflow_rl.cli.flags import add_flags, inherit_settings, settings
-from workflow_rl.cli.numbers import ranged
+from workflow_rl.cli.flags import add_flags, settings
+from workflow_rl.cli.numbers import checked_by, ranged
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.files import check_out_dir
 from workflow_rl.rl.config import flag
 from workflow_rl.runs.search import SearchRun, search
+from workflow_rl.runs.settings import inherit_settings, search_workflows
 from workflow_rl.search.config import PER_WORKFLOW, SearchConfig
-from workflow_rl.workflow import NAMED, Workflow, all_workflows
 
 
 def add_search(sub) -> None:
@@ -36,26 +34,10 @@ def add_search(sub) -> None:
 
 
 def ray_address(text: str) -> str:
-    """argparse type of ``--ray``: ``search.ray_executor.check_ray_address``, its message as argparse's."""
+    """argparse type of ``--ray``: ``search.ray_executor.check_ray_address``."""
     from workflow_rl.search.ray_executor import check_ray_address
 
-    try:
-        return check_ray_address(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--ray ")) from None
-
-
-def _workflow_list(args) -> list[str] | None:
-    """--workflows: the ones named (';'-separated or several arguments; 'named': the six); --exhaustive alone: all
-    120 (with --workflows: every one named, a ground truth over that list, as benchmarks/studies/regret.py builds)."""
-    if args.exhaustive and not args.workflows:
-        return [w.codes for w in all_workflows()]
-    if not args.workflows:
-        return None
-    items = args.workflows if len(args.workflows) > 1 else args.workflows[0].split(";")
-    if items == ["named"]:
-        items = list(NAMED)
-    return [Workflow.parse(w).codes for w in items]
+    return checked_by(check_ray_address, "--ray ")(text)
 
 
 def _check_resume_alone(args) -> None:
@@ -85,4 +67,4 @@ def search_job(args) -> tuple[SearchConfig | None, SearchRun]:
     check_out_dir("--out", args.out)
     given = settings(args, args.config_names)
     given = inherit_settings(args.typed, given["init_checkpoint"], given)
-    return SearchConfig(**{**given, "workflows": _workflow_list(args)}), run
+    return SearchConfig(**{**given, "workflows": search_workflows(args.workflows, args.exhaustive)}), run

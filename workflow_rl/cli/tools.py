@@ -1,8 +1,11 @@
-"""The subcommands around the main job: demo, parity, curves, bench, compare and cyborg-setup."""
+"""The subcommands around the main job: demo, parity, curves, bench, compare and cyborg-setup.
+
+Each is its flags and one call: ``runs.demo.demo``, ``runs.reports.parity_report``, ``curves.run``, ``bench.run``,
+``runs.reports.compare_report``, ``envs.cyborg.install_scenario``.
+"""
 from __future__ import annotations
 
-from workflow_rl import threads
-from workflow_rl.files import check_out_file, check_out_files, written_by
+from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import episode_count, ranged, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
 
@@ -12,10 +15,10 @@ def cmd_demo(args) -> int:
     (:func:`workflow_rl.runs.demo.demo`)."""
     from workflow_rl.runs.demo import demo
 
-    threads.configure(threads.Work(envs=args.n_envs), args.threads)   # it steps --n-envs envs at once
     print(f"native engine, {args.n_envs} envs, defender '{args.policy}', {args.episodes} episodes per red agent")
     print(f"{'red agent':16s} {'30 steps':>18s} {'50 steps':>18s} {'100 steps':>18s} {'env-steps/s':>12s}")
-    for row in demo(args.policy, args.red_agents, args.n_envs, args.episodes, args.seed, not args.no_progress):
+    for row in demo(args.policy, args.red_agents, args.n_envs, args.episodes, args.seed, not args.no_progress,
+                    args.threads):
         cells = [f"{m:9.2f} ± {se:5.2f}" for m, se in row.cells.values()]
         print(f"{row.red_agent:16s} {cells[0]:>18s} {cells[1]:>18s} {cells[2]:>18s} {row.steps_per_s:12,.0f}")
     print("(mean ± standard error of the blue return; real CybORG reference values are in tests/data)")
@@ -23,105 +26,44 @@ def cmd_demo(args) -> int:
 
 
 def cmd_parity(args) -> int:
-    """Scripted defenders on the native and the real CybORG engine, compared cell by cell."""
-    from workflow_rl.parity import markdown, parity
-    from workflow_rl.policies import POLICIES
+    """Scripted defenders on the native and the real CybORG engine, compared cell by cell
+    (:func:`workflow_rl.runs.reports.parity_report`)."""
+    from workflow_rl.runs.reports import parity_report
 
-    policies = args.policies or list(POLICIES)
-    unknown = sorted(set(policies) - set(POLICIES))
-    if unknown:
-        raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
-    if args.out:
-        check_out_file("--out", args.out, [args.scenario], mine="parity")
-    print(f"parity: {len(policies)} policies x {len(args.red_agents)} red agents, {args.episodes} CybORG episodes "
-          f"and {args.native_episodes} native episodes per cell")
-    cells = parity(args.red_agents, policies, args.episodes, args.native_episodes, args.seed, args.vectorization,
-                   args.parallel_start_method, args.scenario)
-    md = markdown(cells)
-    print(md)
-    if args.out:
-        _write_report(args.out, md + "\n", "parity")
-    return 0 if all(c.equivalent for c in cells) else 1
+    return _shown(parity_report(args.red_agents, args.policies, args.episodes, args.native_episodes, args.seed,
+                                args.vectorization, args.parallel_start_method, args.scenario, args.out))
 
 
-def _write_report(out: str, text: str, command: str) -> None:
-    """Write ``command``'s Markdown report to ``--out`` (checked before the command ran: ``check_out_file``), whole
-    or not at all, and say where. Its first line, an HTML comment (invisible where the Markdown is shown), marks it
-    as that command's (``files.written_by``), so running the command again may replace it and nothing else."""
-    from pathlib import Path
-
-    from workflow_rl.files import atomic_write
-
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out, "w") as f:
-        f.write(f"<!-- {written_by(command)} -->\n{text}")
-    print(f"wrote {out}")
+def _shown(report) -> int:
+    """Print a report job's table and where it was written; its exit status."""
+    print(report.text, end="")
+    if report.written:
+        print(f"wrote {report.written}")
+    return report.exit_code
 
 
 def cmd_curves(args) -> int:
     """Per-step, per-host red access, native vs real CybORG (:func:`workflow_rl.curves.run`)."""
-    from dataclasses import fields
-
     from workflow_rl.curves import CurvesConfig, run
 
-    return run(CurvesConfig(**{f.name: getattr(args, f.name) for f in fields(CurvesConfig)}))
-
-
-BENCH_FILES = {"engines": ("engines.md", "engines.csv", "engines.png"), "native": ("native.md", "native.csv")}
-"""What ``bench --out DIR`` writes into DIR, per table (``bench._write``, ``bench.run_native``)."""
+    return run(CurvesConfig(**settings(args, args.config_names)))
 
 
 def cmd_bench(args) -> int:
-    """The engine benchmarks (``make bench`` runs this): transitions/s of every engine mode over n_envs (Markdown +
-    CSV + PNG) and the native kernel's env-steps/s over batch sizes, both red agents (Markdown + CSV)."""
-    from workflow_rl.bench import NATIVE_SIZES, run_bench, run_native
-    from workflow_rl.devices import check_device_available
+    """The engine benchmarks (:func:`workflow_rl.bench.run`; ``make bench`` runs this)."""
+    from workflow_rl.bench import BenchConfig, run
 
-    tables = list(dict.fromkeys(args.tables))
-    files = [f for table in tables for f in BENCH_FILES[table]]
-    check_out_files("--out", args.out, files, [args.scenario], replace=args.overwrite)
-    if "native" in tables:   # before the engines table spends its minutes
-        from workflow_rl.bench import check_native_sizes
-
-        check_native_sizes(args.native_sizes, args.cuda_sizes)
-    if "engines" in tables and args.modes and "native-cuda" in args.modes:
-        check_device_available("cuda")
-    largest = max(*args.sizes, *NATIVE_SIZES, *args.native_sizes)
-    threads.configure(threads.Work(envs=largest), args.threads)   # its largest batch
-    if "engines" in tables:
-        run_bench(args.sizes, args.modes, args.red_agent, args.cyborg_steps, args.repeats, args.scenario, args.out,
-                  args.parallel_start_method)
-    if "native" in tables:
-        run_native(args.native_sizes, args.repeats, args.native_min_steps, args.cuda_sizes, args.cyborg_steps,
-                   args.scenario, args.out)
+    files = run(BenchConfig(**settings(args, args.config_names)), args.threads)
     print(f"wrote {', '.join(files)} in {args.out}")
     return 0
 
 
 def cmd_compare(args) -> int:
-    """Two evaluations of the same episodes, paired episode by episode (``rl.episodes.compare``): a Markdown table
-    of B - A per cell with its 95% interval."""
-    from workflow_rl.rl.episodes import compare, markdown, read_episodes
+    """Two evaluations of the same episodes, paired episode by episode
+    (:func:`workflow_rl.runs.reports.compare_report`)."""
+    from workflow_rl.runs.reports import compare_report
 
-    if args.out:
-        check_out_file("--out", args.out, [_episodes_read(args.a), _episodes_read(args.b)], mine="compare")
-    rows = compare(read_episodes(args.a), read_episodes(args.b), tuple(args.modes) if args.modes else None,
-                   args.any_workflow, args.common)
-    md = markdown(rows, args.a, args.b)
-    print(md, end="")
-    if args.out:
-        _write_report(args.out, md, "compare")
-    return 0
-
-
-def _episodes_read(where: str):
-    """The episodes.csv ``compare`` reads for its argument ``where`` (None where there is none: reading it says so)."""
-    from workflow_rl.rl.episodes import episodes_file
-
-    try:
-        return episodes_file(where)
-    except ValueError:
-        return None
+    return _shown(compare_report(args.a, args.b, args.modes, args.any_workflow, args.common, args.out))
 
 
 # ---------------------------------------------------------------------------------------------------- cyborg-setup
@@ -157,40 +99,16 @@ def add_tools(sub) -> None:
 
     from dataclasses import asdict
 
-    from workflow_rl.cli.flags import add_flags
     from workflow_rl.curves import CurvesConfig
 
     v = sub.add_parser("curves", help="per-step, per-host red access: native vs real CybORG (resumable shards)")
-    add_flags(v, CurvesConfig, asdict(CurvesConfig()))
-    v.set_defaults(func=cmd_curves)
+    v.set_defaults(func=cmd_curves, config_names=add_flags(v, CurvesConfig, asdict(CurvesConfig())))
 
-    from workflow_rl.bench import CUDA_SIZES, KERNEL_MIN_STEPS, KERNEL_SIZES, TABLES
+    from workflow_rl.bench import BenchConfig
 
     b = sub.add_parser("bench", help="engine throughput: CybORG modes and native over n_envs (engines.*), and the "
                                      "native kernel over batch sizes, both red agents (native.*)")
-    b.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES),
-                   help="which tables to write (default both): engines (every mode), native (the kernel alone)")
-    b.add_argument("--sizes", nargs="+", type=ranged("sizes"), default=[1, 2, 4, 8, 16],
-                   help="engines table: n_envs per mode (native modes also run 256, 4096, 65536)")
-    b.add_argument("--modes", nargs="+", default=None,
-                   choices=["cyborg-sequential", "cyborg-sync", "cyborg-pipes", "cyborg-shm", "cyborg-episodes",
-                            "native-cpu", "native-cuda"])
-    b.add_argument("--red-agent", default="B_lineAgent")
-    b.add_argument("--cyborg-steps", type=ranged("cyborg_steps"), default=400,
-                   help="vector steps x n_envs per CybORG cell (native table: steps of its one CybORG process)")
-    b.add_argument("--repeats", type=ranged("repeats"), default=3, help="native cells: median of this many runs")
-    b.add_argument("--native-sizes", nargs="+", type=ranged("native_sizes"), default=list(KERNEL_SIZES),
-                   help="native table: batch sizes of the numba kernel")
-    b.add_argument("--native-min-steps", type=ranged("native_min_steps"), default=KERNEL_MIN_STEPS,
-                   help="native table: env-steps per timed run (at least 20 steps)")
-    b.add_argument("--cuda-sizes", nargs="*", type=ranged("cuda_sizes"), default=list(CUDA_SIZES),
-                   help="native table: batch sizes of the CUDA kernel, timed where torch sees a GPU; none to skip")
-    b.add_argument("--parallel-start-method", default=None, choices=["spawn", "fork", "forkserver"])
-    b.add_argument("--scenario", default=None)
-    b.add_argument("--out", default="benchmarks/results")
-    b.add_argument("--overwrite", action="store_true",
-                   help="replace the tables an earlier bench wrote into --out (refused without it)")
-    b.set_defaults(func=cmd_bench)
+    b.set_defaults(func=cmd_bench, config_names=add_flags(b, BenchConfig, asdict(BenchConfig()), check=True))
 
     m = sub.add_parser("compare", help="two evaluations of the same episodes, paired episode by episode: B - A per "
                                        "cell with its 95%% interval (from their episodes.csv)")

@@ -1,17 +1,20 @@
-"""``workflow-rl train`` and ``workflow-rl evaluate``: one policy, trained and evaluated."""
+"""``workflow-rl train``: its flags, read into a ``TrainConfig`` and a :class:`~workflow_rl.runs.train.TrainRun`.
+
+A recipe's and a starting checkpoint's settings fill the flags not typed (``runs.settings``); the job is
+:func:`workflow_rl.runs.train.train`. Also the flag groups ``search`` and the commands that play CybORG share.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.checks import flag
-from workflow_rl.cli.flags import add_flags, inherit_settings, settings
+from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import episode_length, ranged
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.ppo import PPOConfig
-from workflow_rl.rl.recipes import RECIPES, as_flags, recipe
+from workflow_rl.rl.recipes import RECIPES
+from workflow_rl.runs.settings import inherit_settings, train_config, with_recipe
 from workflow_rl.runs.train import TrainRun, train
-from workflow_rl.runs.rundir import check_run_folder, remove_run, run_config, RunDirLock
 
 
 def add_training_flags(p, defaults: dict, skip=()) -> list[str]:
@@ -65,40 +68,12 @@ def cmd_train(args) -> int:
 
 def train_job(args) -> tuple[TrainConfig, TrainRun]:
     """The parsed flags as the validated ``(TrainConfig, TrainRun)`` that ``runs.train.train`` takes: a recipe's
-    and a starting checkpoint's settings wherever a flag was not typed."""
-    from workflow_rl import parse_red_agent
-    from workflow_rl.workflow import WorkflowMix, is_workflow_list, parse_workflow_arg
-
-    flat, typed = with_recipe(args, settings(args, args.config_names))
-    given = inherit_settings(typed, args.init_checkpoint, flat)
-    if is_workflow_list(given["workflow"]):   # across workflows: config.json names them and the held-out ones
-        workflow = None
-        mix = WorkflowMix.parse(given["workflow"], given["hold_out"])
-        named = {"workflow": WorkflowMix.list_text(given["workflow"]), "hold_out": mix.hold_out_text()}
-    else:
-        workflow = parse_workflow_arg(given["workflow"])
-        named = {"workflow": workflow.codes if workflow else None}
-    cfg = TrainConfig.from_flat({**given, **named, "red_agent": parse_red_agent(given["red_agent"])})
-    cfg.validate()
+    and a starting checkpoint's settings wherever a flag was not typed (``runs.settings``)."""
+    flat, typed = with_recipe(args.recipe, settings(args, args.config_names), args.typed)
+    cfg = train_config(inherit_settings(typed, args.init_checkpoint, flat))
     run = TrainRun(out=Path(args.out), checkpoint_dir=args.checkpoint_dir and Path(args.checkpoint_dir),
                    seeds=args.seeds, resume=args.resume, overwrite=args.overwrite,
                    init_checkpoint=args.init_checkpoint, progress=not args.no_progress,
                    eval_episodes=args.eval_episodes, eval_length=args.eval_length, eval_engine=args.eval_engine,
                    eval_sampled=args.eval_sampled, recipe=args.recipe, threads=args.threads)
     return cfg, run
-
-
-def with_recipe(args, flat: dict) -> tuple[dict, frozenset[str]]:
-    """``flat`` (the run's settings) with ``--recipe``'s settings for the run's device in place of every setting not
-    typed, said in one line as the flags they stand for, and the settings chosen: the typed ones and the recipe's,
-    so a starting checkpoint's opening or reward form (``inherit_settings``) does not replace them."""
-    if args.recipe is None:
-        return flat, args.typed
-    r = recipe(args.recipe)
-    wanted = r.for_device(flat["device"])
-    typed = [k for k in flat if k in args.typed and k in wanted]
-    chosen = {k: v for k, v in wanted.items() if k not in typed}
-    run = {k: flat[k] if k in typed else v for k, v in wanted.items()}
-    print(f"recipe {r.name} on {flat['device']}: {as_flags(run)}"
-          + (f" (typed over the recipe: {', '.join(flag(k) for k in typed)})" if typed else ""))
-    return {**flat, **chosen}, args.typed | set(chosen)

@@ -23,12 +23,15 @@ class DemoRow:
 
 
 def demo(policy: str = "restore_compromised", red_agents=("B_lineAgent", "RedMeanderAgent"), n_envs: int = 4096,
-         episodes: int = 8192, seed: int = 0, progress: bool = True) -> list[DemoRow]:
+         episodes: int = 8192, seed: int = 0, progress: bool = True, threads: int | str | None = None) -> list[DemoRow]:
     """Play ``episodes`` 100-step episodes per red agent with the scripted ``policy`` (``workflow_rl.policies``) in
-    rounds of ``n_envs`` native envs; each length's running return and the engine's env-steps per second."""
+    rounds of ``n_envs`` native envs; each length's running return and the engine's env-steps per second. Threads
+    (``threads``: a count, 'auto' or 'off', as ``--threads``) are sized for ``n_envs`` envs stepped at once."""
     from workflow_rl import make_vector_env, parse_red_agent
+    from workflow_rl import threads as thread_policy
     from workflow_rl.policies import POLICIES
 
+    thread_policy.configure(thread_policy.Work(envs=n_envs), threads)
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
     rng = np.random.default_rng(seed)

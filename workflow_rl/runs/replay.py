@@ -51,6 +51,16 @@ class ReplayResult:
     out: Path
     episodes: list[dict]
 
+    @property
+    def text(self) -> str:
+        """One line per episode: its return and its compliance (n/a without a workflow)."""
+        lines = []
+        for ep in self.episodes:
+            s = ep["summary"]
+            comp = "n/a" if s["compliance"] is None else f"{s['compliance']:.3f}"
+            lines.append(f"episode {ep['index'] + 1}: return {s['return']:.2f}, compliance {comp}")
+        return "\n".join(lines)
+
 
 def replay(cfg: ReplayConfig) -> ReplayResult:
     """Play ``cfg``'s episodes and write them as one HTML page (replacing only a page ``replay`` wrote); every check
