@@ -996,3 +996,27 @@ def test_a_full_disk_mid_evaluation_leaves_the_earlier_evaluation_whole(tmp_path
     rc, _, err = _run_main(["evaluate", "sleep", "--episodes", "6", "--out", str(out), "--overwrite"], capsys)
     _assert_one_error_line(rc, err, "No space left on device writing .*episodes.csv: make room")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_memory_running_out_is_one_line(capsys, monkeypatch):
+    """A MemoryError in a job (an allocation the memory checks did not foresee) is one line naming the fix."""
+    from workflow_rl.cli import tools
+
+    monkeypatch.setattr(tools, "cmd_demo", _raising(MemoryError))
+    rc, _, err = _run_main(["demo"], capsys)
+    _assert_one_error_line(rc, err, "out of memory: .* lower its sizes .* --resume")
+
+
+@pytest.mark.parametrize("exc", [OSError("libllvmlite.so: failed to map segment from shared object"),
+                                 ImportError("libtorch_cpu.so: cannot allocate memory"), MemoryError()])
+def test_a_library_that_will_not_load_is_one_line(exc, capsys, monkeypatch):
+    """Torch or numba failing to load as the command line is parsed (measured: under `ulimit -v 800000` numba's
+    LLVM cannot map its code) is one line naming the limit, not a traceback."""
+    import workflow_rl.cli as cli
+
+    def parse(argv=None):
+        raise exc
+
+    monkeypatch.setattr(cli, "parse", parse)
+    rc, _, err = _run_main(["demo"], capsys)
+    _assert_one_error_line(rc, err, r"did not load \(.*\): under a memory limit \(ulimit -v\)")
