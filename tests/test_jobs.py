@@ -88,3 +88,23 @@ def test_job_refuses_what_is_no_job(argv, match, capsys):
 def test_search_job_reads_resume_as_no_config(tmp_path):
     cfg, run = job(["search", "--resume", str(tmp_path)])
     assert cfg is None and run.resume and run.out == tmp_path
+
+
+@pytest.mark.parametrize("job,kwargs,match", [
+    ("evaluate", dict(agent=5), "agent must be a string"),
+    ("evaluate", dict(agent="sleep", mode="fast"), "mode 'fast': use one of greedy, sampled, both"),
+    ("evaluate", dict(agent="sleep", out=5), "out must be a path"),
+    ("evaluate", dict(agent="sleep", engines="native"), "engines must be a list"),
+    ("replay", dict(agent=5), "agent must be a string"),
+    ("replay", dict(agent="sleep", out=5), "out must be a path"),
+])
+def test_the_job_functions_check_their_configs_at_the_call(job, kwargs, match):
+    """A config built in Python with a wrong type or an unknown mode is one ValueError naming the setting before
+    anything loads or plays (it was an AttributeError from string code, a TypeError from pathlib, or a silent
+    greedy evaluation for mode='fast')."""
+    from workflow_rl.runs.evaluate import EvaluateConfig, evaluate
+    from workflow_rl.runs.replay import ReplayConfig, replay
+
+    run, config = {"evaluate": (evaluate, EvaluateConfig), "replay": (replay, ReplayConfig)}[job]
+    with pytest.raises(ValueError, match=match):
+        run(config(**kwargs))

@@ -13,6 +13,7 @@ import os
 import sys
 import types
 import typing
+from pathlib import Path
 
 import numpy as np
 
@@ -118,6 +119,8 @@ def _check_type(name: str, value, hint) -> None:
         check_float(name, value)
     elif hint is str and not isinstance(value, str):
         raise ValueError(f"{name} must be a string, got {value!r}")
+    elif hint is Path and not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a path, got {value!r}")
 
 
 def check_episode_length(name: str, value) -> int:

@@ -11,7 +11,7 @@ from workflow_rl.cli.numbers import episode_count, episode_length, positive_int,
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
 from workflow_rl.cli.train import add_cyborg_flags
 from workflow_rl.envs.names import ENGINES
-from workflow_rl.runs.evaluate import BASELINES, LIST_DEFAULTS, ONE_DEFAULTS
+from workflow_rl.runs.evaluate import BASELINES, LIST_DEFAULTS, MODES, ONE_DEFAULTS
 
 DEVICE_HELP = ("where the agent and the native engine run: cpu or cuda (cuda:N); the agent is loaded onto it "
                "(rl.pretrained.load_agent); --plan plans on a CPU copy of the agent; the cyborg engine runs on the "
@@ -80,7 +80,7 @@ def add_evaluate(sub) -> None:
     e.add_argument("--time-limit", type=positive_int, default=None, metavar="SECONDS",
                    help="real CybORG: start no new round of episodes after this many seconds (shared evenly by "
                         "the modes); each cell reports the episodes it finished (at least one round)")
-    e.add_argument("--mode", default=None, choices=["greedy", "sampled", "both"], help=_defaults("mode"))
+    e.add_argument("--mode", default=None, choices=MODES, help=_defaults("mode"))
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
     e.add_argument("--seed", type=seed_int, default=0, help="sampling seed (the evaluation episodes' seeds are fixed)")
     e.add_argument("--episode-seed", type=seed_int, default=None,

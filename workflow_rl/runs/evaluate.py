@@ -12,10 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workflow_rl import devices
+from workflow_rl.checks import check_types
 from workflow_rl.files import atomic_write, check_out_files, staged_outputs
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
 
+MODES = ("greedy", "sampled", "both")
+"""How an evaluation plays the agent (``mode``): its greedy action, a sampled one, or both side by side."""
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
 """The scripted defenders an evaluation or a replay plays by name instead of an agent."""
 ONE_DEFAULTS = {"red_agents": ("B_lineAgent", "RedMeanderAgent", "SleepAgent"), "lengths": (30, 50, 100),
@@ -215,6 +218,9 @@ def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
     """Run the evaluation ``cfg`` describes: every check (devices, the output folder, the settings of its kind)
     before anything loads or plays; then CAGE2's cells (red agents x lengths, per engine and mode: mean ± 95% CI,
     compliance, the leaderboard winner's cells), or with a list of workflows one row per workflow."""
+    check_types(cfg, str)   # a Python caller's wrong type: one ValueError naming the setting, not a crash deep inside
+    if cfg.mode is not None and cfg.mode not in MODES:
+        raise ValueError(f"mode {cfg.mode!r}: use one of {', '.join(MODES)}")
     devices.check_play_devices(cfg.device, cfg.engines)
     if cfg.out is not None:
         check_out_files("--out", cfg.out, cfg.out_files(), cfg.read_files(), replace=cfg.overwrite)
