@@ -108,3 +108,27 @@ def test_the_job_functions_check_their_configs_at_the_call(job, kwargs, match):
     run, config = {"evaluate": (evaluate, EvaluateConfig), "replay": (replay, ReplayConfig)}[job]
     with pytest.raises(ValueError, match=match):
         run(config(**kwargs))
+
+
+@pytest.mark.parametrize("job,args,match", [
+    ("train", lambda T, R: (None, R(out="x")), "cfg must be a TrainConfig, got NoneType"),
+    ("train", lambda T, R: ({"n_envs": 2}, R(out="x")), "cfg must be a TrainConfig, got dict"),
+    ("train", lambda T, R: (T(), R(out=5)), "--out must be a path"),
+    ("train", lambda T, R: (T(), R(out="x", resume="no")), "--resume must be True or False"),
+    ("search", lambda S, R: (S(), None), "run must be a SearchRun, got NoneType"),
+    ("search", lambda S, R: (S(), R(out=5)), "--out must be a path"),
+    ("search", lambda S, R: (S(), R(out="x", overwrite=1)), "--overwrite must be True or False"),
+])
+def test_train_and_search_check_their_arguments_at_the_call(job, args, match, tmp_path, monkeypatch):
+    """train(cfg, run) and search(cfg, run) refuse a wrong kind of argument in one ValueError before anything is
+    written (``resume='no'`` was taken for True; None or a dict was an AttributeError)."""
+    from workflow_rl.rl.config import TrainConfig
+    from workflow_rl.runs.search import SearchRun, search
+    from workflow_rl.runs.train import TrainRun, train
+    from workflow_rl.search.config import SearchConfig
+
+    monkeypatch.chdir(tmp_path)
+    run, config, run_type = {"train": (train, TrainConfig, TrainRun), "search": (search, SearchConfig, SearchRun)}[job]
+    with pytest.raises(ValueError, match=match):
+        run(*args(config, run_type))
+    assert list(tmp_path.iterdir()) == []

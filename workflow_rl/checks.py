@@ -98,6 +98,15 @@ def check_types(config, spell=flag) -> None:
             _check_type(spell(f.name), value, hint)
 
 
+def check_config(name: str, value, cls, spell=flag) -> None:
+    """``value`` is a ``cls`` (a dataclass config) whose fields hold their annotated types: a job function's
+    arguments checked at the call (a dict, None or ``resume='no'`` is one ValueError, not an AttributeError deep
+    inside or a truthy string taken for True)."""
+    if not isinstance(value, cls):
+        raise ValueError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+    check_types(value, spell)
+
+
 def _check_type(name: str, value, hint) -> None:
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflow_rl import threads
+from workflow_rl.checks import check_config
 from workflow_rl.files import check_out_dir, file_version
 from workflow_rl.interrupt import Terminated
 from workflow_rl.ranges import check_fields
@@ -54,6 +55,9 @@ def report_line(out: Path) -> str:
 def search(cfg: SearchConfig | None, run: SearchRun) -> SearchResult:
     """Run (or with ``run.resume`` continue) a search: every setting and the state file checked before the folder
     is touched, then the search under the folder's lock, one process per folder."""
+    if cfg is not None:
+        check_config("cfg", cfg, SearchConfig)
+    check_config("run", run, SearchRun)
     check_fields(run)   # --ray-workers, --ray-cpus-per-task (workflow_rl/ranges.py)
     name = "--resume" if run.resume else "--out"
     if run.resume:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflow_rl import threads
-from workflow_rl.checks import check_seed
+from workflow_rl.checks import check_config, check_seed
 from workflow_rl.files import check_out_dir, check_out_files
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.ranges import check_fields
@@ -62,6 +62,8 @@ def train(cfg: TrainConfig, run: TrainRun) -> TrainResult:
     from workflow_rl.rl.pretrained import starting_weights
     from workflow_rl.rl.schedule import check_first_update
 
+    check_config("cfg", cfg, TrainConfig)
+    check_config("run", run, TrainRun)
     cfg.validate_once()
     check_fields(run, command="train")   # --seeds, --eval-episodes, --eval-length (workflow_rl/ranges.py)
     check_first_update(cfg)
