@@ -102,9 +102,53 @@ def test_a_folder_is_continued_only_with_resume_and_the_same_settings(tmp_path, 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "mine.txt").write_text("x")
     rc, _, err = run_main(["expert-iterate", "--out", str(tmp_path / "run")], capsys)
-    assert rc == 2 and "not empty" in err
+    assert rc == 2 and "holds files that are not a workflow-rl run (mine.txt)" in err
     rc, _, err = run_main(["expert-iterate", "--resume", "--out", str(tmp_path / "run")], capsys)
     assert rc == 2 and "holds no expert-iteration run" in err
+
+
+def _one_line_error(rc, err, says):
+    assert rc == 2 and err.startswith("error:") and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_finished_run_is_replaced_only_with_overwrite(tmp_path, capsys):
+    """The run folder's rules of train and search (``runs.rundir``): a run is refused in a folder holding one unless
+    --resume continues it or --overwrite replaces it; --overwrite deletes what the run wrote, nothing else, and never
+    the checkpoint it starts from."""
+    run = tmp_path / "run"
+    argv = ["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--out", str(run)]
+    assert run_main(argv, capsys)[0] == 0
+    from workflow_rl.runs.rundir import run_files, run_kind
+
+    assert run_kind(run) == "expert-iterate"
+    assert sorted(p.name for p in run_files(run)) == ["checkpoints", "expert_iteration.json", "rounds.csv"]
+    (run / "notes.txt").write_text("mine")
+    (run / "checkpoints" / "stale.pt").write_text("of the old run")
+    _one_line_error(*run_main([*argv, "--seed", "3"], capsys)[::2],
+                    "already holds an expert-iteration run (checkpoints): continue it with --resume, replace it with "
+                    "--overwrite, or choose another --out")
+    _one_line_error(*run_main([*argv, "--resume", "--overwrite"], capsys)[::2], "use one")
+    init = str(run / "checkpoints" / "latest.pt")
+    _one_line_error(*run_main([*argv[:2], init, *argv[3:], "--overwrite"], capsys)[::2],
+                    "--overwrite would delete")
+    assert (run / "checkpoints" / "latest.pt").is_file()
+    rc, out, err = run_main([*argv, "--seed", "3", "--overwrite"], capsys)
+    assert rc == 0, err
+    assert (run / "notes.txt").read_text() == "mine" and not (run / "checkpoints" / "stale.pt").exists()
+    assert '"seed": 3' in (run / "expert_iteration.json").read_text()
+    assert len(list(csv.DictReader(open(run / "rounds.csv")))) == 1
+
+
+def test_other_commands_know_an_expert_iteration_folder(tmp_path, capsys):
+    """train and search tell an expert-iteration run by its expert_iteration.json: refused without --overwrite, not
+    resumed as theirs."""
+    run = tmp_path / "run"
+    assert run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--out", str(run)], capsys)[0] == 0
+    _one_line_error(*run_main(["train", "--out", str(run)], capsys)[::2],
+                    "holds a `workflow-rl expert-iterate` run: choose another --out, or replace that run with "
+                    "--overwrite")
+    _one_line_error(*run_main(["train", "--resume", "--out", str(run)], capsys)[::2],
+                    "holds a `workflow-rl expert-iterate` run, not a train run")
 
 
 def test_a_resume_with_other_settings_is_refused(tmp_path, capsys):

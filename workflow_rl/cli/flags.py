@@ -92,6 +92,10 @@ def settings(args: argparse.Namespace, names) -> dict:
     return {n: getattr(args, n) for n in names}
 
 
+OVERWRITE_HELP = ("replace what {out} holds (default: refuse a folder that is not empty): the files a train, search "
+                  "or expert-iterate run wrote there (runs.rundir.RUN_FILES) are deleted first, other files are left "
+                  "alone")
+"""``--overwrite`` of the commands that write a run folder (``train``, ``search``, ``expert-iterate``)."""
 INHERITED = {"alignment_reward": "the form", "opening": "the opening"}
 """The settings a run starting from ``--init-checkpoint`` keeps from its starting agent unless typed, and how the
 one line that says so names them. A violations-trained agent fine-tuned under the ratio form is paid again for
