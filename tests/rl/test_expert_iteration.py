@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import run_main
 
-from workflow_rl.rl.expert_iteration import ExpertConfig, agreement, play_round, train_round
+from workflow_rl.rl.expert_iteration import ExpertConfig, agreement, play_round, policy_loss, train_round
 from workflow_rl.rl.planning.planner import PlanConfig
 from workflow_rl.runs.expert_iteration import ExpertRun, expert_iterate, initial_checkpoint
 
@@ -66,6 +66,46 @@ def test_training_raises_agreement_with_the_planners_choices():
     assert stats["agree_train_before"] == pytest.approx(before)
     assert stats["agree_train_after"] > before + 0.1
     assert agreement(agent, data, rows) == pytest.approx(stats["agree_train_after"])
+
+
+def test_the_target_is_the_planners_choice_only_where_it_overrode():
+    """policy_loss: at the round's starting logits an agreed decision costs nothing (its target is the starting
+    policy) and an overridden one the cross-entropy to the planner's choice; an agreed decision whose choice flips
+    costs the hinge on its lost margin, one whose margin only shrinks to keep_margin of its start costs nothing
+    beyond the KL."""
+    cfg = ExpertConfig(kl_coef=1.0, override_weight=2.0, keep_margin=0.5)
+    old = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    greedy, choice = torch.tensor([0, 1]), torch.tensor([0, 2])   # row 0 agreed, row 1 overridden (2 for 1)
+    loss, parts = policy_loss(old.clone(), old, choice, greedy, cfg)
+    ce = -torch.log_softmax(old[1], -1)[2]
+    assert float(loss) == pytest.approx(float(2.0 * ce / 2))   # mean over the two rows
+    assert parts["kl"] == (pytest.approx(0.0, abs=1e-7), 1) and parts["keep_loss"] == (0.0, 1)
+    assert parts["ce_loss"] == (pytest.approx(float(ce)), 1)
+    agreed = torch.tensor([0]), torch.tensor([0])
+    shrunk = policy_loss(torch.tensor([[1.5, 1.0, 0.0]]), old[:1], *agreed, cfg)[1]   # margin 1 -> 0.5: allowed
+    flipped = policy_loss(torch.tensor([[1.0, 1.5, 0.0]]), old[:1], *agreed, cfg)[1]  # margin 1 -> -0.5
+    assert shrunk["keep_loss"] == (0.0, 1) and shrunk["kl"][0] > 0
+    assert flipped["keep_loss"] == (pytest.approx(1.0), 1)   # 0.5 x 1 - (-0.5)
+    masked = torch.tensor([[2.0, 1.0, -1e8]])   # a masked action is never the next-best
+    assert policy_loss(masked, masked, *agreed, cfg)[1]["keep_loss"] == (0.0, 1)
+
+
+def test_training_keeps_every_choice_the_planner_agreed_with():
+    """A round where the planner agreed with every greedy choice of the shipped agent (its flat policy: near-tied
+    rows that plain cross-entropy on the choices flips) leaves every greedy choice as it was over 100 epochs;
+    the value head still learns."""
+    cfg = tiny(init="pretrained:universal", episodes_per_round=16, episode_length=20, held_out=0.0, epochs=100)
+    from workflow_rl.rl.checkpoint import agent_from_checkpoint
+
+    agent = agent_from_checkpoint(initial_checkpoint(cfg), "cpu")
+    data = play_round(agent, cfg, 0, 0.99, 0.1)
+    data.action = data.greedy.clone()   # the planner agreed everywhere
+    rows = torch.arange(data.decisions)
+    critic = [p.clone() for p in agent.critic.parameters()]
+    stats = train_round(agent, data, cfg, 0)
+    assert stats["agree_train_before"] == 1.0 and stats["agree_train_after"] == 1.0
+    assert agreement(agent, data, rows) == 1.0
+    assert any(not torch.equal(a, b) for a, b in zip(critic, agent.critic.parameters()))
 
 
 def test_a_resumed_run_ends_with_the_weights_of_an_unbroken_one(tmp_path):
