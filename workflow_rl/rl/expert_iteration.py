@@ -21,20 +21,25 @@ it kept the greedy choice on 83% of the training decisions the planner agreed wi
 target alone 95% and 94% (learning 44% of the training overrides, 12% of the test's); this rule 99.5% and 96% (32%
 and 6%). No rule measured learnt the test's overrides without changing ten times as many of its agreed choices
 (benchmarks/results/planning/expert_iteration/README.md has the table). The value head learns the observed
-discounted returns (scaled, bootstrapped at the time limit, as PPO's critic learns them; ``value_coef``). Each round is a pure function of the weights it starts from, the settings and (seed, round): a
-fresh Adam each round, every draw seeded, so a resumed run redoes a killed round exactly.
+discounted returns (scaled, bootstrapped at the time limit, as PPO's critic learns them; ``value_coef``).
+
+Each round is a pure function of the weights it starts from, the settings and (seed, round): a fresh Adam each
+round, every draw seeded, so a resumed run redoes a killed round exactly.
 
 The job that writes a run folder is ``workflow_rl.runs.expert_iteration``; the command ``workflow-rl
-expert-iterate``. A longer run than the tests' (CPU; not run here: with the default planner, measured at 11-13 ms
-of CPU per decision in ``evaluate --plan``, 64 episodes of 100 steps should take one to two minutes of planning per
-round on one core, training seconds)::
+expert-iterate``. The measured run (CPU; 64 episodes of 100 steps took two to five minutes a round on one core of a
+shared machine, training seconds)::
 
-    workflow-rl expert-iterate --init pretrained:universal --rounds 5 --episodes-per-round 64 \\
+    workflow-rl expert-iterate --init pretrained:universal --rounds 10 --episodes-per-round 64 \\
         --episode-length 100 --red-agent mix --workflow all --none-share 0.5 --out runs/exit-universal
     workflow-rl evaluate runs/exit-universal/checkpoints/latest.pt --workflow none --out runs/exit-eval
 
-(the planner settings are the ``--plan-*`` flags of ``evaluate --plan``; ``--resume`` continues after the last
-finished round). A GPU does not help: the planner computes on the CPU (``planner.on_cpu``).
+did not improve the greedy shipped agent: paired on 1,000 episodes per red agent it stayed within 0.07 of it for eight
+rounds and ended worse (B_line -0.05 +- 0.04, Meander -0.12 +- 0.17), with compliance under one workflow below 0.95
+after rounds 9 and 10 (benchmarks/results/planning/expert_iteration/README.md).
+
+The planner settings are the ``--plan-*`` flags of ``evaluate --plan``; ``--resume`` continues after the last
+finished round. A GPU does not help: the planner computes on the CPU (``planner.on_cpu``).
 """
 from __future__ import annotations
 
