@@ -151,6 +151,8 @@ RANGES: dict[str, Range] = {
     "epochs": Range(1, 10_000, "passes over one round's decisions"),
     "minibatch": Range(1, 10**9, "decisions per gradient step"),
     "kl_coef": Range(0.0, 1e6, "a loss weight", float),
+    "override_weight": Range(0.0, 1e6, "a loss weight", float),
+    "keep_margin": Range(0.0, 1.0, "a share of the starting margin: 0 penalises only a flip, 1 any shrinking", float),
     "value_coef": Range(0.0, 1e6, "a loss weight", float),
     "held_out": Range(0.0, 0.9, "a share of the round's episodes; some must stay to train on", float),
     # ---------------------------------------------------------------------------- CurvesConfig (curves) and tools

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import run_main
 
-from workflow_rl.rl.expert_iteration import ExpertConfig, agreement, play_round, train_round
+from workflow_rl.rl.expert_iteration import ExpertConfig, agreement, play_round, policy_loss, train_round
 from workflow_rl.rl.planning.planner import PlanConfig
 from workflow_rl.runs.expert_iteration import ExpertRun, expert_iterate, initial_checkpoint
 
@@ -68,6 +68,46 @@ def test_training_raises_agreement_with_the_planners_choices():
     assert agreement(agent, data, rows) == pytest.approx(stats["agree_train_after"])
 
 
+def test_the_target_is_the_planners_choice_only_where_it_overrode():
+    """policy_loss: at the round's starting logits an agreed decision costs nothing (its target is the starting
+    policy) and an overridden one the cross-entropy to the planner's choice; an agreed decision whose choice flips
+    costs the hinge on its lost margin, one whose margin only shrinks to keep_margin of its start costs nothing
+    beyond the KL."""
+    cfg = ExpertConfig(kl_coef=1.0, override_weight=2.0, keep_margin=0.5)
+    old = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    greedy, choice = torch.tensor([0, 1]), torch.tensor([0, 2])   # row 0 agreed, row 1 overridden (2 for 1)
+    loss, parts = policy_loss(old.clone(), old, choice, greedy, cfg)
+    ce = -torch.log_softmax(old[1], -1)[2]
+    assert float(loss) == pytest.approx(float(2.0 * ce / 2))   # mean over the two rows
+    assert parts["kl"] == (pytest.approx(0.0, abs=1e-7), 1) and parts["keep_loss"] == (0.0, 1)
+    assert parts["ce_loss"] == (pytest.approx(float(ce)), 1)
+    agreed = torch.tensor([0]), torch.tensor([0])
+    shrunk = policy_loss(torch.tensor([[1.5, 1.0, 0.0]]), old[:1], *agreed, cfg)[1]   # margin 1 -> 0.5: allowed
+    flipped = policy_loss(torch.tensor([[1.0, 1.5, 0.0]]), old[:1], *agreed, cfg)[1]  # margin 1 -> -0.5
+    assert shrunk["keep_loss"] == (0.0, 1) and shrunk["kl"][0] > 0
+    assert flipped["keep_loss"] == (pytest.approx(1.0), 1)   # 0.5 x 1 - (-0.5)
+    masked = torch.tensor([[2.0, 1.0, -1e8]])   # a masked action is never the next-best
+    assert policy_loss(masked, masked, *agreed, cfg)[1]["keep_loss"] == (0.0, 1)
+
+
+def test_training_keeps_every_choice_the_planner_agreed_with():
+    """A round where the planner agreed with every greedy choice of the shipped agent (its flat policy: near-tied
+    rows that plain cross-entropy on the choices flips) leaves every greedy choice as it was over 100 epochs;
+    the value head still learns."""
+    cfg = tiny(init="pretrained:universal", episodes_per_round=16, episode_length=20, held_out=0.0, epochs=100)
+    from workflow_rl.rl.checkpoint import agent_from_checkpoint
+
+    agent = agent_from_checkpoint(initial_checkpoint(cfg), "cpu")
+    data = play_round(agent, cfg, 0, 0.99, 0.1)
+    data.action = data.greedy.clone()   # the planner agreed everywhere
+    rows = torch.arange(data.decisions)
+    critic = [p.clone() for p in agent.critic.parameters()]
+    stats = train_round(agent, data, cfg, 0)
+    assert stats["agree_train_before"] == 1.0 and stats["agree_train_after"] == 1.0
+    assert agreement(agent, data, rows) == 1.0
+    assert any(not torch.equal(a, b) for a, b in zip(critic, agent.critic.parameters()))
+
+
 def test_a_resumed_run_ends_with_the_weights_of_an_unbroken_one(tmp_path):
     cfg = tiny(init="none", rounds=2, epochs=2)
     straight = expert_iterate(cfg, ExpertRun(out=tmp_path / "straight"))
@@ -102,9 +142,53 @@ def test_a_folder_is_continued_only_with_resume_and_the_same_settings(tmp_path, 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "mine.txt").write_text("x")
     rc, _, err = run_main(["expert-iterate", "--out", str(tmp_path / "run")], capsys)
-    assert rc == 2 and "not empty" in err
+    assert rc == 2 and "holds files that are not a workflow-rl run (mine.txt)" in err
     rc, _, err = run_main(["expert-iterate", "--resume", "--out", str(tmp_path / "run")], capsys)
     assert rc == 2 and "holds no expert-iteration run" in err
+
+
+def _one_line_error(rc, err, says):
+    assert rc == 2 and err.startswith("error:") and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_finished_run_is_replaced_only_with_overwrite(tmp_path, capsys):
+    """The run folder's rules of train and search (``runs.rundir``): a run is refused in a folder holding one unless
+    --resume continues it or --overwrite replaces it; --overwrite deletes what the run wrote, nothing else, and never
+    the checkpoint it starts from."""
+    run = tmp_path / "run"
+    argv = ["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--out", str(run)]
+    assert run_main(argv, capsys)[0] == 0
+    from workflow_rl.runs.rundir import run_files, run_kind
+
+    assert run_kind(run) == "expert-iterate"
+    assert sorted(p.name for p in run_files(run)) == ["checkpoints", "expert_iteration.json", "rounds.csv"]
+    (run / "notes.txt").write_text("mine")
+    (run / "checkpoints" / "stale.pt").write_text("of the old run")
+    _one_line_error(*run_main([*argv, "--seed", "3"], capsys)[::2],
+                    "already holds an expert-iteration run (checkpoints): continue it with --resume, replace it with "
+                    "--overwrite, or choose another --out")
+    _one_line_error(*run_main([*argv, "--resume", "--overwrite"], capsys)[::2], "use one")
+    init = str(run / "checkpoints" / "latest.pt")
+    _one_line_error(*run_main([*argv[:2], init, *argv[3:], "--overwrite"], capsys)[::2],
+                    "--overwrite would delete")
+    assert (run / "checkpoints" / "latest.pt").is_file()
+    rc, out, err = run_main([*argv, "--seed", "3", "--overwrite"], capsys)
+    assert rc == 0, err
+    assert (run / "notes.txt").read_text() == "mine" and not (run / "checkpoints" / "stale.pt").exists()
+    assert '"seed": 3' in (run / "expert_iteration.json").read_text()
+    assert len(list(csv.DictReader(open(run / "rounds.csv")))) == 1
+
+
+def test_other_commands_know_an_expert_iteration_folder(tmp_path, capsys):
+    """train and search tell an expert-iteration run by its expert_iteration.json: refused without --overwrite, not
+    resumed as theirs."""
+    run = tmp_path / "run"
+    assert run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--out", str(run)], capsys)[0] == 0
+    _one_line_error(*run_main(["train", "--out", str(run)], capsys)[::2],
+                    "holds a `workflow-rl expert-iterate` run: choose another --out, or replace that run with "
+                    "--overwrite")
+    _one_line_error(*run_main(["train", "--resume", "--out", str(run)], capsys)[::2],
+                    "holds a `workflow-rl expert-iterate` run, not a train run")
 
 
 def test_a_resume_with_other_settings_is_refused(tmp_path, capsys):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.cli.flags import add_flags, settings
+from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, settings
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
 
 
@@ -23,6 +23,8 @@ def add_expert(sub) -> None:
                                                                 "checkpoints/round_K.pt and latest.pt")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out after its last finished round (a killed round is redone)")
+    p.add_argument("--overwrite", action="store_true",
+                   help=OVERWRITE_HELP.format(out="--out"))
     p.set_defaults(func=cmd_expert, config_names=names)
 
 
@@ -32,7 +34,7 @@ def expert_job(args):
     from workflow_rl.runs.expert_iteration import ExpertRun
 
     cfg = ExpertConfig(**settings(args, args.config_names), plan=plan_settings(args)).validate()
-    return cfg, ExpertRun(out=Path(args.out), resume=args.resume, threads=args.threads)
+    return cfg, ExpertRun(out=Path(args.out), resume=args.resume, overwrite=args.overwrite, threads=args.threads)
 
 
 def cmd_expert(args) -> int:

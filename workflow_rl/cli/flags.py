@@ -95,3 +95,9 @@ def typed_options(make_parser, argv: list[str], command: str) -> frozenset[str]:
 def settings(args: argparse.Namespace, names) -> dict:
     """The parsed values of the flags ``names``, by setting name."""
     return {n: getattr(args, n) for n in names}
+
+
+OVERWRITE_HELP = ("replace what {out} holds (default: refuse a folder that is not empty): the files a train, "
+                  "search or expert-iterate run wrote there (runs.rundir.RUN_FILES) are deleted first, other files "
+                  "are left alone")
+"""``--overwrite`` of the commands that write a run folder (``train``, ``search``, ``expert-iterate``)."""

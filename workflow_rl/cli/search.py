@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.cli.flags import add_flags, settings
+from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, settings
 from workflow_rl.cli.numbers import checked_by, ranged
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.files import check_out_dir
@@ -22,8 +22,7 @@ def add_search(sub) -> None:
     g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
     g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
     g.add_argument("--overwrite", action="store_true",
-                   help="replace what --out holds (default: refuse a folder that is not empty): the files a train or "
-                        "search run wrote there are deleted first, other files are left alone")
+                   help=OVERWRITE_HELP.format(out="--out"))
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", type=ray_address,
                    help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "

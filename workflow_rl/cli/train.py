@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflow_rl.cli.flags import add_flags, settings
+from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, settings
 from workflow_rl.cli.numbers import episode_length, ranged
 from workflow_rl.envs.names import ENGINES, VECTORIZATIONS
 from workflow_rl.rl.config import TrainConfig
@@ -46,8 +46,7 @@ def add_train(sub) -> None:
     t.add_argument("--checkpoint-dir", default=None, help="default: RUN_DIR/checkpoints")
     t.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
     t.add_argument("--overwrite", action="store_true",
-                   help="replace what RUN_DIR holds (default: refuse a folder that is not empty): the files a train "
-                        "or search run wrote there are deleted first, other files are left alone")
+                   help=OVERWRITE_HELP.format(out="RUN_DIR"))
     t.add_argument("--init-checkpoint", default=None, metavar="CKPT",
                    help="start from these weights (a checkpoint file or pretrained:NAME, e.g. to fine-tune a shipped "
                         "agent under a workflow) instead of a fresh initialisation; a fresh optimiser and schedule; "

@@ -13,7 +13,9 @@ whether it continues) in; the run folder written and an :class:`ExpertResult` ou
 
 ``--resume`` continues after the last finished round (the one ``latest.pt`` holds); a round killed midway is
 redone from its start, and since a round is a pure function of its starting weights, the settings and (seed,
-round), the resumed run ends with the weights of a run never stopped.
+round), the resumed run ends with the weights of a run never stopped. As with ``train`` and ``search``, an ``--out``
+that is not empty is refused unless ``--resume`` continues the run there or ``--overwrite`` replaces it (the files a
+run wrote, ``runs.rundir.RUN_FILES``, are deleted first; other files stay).
 """
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ from workflow_rl.files import atomic_write, check_out_dir
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
 from workflow_rl.rl.expert_iteration import (RANDOM_INIT, ExpertConfig, finite_or_none, play_round, round_row,
                                              train_round)
-from workflow_rl.runs.rundir import LOCK_NAME, RunDirLock
+from workflow_rl.runs.rundir import RunDirLock, check_run_folder, remove_run
 
+COMMAND = "expert-iterate"
+"""The command's name in the run folders' rules (``runs.rundir.RUN_FILES``)."""
 SETTINGS = "expert_iteration.json"
 LOG = "rounds.csv"
 KEY = "expert_iteration"
@@ -45,6 +49,7 @@ class ExpertRun:
 
     out: Path = Path("runs/expert-iterate")
     resume: bool = False
+    overwrite: bool = False
     threads: int | str | None = None
 
 
@@ -67,10 +72,14 @@ def expert_iterate(cfg: ExpertConfig, run: ExpertRun) -> ExpertResult:
     threads.configure(threads.Work(), run.threads)
     ckpts = out / "checkpoints"
     latest = ckpts / "latest.pt"
-    start = _check_folder(cfg, out, run.resume, latest)
+    start = _check_folder(cfg, out, run, latest)
     ck = load_checkpoint(latest) if start else initial_checkpoint(cfg)
     rows = list(ck["counters"][KEY]["log"]) if start else []
     with RunDirLock(out):
+        if not run.resume:
+            check_run_folder(out, COMMAND, False, run.overwrite, inputs(cfg))   # again: what another process left
+            if run.overwrite:
+                remove_run(out)
         if not start:
             with atomic_write(out / SETTINGS, "w") as f:
                 json.dump(cfg.to_dict(), f, indent=2)
@@ -132,15 +141,22 @@ def with_weights(ck: dict, agent, cfg: ExpertConfig, rows: list[dict]) -> dict:
     return new
 
 
-def _check_folder(cfg: ExpertConfig, out: Path, resume: bool, latest: Path) -> int:
-    """The round the run starts after (0: a new run), or one ValueError: a new run needs an empty or new folder; a
+def inputs(cfg: ExpertConfig) -> list[Path]:
+    """The files the run reads, which ``--overwrite`` must not delete: its starting checkpoint."""
+    from workflow_rl.rl.pretrained import spec_file
+
+    return [] if cfg.init.strip().lower() == RANDOM_INIT else [spec_file(cfg.init)]
+
+
+def _check_folder(cfg: ExpertConfig, out: Path, run: ExpertRun, latest: Path) -> int:
+    """The round the run starts after (0: a new run), or one ValueError: a new run needs an empty or new folder, or
+    ``--overwrite`` to replace the run there (``runs.rundir.check_run_folder``, as ``train`` and ``search``); a
     resume, a folder of this job with the same settings (``--rounds`` may differ) whose checkpoint, if any, is its
     own."""
-    entries = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
-    if not resume:
-        if entries:
-            raise ValueError(f"{out} is not empty: continue the expert-iteration run there with --resume, or choose "
-                             "an empty or new --out")
+    if run.resume and run.overwrite:
+        raise ValueError("--resume continues the run in --out, --overwrite replaces it: use one")
+    check_run_folder(out, COMMAND, run.resume, run.overwrite, inputs(cfg))
+    if not run.resume:
         return 0
     if not (out / SETTINGS).is_file():
         raise ValueError(f"--resume: {out} holds no expert-iteration run ({SETTINGS} missing): drop --resume to "

@@ -101,10 +101,16 @@ RUN_FILES = {
     "search": ("search_state.json", "search_batch.pt", "gp_sampling_log.csv", "workflows", "best_workflow.json",
                "best_policy.pt", "report.md", "plots", "ground_truth.csv"),
     "train": ("config.json", "checkpoints", "batch.pt", "tb"),
+    "expert-iterate": ("expert_iteration.json", "rounds.csv", "checkpoints"),
 }
-"""What a ``search`` and a ``train`` run write at the top of RUN_DIR besides ``SHARED_FILES`` (``train --seeds``
-adds ``seed_*`` folders): what ``--overwrite`` removes of a run the folder's marker (:func:`run_kind`) names."""
+"""What a ``search``, a ``train`` and an ``expert-iterate`` run write at the top of RUN_DIR (``search`` and ``train``
+besides ``SHARED_FILES``; ``train --seeds`` adds ``seed_*`` folders): what ``--overwrite`` removes of a run the
+folder's marker (:func:`run_kind`) names."""
 SHARED_FILES = ("training_log.csv", "summary.json")
+SHARED_BY = ("search", "train")
+"""The commands whose runs write ``SHARED_FILES``."""
+RUN_NAMES = {"search": "a search", "train": "a training run", "expert-iterate": "an expert-iteration run"}
+"""How a message names a run of each command."""
 MARKER_MAX = 64 * 2**20
 """Bytes a run's marker file may have to be read as one: a search state of every workflow is well under a MiB."""
 
@@ -119,7 +125,7 @@ def _owners(name: str) -> set[str]:
     if re.fullmatch(r"seed_\d+", name):
         return {"train"}
     if name in SHARED_FILES:
-        return set(RUN_FILES)
+        return set(SHARED_BY)
     return {cmd for cmd, names in RUN_FILES.items() if name in names}
 
 
@@ -147,17 +153,26 @@ def _is_train_config(d) -> bool:
     return isinstance(d, dict) and isinstance(d.get("ppo"), dict) and {"red_agent", "n_envs", "seed"} <= d.keys()
 
 
+def _is_expert_settings(d) -> bool:
+    """An expert-iteration run's ``expert_iteration.json`` (``rl.expert_iteration.ExpertConfig.to_dict``): its
+    settings, the planner's nested."""
+    return isinstance(d, dict) and isinstance(d.get("plan"), dict) and {"init", "rounds", "seed"} <= d.keys()
+
+
 def run_kind(out: str | Path) -> str | None:
-    """'search' or 'train' when ``out`` holds a run workflow-rl wrote, told by the marker each run writes before
-    anything else, in its own form: a search's ``search_state.json``, a train run's ``config.json`` (a ``train
-    --seeds`` run's in ``seed_N/``); None otherwise. Names alone do not tell: a user's own ``checkpoints/`` or
-    ``report.md`` is no run's, and ``--overwrite`` must not delete it."""
+    """'search', 'train' or 'expert-iterate' when ``out`` holds a run workflow-rl wrote, told by the marker each run
+    writes before anything else, in its own form: a search's ``search_state.json``, a train run's ``config.json`` (a
+    ``train --seeds`` run's in ``seed_N/``), an expert-iteration run's ``expert_iteration.json``; None otherwise.
+    Names alone do not tell: a user's own ``checkpoints/`` or ``report.md`` is no run's, and ``--overwrite`` must not
+    delete it."""
     out = Path(out)
     if _is_search_state(_read_marker(out / "search_state.json")):
         return "search"
     configs = [out / "config.json"] + sorted(out.glob("seed_*/config.json"))
     if any(_is_train_config(_read_marker(p)) for p in configs):
         return "train"
+    if _is_expert_settings(_read_marker(out / "expert_iteration.json")):
+        return "expert-iterate"
     return None
 
 
@@ -188,7 +203,7 @@ def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: boo
     written: a new ``command`` run needs an empty (or new) folder unless ``overwrite`` replaces the run there,
     and ``resume`` continues only a run of the same command. ``--overwrite`` removes only what a run wrote
     (:func:`run_files`): it refuses a folder whose entries named like a run's no run's marker claims, as it refuses
-    to delete one of the ``inputs`` the command reads; other files stay. ``command``: 'train' or 'search'."""
+    to delete one of the ``inputs`` the command reads; other files stay. ``command``: a key of ``RUN_FILES``."""
     out = Path(out)
     if not out.is_dir():
         return
@@ -210,16 +225,15 @@ def check_run_folder(out: str | Path, command: str, resume: bool, overwrite: boo
     strays = [p for p in named if p not in ours and command in _owners(p.name)]
     if strays:   # the new run would write into them, and --overwrite must not delete them
         raise ValueError(f"{out} holds {_names(strays)}, named like a run's files but written by no workflow-rl run "
-                         "here (no run's config.json or search_state.json): choose an empty or new folder, or move "
-                         "them away (delete them if a killed run left them)")
+                         "here (no run's config.json, search_state.json or expert_iteration.json): choose an empty or "
+                         "new folder, or move them away (delete them if a killed run left them)")
     if overwrite:
         check_not_removing_input("--out", ours, inputs)
         return
     if kind == command:
         again = f"--resume {out}" if command == "search" else "--resume"
-        raise ValueError(f"{out} already holds a {'training run' if command == 'train' else 'search'} "
-                         f"({ours[0].name}): continue it with {again}, replace it with --overwrite, or choose "
-                         "another --out")
+        raise ValueError(f"{out} already holds {RUN_NAMES[command]} ({ours[0].name}): continue it with {again}, "
+                         "replace it with --overwrite, or choose another --out")
     if kind is not None:
         raise ValueError(f"{out} holds a `workflow-rl {kind}` run: choose another --out, or replace that run with "
                          "--overwrite")
