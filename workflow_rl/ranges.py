@@ -139,6 +139,7 @@ RANGES: dict[str, Range] = {
     "plan_max_rollouts": Range(0, 1 << 20, "the adaptive rule's most futures per candidate (0: off); the memory "
                                "check bounds them too"),
     "plan_fix_candidates": Range(0, 2 * N_HOSTS, "a Remove and a Restore per host"),
+    "plan_analyse_candidates": Range(0, N_HOSTS, "an Analyse per host"),
     "plan_mismatch_penalty": Range(0.0, 1000.0, "at 745 one wrong bit already weighs the smallest float; more "
                                    "overflows log-weights to inf", float, lo_open=True),
     "plan_max_violation": Range(0.0, 1.0, "a probability", float),

@@ -58,7 +58,7 @@ def compare(args) -> dict:
     workflow = parse_workflow_arg(args.workflow) if args.workflow else workflow
     plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, args.fix_candidates,
                       min_gain=args.min_gain, value_scale=args.value_scale,
-                      max_rollouts=args.max_rollouts).validate()
+                      max_rollouts=args.max_rollouts, analyse_candidates=args.analyse_candidates).validate()
     red = parse_red_agent(args.red)
     lengths = sorted(set(args.lengths))
     greedy, t_g = play(make_act(agent, workflow=workflow), red, args.episodes, args.episode_seed, lengths, workflow)
@@ -331,6 +331,7 @@ def main() -> None:
     p.add_argument("--rollouts", type=int, default=d.rollouts)
     p.add_argument("--max-rollouts", type=int, default=d.max_rollouts)
     p.add_argument("--fix-candidates", type=int, default=d.fix_candidates)
+    p.add_argument("--analyse-candidates", type=int, default=d.analyse_candidates)
     p.add_argument("--value-scale", type=float, default=d.value_scale)
     p.add_argument("--min-gain", type=float, default=d.min_gain)
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS),

@@ -155,6 +155,22 @@ def test_fix_candidates_are_the_fixes_the_belief_points_at():
     assert fix_candidates(access, np.ones(4), 1) == [T.A_REMOVE + T.ENT1]
 
 
+def test_analyse_candidates_are_the_hosts_the_belief_is_most_split_on():
+    from workflow_rl.rl.planning.planner import analyse_candidates
+
+    access = np.zeros((10, T.N_HOSTS), np.int8)
+    access[:, T.USER0] = 2                     # red's foothold: never a candidate
+    access[:5, T.ENT1] = 1                     # any access 1/2: most split
+    access[:3, T.OPS0] = 2                     # 3/10
+    access[:9, T.USER2] = 1                    # 9/10: above 0.8, sure enough
+    access[:1, T.USER3] = 1                    # 1/10: below 0.2
+    assert analyse_candidates(access, np.ones(10), 5) == [T.A_ANALYSE + T.ENT1, T.A_ANALYSE + T.OPS0]
+    assert analyse_candidates(access, np.ones(10), 1) == [T.A_ANALYSE + T.ENT1]
+    weights = np.ones(10)
+    weights[:5] = 0.01                         # the particles holding ENT1 all but ruled out
+    assert T.A_ANALYSE + T.ENT1 not in analyse_candidates(access, weights, 5)
+
+
 def test_the_planner_scores_the_belief_s_fixes_beside_the_policy_s_choices(cage2):
     agent, wf = cage2
     planner = Planner(agent, wf, PlanConfig(particles=1, top_k=2, horizon=3, rollouts=2, fix_candidates=2), seed=0)

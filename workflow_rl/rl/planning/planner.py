@@ -78,6 +78,12 @@ class PlanConfig:
     foothold); those already among the top-k cost nothing. 0: the policy's candidates only. Measured on the six
     cells (benchmarks/results/planning/README.md): 2 against 0, paired, no cell worse, Meander 30/50/100 +0.06 ±
     0.05 / +0.19 ± 0.09 / +0.36 ± 0.20, at 11.7 ms of CPU per decision instead of 11.1."""
+    analyse_candidates: int = 0
+    """also try Analyse on up to this many hosts where the belief is most split on whether red is there (its
+    probability of any access nearest 1/2, within [0.2, 0.8]; not User0): the one candidate whose worth is what it
+    reveals, which the rollouts see when the policy acts on the particle's own observation after it. 0: none. Measured
+    (Meander 100, the first 100 evaluation episodes, length not told; benchmarks/results/planning/README.md): 1
+    against 0, paired, +0.04 ± 0.04 at the same 11.6-11.8 ms -- off by default: the candidate rarely wins."""
     max_rollouts: int = 0
     """adaptive rollouts: when above ``rollouts``, a candidate still undecided after its futures -- its mean gain
     over the policy's choice above minus one standard error but not above ``min_gain`` of them -- gets ``rollouts``
@@ -117,11 +123,11 @@ class PlanConfig:
     def memory_bytes(self, envs: int = 1) -> int:
         """Bytes planning ``envs`` envs at once holds, estimated from the settings alone: each env's belief, its
         particles' engine states about three times over (the particles, their filtered copy, a re-seeded set:
-        ``planning.belief``), plus the one rollout batch all decisions share: (top-k + fix candidates) x rollouts
+        ``planning.belief``), plus the one rollout batch all decisions share: (top-k + fix + analyse candidates) x rollouts
         engine envs, their drawn states and step buffers, and a policy row each (:data:`POLICY_ROW_BYTES`). Each setting
         has its own range, but their product can still be terabytes."""
         engine = engine_bytes_per_env()
-        batch = (self.top_k + self.fix_candidates) * max(self.rollouts, self.max_rollouts)
+        batch = (self.top_k + self.fix_candidates + self.analyse_candidates) * max(self.rollouts, self.max_rollouts)
         return envs * 3 * self.particles * engine + batch * (2 * engine + POLICY_ROW_BYTES)
 
     def check_memory(self, envs: int) -> None:
@@ -181,6 +187,10 @@ class Planner:
         if cfg.fix_candidates:
             extra = [a for a in fix_candidates(access, weights, cfg.fix_candidates + k) if a not in cands]
             cands = np.concatenate([cands, np.asarray(extra[:cfg.fix_candidates], np.int64)])
+            k = len(cands)
+        if cfg.analyse_candidates:
+            extra = [a for a in analyse_candidates(access, weights, cfg.analyse_candidates + k) if a not in cands]
+            cands = np.concatenate([cands, np.asarray(extra[:cfg.analyse_candidates], np.int64)])
             k = len(cands)
         if k == 1 or horizon == 0:
             return Decision(int(cands[0]), cands, np.zeros(k), np.zeros(k))
@@ -266,6 +276,15 @@ def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]
     scored = [(p_user[h], T.A_REMOVE + h) for h in hosts] + [(p_priv[h], T.A_RESTORE + h) for h in hosts]
     scored = [(p, a) for p, a in scored if p >= 0.5]
     return [a for _, a in sorted(scored, key=lambda pa: (-pa[0], pa[1]))[:m]]
+
+
+def analyse_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]:
+    """Up to ``m`` Analyse actions, most split first, for particles' red access (n, 13) with ``weights`` (n,): the
+    hosts whose probability of any red access is within [0.2, 0.8], nearest 1/2 first; never User0."""
+    w = weights / weights.sum()
+    p_any = w @ (access > 0)
+    hosts = [h for h in range(T.N_HOSTS) if h != T.USER0 and 0.2 <= p_any[h] <= 0.8]
+    return [T.A_ANALYSE + h for h in sorted(hosts, key=lambda h: (abs(p_any[h] - 0.5), h))[:m]]
 
 
 def on_cpu(agent):
