@@ -1020,3 +1020,23 @@ def test_a_library_that_will_not_load_is_one_line(exc, capsys, monkeypatch):
     monkeypatch.setattr(cli, "parse", parse)
     rc, _, err = _run_main(["demo"], capsys)
     _assert_one_error_line(rc, err, r"did not load \(.*\): under a memory limit \(ulimit -v\)")
+
+
+def test_torchs_allocation_failure_is_out_of_memory_and_a_missing_package_module_is_a_bug(capsys, monkeypatch):
+    """Torch's failed allocations are RuntimeErrors, not MemoryErrors: they are one out-of-memory line too. A
+    missing workflow_rl module while the command line is parsed is the package's bug: its traceback, not a line
+    blaming a memory limit."""
+    import workflow_rl.cli as cli
+    from workflow_rl.cli import tools
+
+    monkeypatch.setattr(tools, "cmd_demo", _raising(lambda: RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory: you tried to allocate 4 TB")))
+    rc, _, err = _run_main(["demo"], capsys)
+    _assert_one_error_line(rc, err, "out of memory: ")
+
+    def parse(argv=None):
+        raise ModuleNotFoundError("No module named 'workflow_rl.rl.gone'", name="workflow_rl.rl.gone")
+
+    monkeypatch.setattr(cli, "parse", parse)
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["demo"])

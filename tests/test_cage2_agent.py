@@ -42,9 +42,11 @@ def test_the_agent_plays_what_make_act_plays_and_end_episode_starts_a_new_one():
 
 
 def test_the_agent_accepts_csle_cyborgs_reset_pair_and_counts_steps():
-    agent = BlueAgent()
     obs = np.zeros(52, np.float32)
-    assert agent.get_action((obs, {}), None) == agent.get_action(obs, None) or agent.t == 2
+    other = BlueAgent()
+    plain = [other.get_action(obs, None) for _ in range(2)]
+    agent = BlueAgent()
+    assert [agent.get_action((obs, {}), None) for _ in range(2)] == plain   # the pair reads as its observation
     assert agent.t == 2
     agent.set_initial_values(None, obs)   # a no-op
     with pytest.raises(ValueError, match="ChallengeWrapper"):
@@ -136,7 +138,7 @@ def test_cyborgs_own_evaluation_loop_scores_what_evaluate_scores(red):
 def test_evaluate_on_cyborg_writes_its_scores_in_cage2s_submission_format(tmp_path):
     """``evaluate --engine cyborg --out`` also writes ``cage2_submission.txt``: CAGE2's lines (length, then red agent
     in the challenge's order), each the mean and sample standard deviation of that cell's rows in episodes.csv;
-    a native-only evaluation writes none (its scores are not CybORG's)."""
+    a native-only evaluation writes none (its scores are not CybORG's) and removes an earlier one it replaces."""
     import csv
     import re
     import statistics
@@ -157,7 +159,7 @@ def test_evaluate_on_cyborg_writes_its_scores_in_cage2s_submission_format(tmp_pa
         assert len(returns) == 3
         assert float(m[3]) == pytest.approx(statistics.mean(returns), abs=1e-6)
         assert float(m[4]) == pytest.approx(statistics.stdev(returns), abs=1e-6)
-    assert "Technique: sleep, greedy" in lines[1]
-    native = tmp_path / "native"
-    assert main(["evaluate", "sleep", "--episodes", "3", "--out", str(native)]) == 0
-    assert not (native / "cage2_submission.txt").exists()
+    assert "Technique: sleep, greedy" in lines[1] and "the first steps of the same 50-step episodes" in lines[2]
+    # a native evaluation replacing it leaves no CybORG scores behind that are not its own
+    assert main(["evaluate", "sleep", "--episodes", "3", "--out", str(out), "--overwrite"]) == 0
+    assert not (out / "cage2_submission.txt").exists() and (out / "evaluation.json").exists()

@@ -132,3 +132,17 @@ def test_train_and_search_check_their_arguments_at_the_call(job, args, match, tm
     with pytest.raises(ValueError, match=match):
         run(*args(config, run_type))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_threads_setting_of_any_of_its_kinds_passes_the_call_checks():
+    """``threads`` is a count, 'auto' or 'off' (``int | str | None``): each passes check_config (a Union was checked
+    as its first kind only, so train --threads auto was refused)."""
+    from workflow_rl.checks import check_config
+    from workflow_rl.runs.search import SearchRun
+    from workflow_rl.runs.train import TrainRun
+
+    for threads in (None, 2, "auto", "off"):
+        check_config("run", TrainRun(threads=threads), TrainRun)
+        check_config("run", SearchRun(threads=threads), SearchRun)
+    with pytest.raises(ValueError, match="threads must be an integer"):
+        check_config("run", TrainRun(threads=1.5), TrainRun)

@@ -62,8 +62,10 @@ def test_every_numeric_flag_shows_its_range_in_help():
     flags = _numeric_flags()
     assert len(flags) > 100
     for command, option, k in flags:
-        assert shown[command, option].endswith(f"(range {RANGES[k].text()})"), f"{command} {option}: no range in help"
+        text = shown[command, option]
+        assert f"(range {RANGES[k].text()}" in text and text.endswith(")"), f"{command} {option}: no range in help"
     assert "(range 1..4,194,304)" in " ".join(sub.choices["train"].format_help().split())
+    assert "per core this process may use)" in shown["evaluate", "--workers"]   # the machine's cap, not only the table's
 
 
 def test_every_numeric_flag_of_every_command_reads_its_range_from_the_table():

@@ -112,8 +112,14 @@ def _check_type(name: str, value, hint) -> None:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return
-        hint = next(a for a in args if a is not type(None))
-        args = typing.get_args(hint)
+        kinds = [a for a in args if a is not type(None)]
+        first = None   # ``int | str`` (``threads``: a count, 'auto' or 'off'): any of its kinds will do
+        for kind in kinds:
+            try:
+                return _check_type(name, value, kind)
+            except ValueError as e:
+                first = first or e
+        raise first
     origin = typing.get_origin(hint)
     if origin in (tuple, list):
         if not isinstance(value, (tuple, list)):

@@ -238,12 +238,14 @@ def written_by_dead(name: str) -> bool:
 
 
 @contextmanager
-def staged_outputs(folder: str | Path):
+def staged_outputs(folder: str | Path, remove=()):
     """A folder to write a command's set of output files into, moved over their namesakes in ``folder`` only when
-    every one is written (and fsynced here, so a crash after the moves finds them whole). A write that fails
-    part-way (the disk fills after the first file, an error, a Ctrl-C) removes the staging folder and leaves
-    ``folder``'s files as they were: never a new ``evaluation.json`` beside an old ``evaluation.md``, nor half a
-    set. The moves are renames within one folder, which need no room."""
+    every one is written (and fsynced here, so a crash after the moves finds them whole); then the files ``remove``
+    names (a set's member this run does not write) are deleted, so no earlier run's file stands beside the new set.
+    A write that fails part-way (the disk fills after the first file, an error, a Ctrl-C while writing) removes the
+    staging folder and leaves ``folder``'s files as they were: never a new ``evaluation.json`` beside an old
+    ``evaluation.md``, nor half a set. The moves are renames within one folder, which need no room and take
+    microseconds; a crash in that window can still leave a mix."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob(f"{STAGING}*{TMP_SUFFIX}*"):   # a writer killed mid-set (SIGKILL skips the clean-up)
@@ -261,6 +263,8 @@ def staged_outputs(folder: str | Path):
                 os.close(fd)
         for p in written:
             os.replace(p, folder / p.name)
+        for name in remove:
+            (folder / name).unlink(missing_ok=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 

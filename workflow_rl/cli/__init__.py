@@ -119,11 +119,13 @@ def job(argv: list[str]):
 def _main(argv: list[str] | None) -> int:
     """Parse ``argv`` and run its command: a stop as the stop (``interrupt.stops_reported``), a closed stdout
     quietly, and a failure that is no bug (``runs.failures.failure``) as one ``error:`` line."""
-    from workflow_rl.runs.failures import failure, load_failure
+    from workflow_rl.runs.failures import failure, is_load_failure, load_failure
 
     try:
         args = parse(argv)   # loads the engines (numba) and torch: the first place a memory limit bites
     except (ImportError, OSError, MemoryError) as e:
+        if not is_load_failure(e):
+            raise
         print(f"error: {load_failure(e)}", file=sys.stderr)
         return 2
     try:

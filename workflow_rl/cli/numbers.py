@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from workflow_rl.ranges import RANGES, key
-from workflow_rl.resources import check_workers
+from workflow_rl.resources import WORKERS_PER_CORE, check_workers
 from workflow_rl.threads import parse_threads
 
 
@@ -66,7 +66,8 @@ def bind_ranges(parser: argparse.ArgumentParser, command: str) -> None:
             action.type = Ranged(key(action.dest, command), action.type)
         entry = getattr(action.type, "range_key", None)
         if entry is not None and action.help != argparse.SUPPRESS:
-            action.help = f"{(action.help or '').rstrip('. ')} (range {RANGES[entry].text()})".lstrip()
+            limit = f"range {RANGES[entry].text()}{getattr(action.type, 'range_note', '')}"
+            action.help = f"{(action.help or '').rstrip('. ')} ({limit})".lstrip()
 
 
 def checked_by(check, prefix: str = "", range_key: str | None = None):
@@ -87,4 +88,5 @@ thread_count = checked_by(parse_threads, "threads ", "threads")
 """argparse type of ``--threads``: ``threads.parse_threads`` (which reads its range, ``ranges.RANGES["threads"]``)."""
 worker_count = checked_by(lambda text: check_workers("", ranged("workers")(text)), range_key="workers")
 """argparse type of a count of worker processes: within its range, and ``resources.check_workers`` (at most a few
-per usable core)."""
+per usable core, which its help says beside the range)."""
+worker_count.range_note = f", and at most {WORKERS_PER_CORE} per core this process may use"

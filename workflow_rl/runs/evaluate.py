@@ -89,7 +89,7 @@ class EvaluateConfig:
 
         mine = (("workflows.csv", "workflows.png", "workflows.json") if self.across
                 else ("evaluation.json", "evaluation.md"))
-        cage2 = [] if self.across or "cyborg" not in self.engines else [SUBMISSION_FILE]
+        cage2 = [] if self.across else [SUBMISSION_FILE]   # replaced, or removed by a run on the native engine only
         return [*mine, FILE, *cage2]
 
     def read_files(self) -> list[Path | None]:
@@ -192,12 +192,14 @@ def submission_text(label: str, mode: str, cells: list) -> str:
     """One mode's real-CybORG cells (``EvalResult``) in CAGE2's submission format: per episode length (30, 50, 100)
     and red agent, the mean return and the sample standard deviation (what the challenge's evaluation script
     prints), so scores compare line by line with the leaderboard's files. The header says how the episodes were
-    played, which differs from that script's in one way: each length's cell is the first 30/50/100 steps of the
-    same 100-step episodes, which for an agent not told the length is the same distribution."""
+    played: unless the agent is told the length (``planned_told_length``: each length its own episodes, as that
+    script plays them), each length's cell is the first steps of the same episodes of the longest length, which for
+    an agent not told the length is the same distribution."""
+    how = ("each length played its own episodes, the planner told the length" if mode == "planned_told_length" else
+           f"each length's cell is the first steps of the same {max(r.length for r in cells)}-step episodes")
     lines = ["CybORG (workflow-rl evaluate --engine cyborg), Scenario2",
              f"Author: workflow-rl, Team: workflow-rl, Technique: {label}, {mode}",
-             f"Episodes: {', '.join(sorted({f'{r.red_agent} {r.episodes}' for r in cells}))} per cell; each "
-             "length's cell is the first steps of the same 100-step episodes"]
+             f"Episodes: {', '.join(sorted({f'{r.red_agent} {r.episodes}' for r in cells}))} per cell; {how}"]
     order = {red: i for i, red in enumerate(SUBMISSION_REDS)}
     for r in sorted(cells, key=lambda r: (r.length, order.get(r.red_agent, len(order)), r.red_agent)):
         lines.append(f"Average reward for red agent {r.red_agent} and steps {r.length} is: {r.mean} with a standard "
@@ -280,7 +282,8 @@ def _write_evaluation(out: Path | None, report: dict, md: str, played: list, tex
     if out is None:
         return []
     out = Path(out)
-    with staged_outputs(out) as stage:
+    stale = [] if SUBMISSION_FILE in texts else [SUBMISSION_FILE]   # an earlier CybORG run's scores are not this run's
+    with staged_outputs(out, remove=stale) as stage:
         with atomic_write(stage / "evaluation.json", "w") as f:
             f.write(json.dumps(report, indent=2))
         with atomic_write(stage / "evaluation.md", "w") as f:
