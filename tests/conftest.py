@@ -36,12 +36,12 @@ def _require_cyborg(request):
 
 def pytest_collection_modifyitems(config, items):
     """Every real-CybORG test is slow (a CybORG episode costs ~0.1-1 s): `pytest -m "not slow"` leaves them out.
-    Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs) they share one worker: their worker
-    processes and ``/dev/shm`` checks then never overlap another CybORG test's."""
+    Under pytest-xdist they run on either worker, beside each other: each checks only its own worker processes, and
+    the ``/dev/shm`` check (tests/envs/test_cyborg.py) lets another process's entries come and go. (A group marker
+    added here never reached xdist: its own hook reads the groups before this one runs.)"""
     for item in items:
         if item.get_closest_marker("cyborg") is not None:
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("cyborg"))
 
 
 @pytest.fixture(autouse=True, scope="session")
