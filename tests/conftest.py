@@ -66,3 +66,21 @@ def _threads_as_a_command_picks_them():
     from workflow_rl.threads import configure
 
     configure()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread():
+    """numpy's and scipy's BLAS (OpenBLAS) default to a thread per core too, and spin-wait the same way: beside a
+    busy process a GP fit of a few hundred points (scikit-learn's Cholesky solves) took 25x longer
+    (tests/search/test_replay.py's 120-workflow replay: 196 s, 7.9 s with one BLAS thread). The suite's BLAS runs on
+    one thread, in this process and (``OPENBLAS_NUM_THREADS``) in the processes it starts, unless the user set that
+    variable."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    with threadpool_limits(1, user_api="blas"):
+        yield
+    os.environ.pop("OPENBLAS_NUM_THREADS", None)
