@@ -42,7 +42,9 @@ def saved_search(tmp_path_factory):
 
 
 RESUME_GROUP = pytest.mark.xdist_group("bad_state_resume")
-"""The resume tests that share an uninterrupted search: one xdist worker runs them all, so each is run once."""
+"""The resume tests that share an uninterrupted search, meant for one xdist worker so that each search runs once.
+Under pytest 9.2 with pytest-xdist 3.8 ``--dist loadgroup`` groups nothing (tests/conftest.py): each worker that
+gets one of these tests runs the search it needs once."""
 
 
 @pytest.fixture(scope="module")
