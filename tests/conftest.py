@@ -36,12 +36,13 @@ def _require_cyborg(request):
 
 def pytest_collection_modifyitems(config, items):
     """Every real-CybORG test is slow (a CybORG episode costs ~0.1-1 s): `pytest -m "not slow"` leaves them out.
-    Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs) they share one worker: their worker
-    processes and ``/dev/shm`` checks then never overlap another CybORG test's."""
+    Under pytest-xdist they run on either worker, beside each other: each checks only its own worker processes, and
+    the ``/dev/shm`` check (tests/envs/test_cyborg.py) lets another process's entries come and go. (They had an
+    ``xdist_group``, which never held: under pytest 9.2 and pytest-xdist 3.8 ``--dist loadgroup`` groups nothing --
+    xdist tags a grouped test by setting ``item._nodeid``, which pytest 9's ``nodeid`` no longer reads.)"""
     for item in items:
         if item.get_closest_marker("cyborg") is not None:
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("cyborg"))
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -66,3 +67,21 @@ def _threads_as_a_command_picks_them():
     from workflow_rl.threads import configure
 
     configure()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread():
+    """numpy's and scipy's BLAS (OpenBLAS) default to a thread per core too, and spin-wait the same way: beside a
+    busy process a GP fit of a few hundred points (scikit-learn's Cholesky solves) took 25x longer
+    (tests/search/test_replay.py's 120-workflow replay: 196 s, 7.9 s with one BLAS thread). The suite's BLAS runs on
+    one thread, in this process and (``OPENBLAS_NUM_THREADS``) in the processes it starts, unless the user set that
+    variable."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    with threadpool_limits(1, user_api="blas"):
+        yield
+    os.environ.pop("OPENBLAS_NUM_THREADS", None)

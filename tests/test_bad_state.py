@@ -41,6 +41,29 @@ def saved_search(tmp_path_factory):
     return out
 
 
+RESUME_GROUP = pytest.mark.xdist_group("bad_state_resume")
+"""The resume tests that share an uninterrupted search, meant for one xdist worker so that each search runs once.
+Under pytest 9.2 with pytest-xdist 3.8 ``--dist loadgroup`` groups nothing (tests/conftest.py): each worker that
+gets one of these tests runs the search it needs once."""
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The uninterrupted search a resume test compares against, run once per module for each setting (read only:
+    the tests resume copies of their own, never this one)."""
+    done = {}
+
+    def search(**kw) -> Path:
+        key = json.dumps(kw, sort_keys=True)
+        if key not in done:
+            out = tmp_path_factory.mktemp("full") / "full"
+            WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), out, progress=False).run()
+            done[key] = out
+        return done[key]
+
+    return search
+
+
 def _edit_state(d: Path, edit) -> None:
     state = json.loads((d / "search_state.json").read_text())
     edit(state)
@@ -439,17 +462,17 @@ def _same_search(a: Path, b: Path) -> None:
 
 
 @pytest.mark.slow
+@RESUME_GROUP
 @pytest.mark.parametrize("rounds", [3, 6, 9])
 @pytest.mark.parametrize("claims", ["lowered", "elastic"])
-def test_batched_search_interrupted_anywhere_resumes_identical(tmp_path, rounds, claims):
+def test_batched_search_interrupted_anywhere_resumes_identical(tmp_path, uninterrupted, rounds, claims):
     """Gates fire (a low threshold), claims are lowered or grow, workflows finish and start between rounds; an
     interrupt at any round resumes to the uninterrupted search. Fails without the batch state (fresh episodes)."""
     kw = dict(claims=claims, total_episodes=80, compliance_threshold=0.2, min_fixes=1, max_episodes=6,
               post_gate_episodes=2, batch_workflows=3)
-    WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "full", progress=False).run()
     _interrupted_search(tmp_path / "part", rounds, **kw)
     WorkflowSearch.resume(tmp_path / "part", progress=False).run()
-    _same_search(tmp_path / "full", tmp_path / "part")
+    _same_search(uninterrupted(**kw), tmp_path / "part")
 
 
 def _rows_trained(d: Path) -> int:
@@ -461,9 +484,11 @@ class _Killed(BaseException):
 
 
 @pytest.mark.slow
+@RESUME_GROUP
 @pytest.mark.parametrize("step,nth", [("_review", 2), ("_review", 6), ("_complete", 2), ("_dispatch", 4),
                                       ("append_logs", 2)])
-def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, monkeypatch, step, nth):
+def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, uninterrupted, monkeypatch, step,
+                                                                   nth):
     """Killed as a wait returned but before the search reviewed the claims, recorded the workflow, wrote its log
     rows or dispatched the next one: the resumed search does what the uninterrupted one did next (the review it
     owes and the log rows included). ('_review', 6) fails without the owed review."""
@@ -471,7 +496,7 @@ def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, mon
 
     kw = dict(claims="elastic", total_episodes=80, compliance_threshold=0.2, min_fixes=1, max_episodes=6,
               post_gate_episodes=2, batch_workflows=3)
-    WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "full", progress=False).run()
+    full = uninterrupted(**kw)   # run before the patch below
     owner = search_module if step == "append_logs" else WorkflowSearch
     original, calls = getattr(owner, step), []
 
@@ -486,18 +511,28 @@ def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, mon
         WorkflowSearch(SearchConfig(**{**SEARCH, **kw}), tmp_path / "part", progress=False).run()
     monkeypatch.setattr(owner, step, original)
     WorkflowSearch.resume(tmp_path / "part", progress=False).run()
-    _same_search(tmp_path / "full", tmp_path / "part")
+    _same_search(full, tmp_path / "part")
+
+
+KILLED_ARGS = ["search", "--n-envs", "4", "--max-episodes", "4", "--min-episodes", "1", "--total-episodes", "64",
+               "--eval-episodes", "4", "--n-init", "2", "--batch-workflows", "2", "--update-every-steps", "50",
+               "--post-gate-episodes", "1", "--checkpoint-every", "3", "--seed", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_cli(tmp_path_factory):
+    """``workflow-rl search KILLED_ARGS`` run to its end once (in this process), for both signals' tests."""
+    out = tmp_path_factory.mktemp("cli") / "full"
+    r = run_in_process([*KILLED_ARGS, "--out", str(out)])
+    assert r.returncode == 0, r.stderr
+    return out
 
 
 @pytest.mark.slow
+@RESUME_GROUP
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, sig):
-    args = ["search", "--n-envs", "4", "--max-episodes", "4", "--min-episodes", "1", "--total-episodes", "64",
-            "--eval-episodes", "4", "--n-init", "2", "--batch-workflows", "2", "--update-every-steps", "50",
-            "--post-gate-episodes", "1", "--checkpoint-every", "3", "--seed", "1", "--no-progress"]
-    run = [sys.executable, "-m", "workflow_rl.cli", *args]
-    r = run_in_process([*args, "--out", str(tmp_path / "full")])
-    assert r.returncode == 0, r.stderr
+def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, uninterrupted_cli, sig):
+    run = [sys.executable, "-m", "workflow_rl.cli", *KILLED_ARGS]
     p = subprocess.Popen([*run, "--out", str(tmp_path / "part")], env=ENV, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     while p.poll() is None and _rows_trained(tmp_path / "part") < 10:   # mid-search: some recorded, some running
@@ -507,7 +542,7 @@ def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, sig)
     assert p.returncode in (130, -signal.SIGKILL), p.stderr.read()
     r = run_in_process(["search", "--resume", str(tmp_path / "part"), "--no-progress"])
     assert r.returncode == 0, r.stderr
-    _same_search(tmp_path / "full", tmp_path / "part")
+    _same_search(uninterrupted_cli, tmp_path / "part")
     assert not list((tmp_path / "part").rglob("*.tmp*"))
 
 

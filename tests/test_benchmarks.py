@@ -19,8 +19,8 @@ DEVICE = ROOT / "benchmarks" / "device"
 def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     pytest.importorskip("workflow_rl.sim.cuda", reason="the equality stage needs numba-cuda (its CUDA simulator)")
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",
-            "--train-envs", "64", "--search-episodes", "200", "--search-batches", "2", "1", "--batch-slots", "2",
-            "--batch-envs", "32", "--search-timeout", "240", "--budget", "1200", "--graph-rows", "100", "--out",
+            "--train-envs", "16", "--search-episodes", "200", "--search-batches", "2", "1", "--batch-slots", "2",
+            "--batch-envs", "16", "--search-timeout", "240", "--budget", "1200", "--graph-rows", "100", "--out",
             str(tmp_path)]
     r = run_in_process(args, script=DEVICE / "gpu_check.py", cwd=ROOT)   # its stages run in processes of their own
     assert r.returncode == 0, r.stderr[-2000:]
