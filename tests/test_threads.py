@@ -12,8 +12,11 @@ from workflow_rl.threads import Threads, Work, pick
 @pytest.fixture(autouse=True)
 def restore_threads():
     """The pools are process-wide: leave them as found, and the environment without overrides."""
+    from threadpoolctl import threadpool_limits
+
     before = torch.get_num_threads(), numba.get_num_threads()
-    yield
+    with threadpool_limits(None, user_api="blas"):   # restores BLAS's threads on leaving
+        yield
     torch.set_num_threads(before[0])
     numba.set_num_threads(before[1])
 
@@ -80,10 +83,23 @@ def test_make_act_leaves_the_thread_pools_alone(two_cores):
 
 
 @pytest.mark.parametrize("flag,expect", [([], 1), (["--threads", "2"], 2)])
-def test_a_command_applies_the_policy_and_its_flag_first(flag, expect, two_cores, capsys):
+def test_a_command_applies_the_policy_and_its_flag_first(flag, expect, two_cores, capsys, monkeypatch):
+    """torch's pool and numpy's BLAS (the GP's fits) both, unless the user sized BLAS."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
     from workflow_rl.cli import main
 
+    for var in threads.BLAS_VARS:
+        monkeypatch.delenv(var, raising=False)
     torch.set_num_threads(2 if expect == 1 else 1)
+    threadpool_limits(2 if expect == 1 else 1, user_api="blas")
     main(["replay", "sleep", "--length", str(10**9), *flag])   # refused, but only after its threads were set
     assert "error:" in capsys.readouterr().err
     assert torch.get_num_threads() == expect
+    blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    assert blas and set(blas) == {expect}
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")   # the user's own BLAS size is left alone
+    threadpool_limits(3, user_api="blas")
+    main(["replay", "sleep", "--length", str(10**9), *flag])
+    capsys.readouterr()
+    assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {3}

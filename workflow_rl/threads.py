@@ -1,4 +1,4 @@
-"""How many threads torch and numba compute with: one policy, applied at each command's start.
+"""How many threads torch, numba and numpy's BLAS compute with: one policy, applied at each command's start.
 
 One policy (:func:`pick`), applied at each command's start (the command line) and in every worker process
 (:func:`configure`); a library call (``make_act``) leaves them alone.
@@ -34,6 +34,10 @@ CPU), longer than the waits a thread without a core of its own costs each operat
 ENVS_PER_THREAD = 16_384
 """Native envs stepped at once per numba thread: about 20 ms of one core (1.2 us per env and step measured), for
 the same reason."""
+BLAS_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Where the user sized numpy's and scipy's BLAS, which otherwise takes torch's count: its default, a thread per core,
+spin-waits beside a busy process as torch's does (the search's GP fits, scikit-learn's, were 25-200x slower for it
+beside another job in the test suite)."""
 LIBRARY_VARS = {"torch": "OMP_NUM_THREADS", "numba": "NUMBA_NUM_THREADS"}
 """The variable each library reads for its own thread count: where the user set it, the policy leaves it alone."""
 
@@ -95,7 +99,8 @@ def pick(work: Work = Work(), cores: int = 1, override=None, environ=None) -> Th
 
 def apply(threads: Threads) -> None:
     """Size torch's intra-op (and, while it still can be, inter-op) pool and numba's; numba never beyond the
-    threads it launched (``NUMBA_NUM_THREADS``, fixed at its import)."""
+    threads it launched (``NUMBA_NUM_THREADS``, fixed at its import); numpy's and scipy's BLAS as torch (unless
+    :data:`BLAS_VARS` sized it)."""
     if threads.torch is not None:
         import torch
 
@@ -104,6 +109,10 @@ def apply(threads: Threads) -> None:
             torch.set_num_interop_threads(threads.torch)
         except RuntimeError:   # settable once, before any inter-op work: the first call's value stays
             pass
+        if not any(os.environ.get(v) for v in BLAS_VARS):
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(threads.torch, user_api="blas")
     if threads.numba is not None:
         import numba
 
