@@ -6,8 +6,8 @@ from helpers import REPO
 
 PKG = REPO / "workflow_rl"
 LAYER = {"checks": 0, "devices": 0, "files": 0, "resources": 0, "interrupt": 0, "multitest": 0, "sim": 0, "workflow": 0,
-         "pretrained": 0, "envs": 1, "policies": 1, "rl": 2, "cage2": 2, "parity": 2, "curves": 2, "bench": 2,
-         "search": 4, "runs": 5, "cli": 6}
+         "pretrained": 0, "envs": 1, "policies": 1, "rl": 2, "parity": 2, "curves": 2, "bench": 2, "search": 4,
+         "runs": 5, "cli": 6}
 """Rank of each top-level module or subpackage; a module may import only from ranks <= its own."""
 def _module(path: Path) -> str:
     rel = path.relative_to(PKG.parent).with_suffix("")

@@ -1,4 +1,4 @@
-"""``workflow_rl.cage2.BlueAgent``: CybORG's agent interface, no global state touched, and on real CybORG, run by
+"""``workflow_rl.rl.cage2.BlueAgent``: CybORG's agent interface, no global state touched, and on real CybORG, run by
 CybORG's own evaluation loop, the same returns as ``evaluate --engine cyborg`` on the same episodes."""
 import os
 import random
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from workflow_rl.cage2 import BlueAgent
+from workflow_rl.rl.cage2 import BlueAgent
 from workflow_rl.envs.native_env import NativeEnv
 from workflow_rl.rl.planning.planner import PlanConfig, make_act
 
