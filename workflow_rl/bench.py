@@ -137,7 +137,8 @@ def run_bench(sizes=(1, 2, 4, 8, 16), modes=None, red: str = "B_lineAgent", cybo
                 None)
     for r in rows:
         r["vs_cyborg_single"] = r["transitions_per_s"] / base if base else float("nan")
-    _write(rows, Path(out), red)
+    with staged_outputs(out) as stage:   # engines.csv, .md and .png: all three or none
+        _write(rows, stage, red)
     return rows
 
 
@@ -147,11 +148,6 @@ def _write(rows: list[dict], out: Path, red: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with staged_outputs(out) as stage:   # engines.csv, .md and .png: all three or none
-        _write_engines(rows, stage, red, plt)
-
-
-def _write_engines(rows: list[dict], out: Path, red: str, plt) -> None:
     with open(out / "engines.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -295,7 +291,6 @@ def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN
         (stage / "native.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
     return rows
-
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from workflow_rl import devices
 from workflow_rl.checks import check_types
-from workflow_rl.files import atomic_write, check_out_files, staged_outputs
+from workflow_rl.files import check_out_files, staged_outputs
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
 
@@ -284,10 +284,8 @@ def _write_evaluation(out: Path | None, report: dict, md: str, played: list, tex
     out = Path(out)
     stale = [] if SUBMISSION_FILE in texts else [SUBMISSION_FILE]   # an earlier CybORG run's scores are not this run's
     with staged_outputs(out, remove=stale) as stage:
-        with atomic_write(stage / "evaluation.json", "w") as f:
-            f.write(json.dumps(report, indent=2))
-        with atomic_write(stage / "evaluation.md", "w") as f:
-            f.write(md)
+        (stage / "evaluation.json").write_text(json.dumps(report, indent=2))   # the staging folder makes it whole
+        (stage / "evaluation.md").write_text(md)
         write_episodes(stage / FILE, played)
         for name, text in texts.items():
             (stage / name).write_text(text)
@@ -338,8 +336,7 @@ def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
             feasible.write_csv(rows, stage / "workflows.csv")
             feasible.plot(rows, stage / "workflows.png", label)
             write_episodes(stage / FILE, played)
-            with atomic_write(stage / "workflows.json", "w") as f:
-                f.write(json.dumps(report, indent=2))
+            (stage / "workflows.json").write_text(json.dumps(report, indent=2))
         written = [out / "workflows.csv", out / "workflows.png", out / "workflows.json", out / FILE]
     return EvaluateResult(report, "\n".join(feasible.summary_lines(summary)), written)
 

@@ -18,8 +18,8 @@ import numpy as np
 from workflow_rl.checks import check_float, check_int, check_types
 
 from workflow_rl.files import check_inside
-from workflow_rl.ranges import key as range_key, RANGES
 from workflow_rl.files import atomic_write
+from workflow_rl.ranges import RANGES, key as range_key
 from workflow_rl.workflow import Workflow
 
 
