@@ -97,6 +97,8 @@ def test_search_job_reads_resume_as_no_config(tmp_path):
     ("evaluate", dict(agent="sleep", engines="native"), "engines must be a list"),
     ("replay", dict(agent=5), "agent must be a string"),
     ("replay", dict(agent="sleep", out=5), "out must be a path"),
+    ("evaluate", None, "cfg must be of type EvaluateConfig, got dict"),
+    ("replay", None, "cfg must be of type ReplayConfig, got dict"),
 ])
 def test_the_job_functions_check_their_configs_at_the_call(job, kwargs, match):
     """A config built in Python with a wrong type or an unknown mode is one ValueError naming the setting before
@@ -107,15 +109,15 @@ def test_the_job_functions_check_their_configs_at_the_call(job, kwargs, match):
 
     run, config = {"evaluate": (evaluate, EvaluateConfig), "replay": (replay, ReplayConfig)}[job]
     with pytest.raises(ValueError, match=match):
-        run(config(**kwargs))
+        run({"agent": "sleep"} if kwargs is None else config(**kwargs))
 
 
 @pytest.mark.parametrize("job,args,match", [
-    ("train", lambda T, R: (None, R(out="x")), "cfg must be a TrainConfig, got NoneType"),
-    ("train", lambda T, R: ({"n_envs": 2}, R(out="x")), "cfg must be a TrainConfig, got dict"),
+    ("train", lambda T, R: (None, R(out="x")), "cfg must be of type TrainConfig, got NoneType"),
+    ("train", lambda T, R: ({"n_envs": 2}, R(out="x")), "cfg must be of type TrainConfig, got dict"),
     ("train", lambda T, R: (T(), R(out=5)), "--out must be a path"),
     ("train", lambda T, R: (T(), R(out="x", resume="no")), "--resume must be True or False"),
-    ("search", lambda S, R: (S(), None), "run must be a SearchRun, got NoneType"),
+    ("search", lambda S, R: (S(), None), "run must be of type SearchRun, got NoneType"),
     ("search", lambda S, R: (S(), R(out=5)), "--out must be a path"),
     ("search", lambda S, R: (S(), R(out="x", overwrite=1)), "--overwrite must be True or False"),
 ])

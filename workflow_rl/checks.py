@@ -103,7 +103,7 @@ def check_config(name: str, value, cls, spell=flag) -> None:
     arguments checked at the call (a dict, None or ``resume='no'`` is one ValueError, not an AttributeError deep
     inside or a truthy string taken for True)."""
     if not isinstance(value, cls):
-        raise ValueError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        raise ValueError(f"{name} must be of type {cls.__name__}, got {type(value).__name__}")
     check_types(value, spell)
 
 

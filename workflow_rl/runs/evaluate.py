@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workflow_rl import devices
-from workflow_rl.checks import check_types
+from workflow_rl.checks import check_config
 from workflow_rl.files import check_out_files, staged_outputs
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
@@ -220,7 +220,7 @@ def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
     """Run the evaluation ``cfg`` describes: every check (devices, the output folder, the settings of its kind)
     before anything loads or plays; then CAGE2's cells (red agents x lengths, per engine and mode: mean ± 95% CI,
     compliance, the leaderboard winner's cells), or with a list of workflows one row per workflow."""
-    check_types(cfg, str)   # a Python caller's wrong type: one ValueError naming the setting, not a crash deep inside
+    check_config("cfg", cfg, EvaluateConfig, str)   # one ValueError naming the setting, not a crash deep inside
     if cfg.mode is not None and cfg.mode not in MODES:
         raise ValueError(f"mode {cfg.mode!r}: use one of {', '.join(MODES)}")
     devices.check_play_devices(cfg.device, cfg.engines)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from workflow_rl import devices
 from workflow_rl.checks import check_replay_steps
-from workflow_rl.checks import check_types
+from workflow_rl.checks import check_config
 from workflow_rl.files import atomic_write, check_out_file
 from workflow_rl.runs.engines import engine_opts
 from workflow_rl.runs.evaluate import BASELINES, none_typed, policies, read_files
@@ -71,7 +71,7 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     from workflow_rl.rl.planning.planner import PlanConfig
     from workflow_rl.workflow import parse_workflow_arg
 
-    check_types(cfg, str)   # a Python caller's wrong type: one ValueError naming the setting, not a crash deep inside
+    check_config("cfg", cfg, ReplayConfig, str)   # one ValueError naming the setting, not a crash deep inside
     if cfg.mode not in MODES:
         raise ValueError(f"unknown --mode {cfg.mode!r}: use one of {', '.join(MODES)}")
     check_replay_steps(cfg.episodes, cfg.length)
