@@ -5,27 +5,24 @@ Its flags are :class:`~workflow_rl.rl.expert_iteration.ExpertConfig`'s fields (`
 """
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
 
-from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, settings
+from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, config_from, settings
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
 
 
 def add_expert(sub) -> None:
     from workflow_rl.rl.expert_iteration import ExpertConfig
+    from workflow_rl.runs.expert_iteration import ExpertRun
 
     p = sub.add_parser("expert-iterate", help="expert iteration: play planned episodes, train the network towards "
                                               "the planner's choices, repeat with the better network")
     names = add_flags(p.add_argument_group("expert iteration (rl/expert_iteration.py)"), ExpertConfig,
                       {k: v for k, v in ExpertConfig().to_dict().items() if k != "plan"})
     add_plan_flags(p, switch=False)
-    p.add_argument("--out", default="runs/expert-iterate", help="run folder: expert_iteration.json, rounds.csv, "
-                                                                "checkpoints/round_K.pt and latest.pt")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out after its last finished round (a killed round is redone)")
-    p.add_argument("--overwrite", action="store_true",
-                   help=OVERWRITE_HELP.format(out="--out"))
-    p.set_defaults(func=cmd_expert, config_names=names)
+    run = add_flags(p, ExpertRun, dataclasses.asdict(ExpertRun()), skip=("threads",),
+                    notes={"overwrite": OVERWRITE_HELP.format(out="--out")})
+    p.set_defaults(func=cmd_expert, config_names=names, run_names=run)
 
 
 def expert_job(args):
@@ -34,7 +31,7 @@ def expert_job(args):
     from workflow_rl.runs.expert_iteration import ExpertRun
 
     cfg = ExpertConfig(**settings(args, args.config_names), plan=plan_settings(args)).validate()
-    return cfg, ExpertRun(out=Path(args.out), resume=args.resume, overwrite=args.overwrite, threads=args.threads)
+    return cfg, config_from(ExpertRun, args, args.run_names, threads=args.threads)
 
 
 def cmd_expert(args) -> int:

@@ -4,8 +4,9 @@ A setting's name, default, type, choices and help come from its field: ``n_envs:
 becomes ``--n-envs N_ENVS`` (default 200).
 
 Types map to argparse as: bool → ``--x`` (default False) or ``--x/--no-x`` (default True); ``int``, ``float``,
-``str`` (optionally ``| None``) → that type; ``tuple[int, ...]`` and ``list[str]`` → one or more values. A field's
-``one_of`` options become choices and a ``metavar`` in its metadata names its value.
+``str`` and ``Path`` (optionally ``| None``) → that type; ``tuple[int, ...]`` and ``list[str]`` → one or more
+values. A field's ``one_of`` options become choices, a ``metavar`` in its metadata names its value and a ``flag``
+there spells the flag otherwise than the field (``engines`` as ``--engine``).
 """
 from __future__ import annotations
 
@@ -41,10 +42,10 @@ def _value_type(hint):
     return hint
 
 
-def argparse_kind(hint, default, name: str | None = None, check: bool = False) -> dict:
-    """How argparse reads a field of type ``hint``: a number's type is its range's (``ranges.RANGES[name]``), parsed
-    here and checked by its config's ``validate()``, or here too with ``check`` (a KeyError where the table has no
-    range for it)."""
+def argparse_kind(hint, default, name: str | None = None, check: bool = False, command: str | None = None) -> dict:
+    """How argparse reads a field of type ``hint``: a number's type is its range's (``ranges.RANGES``' entry for
+    ``name`` of ``command``), parsed here and checked by its config's ``validate()``, or here too with ``check`` (a
+    KeyError where the table has no range for it)."""
     from workflow_rl.cli.numbers import Ranged
     from workflow_rl.ranges import key
 
@@ -55,16 +56,18 @@ def argparse_kind(hint, default, name: str | None = None, check: bool = False) -
     if typing.get_origin(tp) in (tuple, list):
         nargs, tp = {"nargs": "+"}, typing.get_args(tp)[0]
     if tp in (int, float):
-        return {**nargs, "type": Ranged(key(name), tp, check=check)}
+        return {**nargs, "type": Ranged(key(name, command), tp, check=check)}
     return {**nargs, "type": tp}
 
 
-def add_flags(group, cls, defaults: dict, skip=(), check: bool = False, prefix: str = "", note: str = "") -> list[str]:
+def add_flags(group, cls, defaults: dict, skip=(), check: bool = False, prefix: str = "", note: str = "",
+              notes: dict | None = None, command: str | None = None) -> list[str]:
     """One flag per field of dataclass ``cls`` (nested dataclasses and ``skip`` excepted), with its default taken
-    from ``defaults`` (a config instance's flat settings), its numbers checked against their ranges as typed with
-    ``check``, and ``choices``, ``metavar`` or ``nargs`` from its metadata; ``prefix`` goes before each name (flag,
-    dest and range key: ``plan_`` makes ``--plan-top-k``) and ``note`` after each help text. Returns the field names,
-    which are the flags' dests without the prefix."""
+    from ``defaults`` (a config instance's flat settings), its numbers checked against their ranges (``command``'s
+    own entries first) as typed with ``check``, and ``choices``, ``metavar``, ``nargs`` or ``flag`` from its
+    metadata; ``prefix`` goes before each name (flag, dest and range key: ``plan_`` makes ``--plan-top-k``), and
+    ``note`` (or the field's entry in ``notes``) after each help text. Returns the field names, which are the
+    flags' dests without the prefix."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     names = []
@@ -72,10 +75,10 @@ def add_flags(group, cls, defaults: dict, skip=(), check: bool = False, prefix: 
         if f.name in skip or dataclasses.is_dataclass(hints[f.name]):
             continue
         default, name = defaults[f.name], prefix + f.name
-        kind = {**argparse_kind(hints[f.name], default, name, check),
+        kind = {**argparse_kind(hints[f.name], default, name, check, command),
                 **{k: f.metadata[k] for k in ("choices", "metavar", "nargs") if k in f.metadata}}
-        group.add_argument(flag(name), dest=name, default=default,
-                           help=docs.get(f.name, "").replace("%", "%%") + note, **kind)
+        text = docs.get(f.name, "").replace("%", "%%") + (notes or {}).get(f.name, note)
+        group.add_argument(f.metadata.get("flag", flag(name)), dest=name, default=default, help=text, **kind)
         names.append(f.name)
     return names
 
@@ -95,6 +98,11 @@ def typed_options(make_parser, argv: list[str], command: str) -> frozenset[str]:
 def settings(args: argparse.Namespace, names) -> dict:
     """The parsed values of the flags ``names``, by setting name."""
     return {n: getattr(args, n) for n in names}
+
+
+def config_from(cls, args: argparse.Namespace, names, **given):
+    """A ``cls`` of the parsed flags ``names`` (lists as the tuples its fields hold) and the settings ``given``."""
+    return cls(**{n: tuple(v) if isinstance(v, list) else v for n, v in settings(args, names).items()}, **given)
 
 
 OVERWRITE_HELP = ("replace what {out} holds (default: refuse a folder that is not empty): the files a train, "

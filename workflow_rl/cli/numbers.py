@@ -14,8 +14,8 @@ class Ranged:
     """argparse type of a numeric flag whose range is ``RANGES[key]``: the text cast to the range's kind and, with
     ``check``, checked against it (``must be in 1..100 (why), got 2147483648``). A config setting's flag
     (``cli.flags``) is not checked here but by its config's ``validate()``, which reads the same entry and is what
-    the Python API and state files pass through too. Without a key (``positive_int``...), ``build_parser`` binds
-    the type to its flag's entry (:func:`bind_ranges`)."""
+    the Python API and state files pass through too. Without a key, ``build_parser`` binds the type to its flag's
+    entry (:func:`bind_ranges`)."""
 
     def __init__(self, key: str | None = None, kind: type | None = None, check: bool = True):
         self.range_key, self.check = key, check
@@ -45,12 +45,7 @@ def ranged(name: str, command: str | None = None) -> Ranged:
     return Ranged(key(name, command))
 
 
-positive_int = Ranged()
-"""A count, bound to its flag's range by ``build_parser``."""
-positive_float = Ranged(kind=float)
-"""A number, bound to its flag's range by ``build_parser``."""
 seed_int = ranged("seed")
-episode_length = ranged("episode_length")
 episode_count = ranged("episodes")
 
 

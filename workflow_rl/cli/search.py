@@ -1,10 +1,11 @@
 """``workflow-rl search``: the workflow search (GP-UCB by default, ``--strategy random`` the baseline; the main job)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, settings
-from workflow_rl.cli.numbers import checked_by, ranged
+from workflow_rl.cli.flags import OVERWRITE_HELP, add_flags, config_from, settings
+from workflow_rl.cli.numbers import checked_by
 from workflow_rl.cli.train import add_training_flags
 from workflow_rl.files import check_out_dir
 from workflow_rl.rl.config import flag
@@ -21,15 +22,13 @@ def add_search(sub) -> None:
     g.add_argument("--exhaustive", action="store_true", help="train all 120 workflows, or all those --workflows names (ground truth)")
     g.add_argument("--out", default="runs/search", help="run directory (RUN_DIR)")
     g.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the search saved in RUN_DIR")
-    g.add_argument("--overwrite", action="store_true",
-                   help=OVERWRITE_HELP.format(out="--out"))
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", type=ray_address,
                    help="train several workflows at once as Ray tasks: no value starts Ray on this machine, "
                         "ADDRESS joins a cluster (e.g. ray://head:10001)")
-    g.add_argument("--ray-workers", type=ranged("ray_workers"), default=2, help="workflows trained at once")
-    g.add_argument("--ray-cpus-per-task", type=ranged("ray_cpus_per_task"), default=1.0)
-    g.set_defaults(func=cmd_search, config_names=names)
+    run = add_flags(g, SearchRun, dataclasses.asdict(SearchRun()), skip=("out", "resume", "progress", "ray", "threads"),
+                    check=True, notes={"overwrite": OVERWRITE_HELP.format(out="--out")})
+    g.set_defaults(func=cmd_search, config_names=names, run_names=run)
 
 
 def ray_address(text: str) -> str:
@@ -57,9 +56,8 @@ def cmd_search(args) -> int:
 def search_job(args) -> tuple[SearchConfig | None, SearchRun]:
     """The parsed flags as the ``(SearchConfig, SearchRun)`` that ``runs.search.search`` takes (no config on
     ``--resume``: the search continues with its own); a starting checkpoint's settings where a flag was not typed."""
-    run = SearchRun(out=Path(args.resume or args.out), resume=bool(args.resume), overwrite=args.overwrite,
-                    progress=not args.no_progress, ray=args.ray, ray_workers=args.ray_workers,
-                    ray_cpus_per_task=args.ray_cpus_per_task, threads=args.threads)
+    run = config_from(SearchRun, args, args.run_names, out=Path(args.resume or args.out), resume=bool(args.resume),
+                      progress=not args.no_progress, ray=args.ray, threads=args.threads)
     if args.resume:
         _check_resume_alone(args)
         return None, run

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from workflow_rl import devices
 from workflow_rl.checks import check_config
+from workflow_rl.envs.names import ENGINES
 from workflow_rl.files import check_out_files, staged_outputs
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
@@ -43,19 +44,37 @@ class EvaluateConfig:
     agent: str
     """a checkpoint file, pretrained:NAME or one of :data:`BASELINES`"""
     workflow: str | None = None
-    """as ``--workflow`` reads it: one workflow, 'none', or a list ('all', 'named', 'a;b'); None: the agent's own"""
-    engines: tuple[str, ...] = ("native",)
+    """workflow for compliance (default: the checkpoint's); or several: 'all' (the 120), 'named' or a ';'-separated
+    list, each evaluated in one batched env per red agent and written to --out as workflows.csv (compliance, return
+    with its 95% CI and fixes per workflow and red agent) and workflows.png; there the defaults are --episodes 100
+    per workflow, --red-agents B_lineAgent RedMeanderAgent, --lengths 100 and --mode greedy"""
+    ground_truth: tuple[str, ...] = field(default=(), metadata={"metavar": "GT_CSV"})
+    """with a list of workflows: ground_truth.csv file(s) of `search --exhaustive` (one per red agent) to compare
+    with: per workflow the difference to its mean with a 95% CI, and how many eligibility calls (evaluated
+    compliance >= its threshold) agree"""
+    engines: tuple[str, ...] = field(default=("native",), metadata={"flag": "--engine", "choices": ENGINES})
+    """one or both engines (e.g. --engine native cyborg)"""
     red_agents: tuple[str, ...] | None = None
+    """the red agents played against, each its own cells"""
     lengths: tuple[int, ...] | None = None
+    """the episode lengths reported, each a cell (one episode gives every length's running return)"""
     episodes: int | None = None
+    """episodes per red agent, each giving every length's cell; at most 10,000,000 (checks.MAX_EPISODES: no
+    evaluation needs more, and a mistyped count must not run forever)"""
     cyborg_episodes: int | None = None
+    """episodes per red agent on real CybORG (default: --episodes)"""
     workers: int | None = None
-    time_limit: int | None = None
-    mode: str | None = None
+    time_limit: int | None = field(default=None, metadata={"metavar": "SECONDS"})
+    """real CybORG: start no new round of episodes after this many seconds (shared evenly by the modes); each cell
+    reports the episodes it finished (at least one round)"""
+    mode: str | None = field(default=None, metadata={"choices": MODES})
     """greedy, sampled or both"""
     device: str = "cpu"
     seed: int = 0
+    """sampling seed (the evaluation episodes' seeds are fixed)"""
     episode_seed: int | None = None
+    """seed of the evaluation episodes (default: the fixed held-out evaluation seed; another one gives a separate
+    set, e.g. to select among agents before evaluating the chosen one)"""
     vectorization: str | None = None
     """real CybORG's (default shared_memory)"""
     parallel_start_method: str | None = None
@@ -63,12 +82,14 @@ class EvaluateConfig:
     plan: object | None = None
     """a :class:`~workflow_rl.rl.planning.planner.PlanConfig`: also play the agent planned"""
     plan_told_length: bool = False
-    """tell the planner each cell's length (each length then plays its own episodes); CAGE2's own evaluation loop
-    tells an agent nothing, and the comparison with the winner uses the length-unknown numbers"""
-    ground_truth: tuple[str, ...] = ()
+    """tell the planner each cell's length (each --lengths value then plays its own episodes; mode
+    planned_told_length). CAGE2's own evaluation loop tells an agent nothing, and the comparison with the CAGE2
+    winner uses the length-unknown 'planned' numbers"""
     out: Path | None = None
+    """folder for evaluation.json, evaluation.md and episodes.csv (every episode's return and fix counts, for
+    `workflow-rl compare`)"""
     overwrite: bool = False
-    """replace the files an earlier evaluation wrote into ``out`` (refused without it)"""
+    """replace the files an earlier evaluation wrote into --out (refused without it)"""
 
     @property
     def across(self) -> bool:

@@ -48,7 +48,9 @@ class ExpertRun:
     """How an expert-iteration job runs beside its settings: where it writes, whether it continues."""
 
     out: Path = Path("runs/expert-iterate")
+    """run folder: expert_iteration.json, rounds.csv, checkpoints/round_K.pt and latest.pt"""
     resume: bool = False
+    """continue the run in --out after its last finished round (a killed round is redone)"""
     overwrite: bool = False
     threads: int | str | None = None
 

@@ -6,12 +6,12 @@ A :class:`ReplayConfig` in; a few episodes of an agent or a baseline (resolved a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workflow_rl import devices
-from workflow_rl.checks import check_replay_steps
-from workflow_rl.checks import check_config
+from workflow_rl.checks import check_config, check_replay_steps
+from workflow_rl.envs.names import ENGINES
 from workflow_rl.files import atomic_write, check_out_file
 from workflow_rl.runs.engines import engine_opts
 from workflow_rl.runs.evaluate import BASELINES, none_typed, policies, read_files
@@ -28,12 +28,17 @@ class ReplayConfig:
     agent: str
     """a checkpoint file, pretrained:NAME or one of ``runs.evaluate.BASELINES``"""
     workflow: str | None = None
-    """the order compliance is judged by, as ``--workflow`` reads it (None: the agent's own)"""
+    """workflow for compliance (default: the checkpoint's)"""
     red_agent: str = "B_lineAgent"
-    engine: str = "native"
+    """red agent or mixture (e.g. meander, mix)"""
+    engine: str = field(default="native", metadata={"choices": ENGINES})
+    """where the episodes are played: the native engine or real CybORG"""
     episodes: int = 3
+    """episodes in the page (a chooser picks one)"""
     length: int = 100
-    mode: str = "greedy"
+    """steps per episode"""
+    mode: str = field(default="greedy", metadata={"choices": MODES})
+    """how a trained agent acts (planned: with the planner, settings --plan-*)"""
     seed: int = 0
     """seed of the episodes (and of sampling)"""
     device: str = "cpu"
@@ -43,6 +48,7 @@ class ReplayConfig:
     plan: object | None = None
     """a :class:`~workflow_rl.rl.planning.planner.PlanConfig` (``mode='planned'`` uses the default one without it)"""
     out: Path = Path("runs/replay.html")
+    """the HTML file to write"""
 
 
 @dataclass

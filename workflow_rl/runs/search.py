@@ -31,6 +31,7 @@ class SearchRun:
     ray: str | None = None
     """None: train here; 'local': start Ray on this machine; an address: join that cluster."""
     ray_workers: int = 2
+    """workflows trained at once"""
     ray_cpus_per_task: float = 1.0
     threads: int | str | None = None
 

@@ -6,7 +6,7 @@ the run folder written and a :class:`TrainResult` out.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workflow_rl import threads
@@ -16,6 +16,7 @@ from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.ranges import check_fields
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.devices import engine_device
+from workflow_rl.envs.names import ENGINES
 from workflow_rl.runs.engines import engine_opts
 from workflow_rl.runs.rundir import RunDirLock, check_run_folder, remove_run, run_config
 
@@ -26,17 +27,26 @@ class TrainRun:
     it starts from and how it is evaluated at the end (the ``train`` flags that are no ``TrainConfig`` field)."""
 
     out: Path = Path("runs/train")
+    """run directory (RUN_DIR)"""
     checkpoint_dir: Path | None = None
-    """Default: ``out/checkpoints``."""
-    seeds: int = 1
+    """default: RUN_DIR/checkpoints"""
+    seeds: int = field(default=1, metadata={"metavar": "N"})
+    """train N independent seeds (--seed, --seed+1, ...) in one batch; runs go to RUN_DIR/seed_i and summary.json
+    reports the spread across seeds"""
     resume: bool = False
+    """continue from the checkpoint in --checkpoint-dir"""
     overwrite: bool = False
-    init_checkpoint: str | None = None
+    init_checkpoint: str | None = field(default=None, metadata={"metavar": "CKPT"})
+    """start from these weights (a checkpoint file or pretrained:NAME, e.g. to fine-tune a shipped agent under a
+    workflow) instead of a fresh initialisation; a fresh optimiser and schedule; needs the same --hidden and memory
+    flags"""
     progress: bool = True
     eval_episodes: int = 1000
+    """held-out evaluation episodes (0: skip)"""
     eval_length: int = 100
-    eval_engine: str = "native"
+    eval_engine: str = field(default="native", metadata={"choices": ENGINES})
     eval_sampled: bool = False
+    """evaluate the sampled policy instead of greedy"""
     recipe: str | None = None
     """The recipe the settings came from (recorded in summary.json)."""
     threads: int | str | None = None
