@@ -158,6 +158,9 @@ STATE_CASES = {
                         r"is damaged \(learning_rate must be in \[0, 1\]"),
     "hidden text": (lambda d: _edit_state(d, lambda s: s["config"].update(hidden=["x"])),
                     r"is damaged \(hidden must be an integer"),
+    # a setting every state file holds, missing: damaged, not today's default (100,000 episodes) resumed
+    "total_episodes missing": (lambda d: _edit_state(d, lambda s: s["config"].pop("total_episodes")),
+                               r"is damaged \(its settings lack total_episodes\)"),
     # fields of a pending workflow's checkpoint the resume reads
     "checkpoint recent text": (lambda d: _edit_checkpoint(_pending_checkpoint(d), lambda c: c.update(
         recent="abc")), "recent"),

@@ -203,9 +203,10 @@ def test_cli_bad_universal_fraction_one_line(tmp_path, capsys):
     ({"screen": [{"workflow": "D,E,OS,OH,U", "observed_reward": "high", "observed_ci95": 0.1}]}, "observed_reward"),
 ])
 def test_an_edited_universal_state_is_refused(tmp_path, edit, match):
+    from workflow_rl.search.config import SearchConfig
     from workflow_rl.search.records import SearchState
 
     path = tmp_path / "search_state.json"
-    path.write_text(json.dumps({**SearchState(config={}).to_dict(), **edit}))
+    path.write_text(json.dumps({**SearchState(config=SearchConfig().to_dict()).to_dict(), **edit}))
     with pytest.raises(ValueError, match=match):
         SearchState.load(path)

@@ -20,6 +20,7 @@ from workflow_rl.checks import check_float, check_int, check_types
 from workflow_rl.files import check_inside
 from workflow_rl.files import atomic_write
 from workflow_rl.ranges import RANGES, key as range_key
+from workflow_rl.search.config import ALWAYS_SAVED
 from workflow_rl.workflow import Workflow
 
 
@@ -324,9 +325,13 @@ def _json_default(x):
 
 
 def check_saved_numbers(config: dict) -> None:
-    """Every number a state file's ``config`` holds within its range (``workflow_rl/ranges.py``), named as the file
-    names it: a bad value there is a damaged file, not a flag the user typed (settings a resume changes are checked
-    as flags, by the command line)."""
+    """Every setting every state file holds there (``search.config.ALWAYS_SAVED``), and every number a state file's
+    ``config`` holds within its range (``workflow_rl/ranges.py``), named as the file names it: a bad value there is
+    a damaged file, not a flag the user typed (settings a resume changes are checked as flags, by the command
+    line)."""
+    missing = [name for name in ALWAYS_SAVED if name not in config]
+    if missing:
+        raise ValueError(f"its settings lack {', '.join(missing)}")
     for name, value in config.items():
         try:
             r = RANGES[range_key(name, "search")]
