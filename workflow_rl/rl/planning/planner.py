@@ -45,16 +45,10 @@ class PlanConfig:
     """The planner's settings; each is a flag of ``workflow-rl evaluate --plan`` (``--plan-particles`` ...)."""
 
     particles: int = 1024
-    """engine states in the belief. 1024 since issue U (256 before): 256 now and then lose red's true access on a
-    host (20 greedy Meander episodes, episode seed 4242: of the (host, access level) pairs the belief gave
-    probability 0, 136 of 49,105 were the truth; with 1024, 1 of 48,774), and planning on such a belief can go far
-    wrong: two of the first 100 Meander evaluation episodes ended 84-85 points behind greedy (none with 1024).
-    Measured (``benchmarks/studies/planning.py compare --agent pretrained:universal --red R --episodes 100
-    --lengths 100 [--particles 1024]``; the 100-step cells, the first 100 evaluation episodes, paired): Meander over
-    greedy 256 -0.96 ± 2.44, 1024 +1.54 ± 0.56, 1024 - 256 +2.51 ± 2.41; B_line +0.08 ± 0.11, +0.06 ± 0.10, 1024 -
-    256 -0.02 ± 0.05; 11-13 ms of CPU per decision either way (the belief's update is a small part of a decision).
-    Screened on 60 other episodes (episode seed 4242), Meander over greedy: 256 / 512 / 1024 / 2048 / 4096 +0.40 /
-    +0.65 / +1.20 / +1.25 / +1.14 (benchmarks/results/planning/README.md, "Issue U")."""
+    """engine states in the belief. 1024 since issue U (256 before): a 256-particle belief now and then loses red's
+    true access on a host, and planning on it can go far wrong (Meander 100: 1024 gains +1.54 ± 0.56 over greedy
+    where 256 lost -0.96 ± 2.44), at the same 11-13 ms a decision; more than 1024 adds nothing measurable
+    (benchmarks/results/planning/README.md, "Issue U")."""
     top_k: int = 3
     """candidate actions: the policy's k most likely (1, without fix candidates: no search, the greedy policy).
     Measured with the episode length known (Meander, first 100 evaluation episodes, 100 steps): 5 gains +0.79 ±
@@ -64,34 +58,24 @@ class PlanConfig:
     one particle (Meander, 24 paired 100-step episodes, benchmarks/results/planning/README.md): 1-3 steps lose to
     the greedy policy, 10 ties it, 25 gains about a point; with the belief, 40 chooses as 25 does."""
     rollouts: int = 8
-    """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate).
-    Measured on the 100 Meander evaluation episodes: 8 gains what 16 does (+0.64 vs +0.63) at 13 ms of CPU per
-    decision instead of 18 (benchmarks/results/planning/README.md); with the episode length known, 4 gains
-    +0.50 ± 0.36 at 8.5 ms against 8's +0.65 ± 0.39 at 11.1 ms (paired 4 - 8: -0.15 ± 0.18). Issue U's screen
-    (pretrained:universal, 60 episodes of episode seed 4242, 100 steps, paired): 16 - 8 +0.54 ± 0.84 (Meander, 256
-    particles), +0.05 ± 0.07 (B_line), at 14-16 ms instead of 11-12; with 1024 particles, on the first 100
-    evaluation episodes, 16 - 8 +0.05 ± 0.21 (Meander), +0.02 ± 0.05 (B_line) at 16-17.5 ms instead of 11-13 -- kept
-    at 8."""
+    """futures per candidate, each from a particle drawn from the belief (the same ones for every candidate). 16
+    gains nothing measurable over 8 at 1.4x the time (benchmarks/results/planning/README.md)."""
     fix_candidates: int = 2
     """also try up to this many fixes the belief points at, beside the policy's top-k: Remove on a host where red
     most likely holds a user session, Restore where a privileged one (probability at least 1/2; not User0, red's
-    foothold); those already among the top-k cost nothing. 0: the policy's candidates only. Measured on the six
-    cells (benchmarks/results/planning/README.md): 2 against 0, paired, no cell worse, Meander 30/50/100 +0.06 ±
-    0.05 / +0.19 ± 0.09 / +0.36 ± 0.20, at 11.7 ms of CPU per decision instead of 11.1."""
+    foothold); those already among the top-k cost nothing. 0: the policy's candidates only. 2 against 0: no cell
+    worse, Meander 100 +0.36 ± 0.20 (benchmarks/results/planning/README.md)."""
     analyse_candidates: int = 0
     """also try Analyse on up to this many hosts where the belief is most split on whether red is there (its
     probability of any access nearest 1/2, within [0.2, 0.8]; not User0): the one candidate whose worth is what it
-    reveals, which the rollouts see when the policy acts on the particle's own observation after it. 0: none. Measured
-    (Meander 100, the first 100 evaluation episodes, length not told; benchmarks/results/planning/README.md): 1
-    against 0, paired, +0.04 ± 0.04 at the same 11.6-11.8 ms -- off by default: the candidate rarely wins."""
+    reveals, which the rollouts see when the policy acts on the particle's own observation after it. 0: none. Off
+    by default: 1 gains +0.04 ± 0.04 on Meander 100 (benchmarks/results/planning/README.md)."""
     max_rollouts: int = 0
     """adaptive rollouts: when above ``rollouts``, a candidate still undecided after its futures -- its mean gain
     over the policy's choice above minus one standard error but not above ``min_gain`` of them -- gets ``rollouts``
     more (on freshly drawn particles, paired with as many more of the policy's choice), until every candidate is
-    decided or has ``max_rollouts``. 0 (or at most ``rollouts``): a fixed ``rollouts`` per candidate. Issue U's
-    screen (60 episodes of episode seed 4242, 100 steps, 256 particles, paired against 0): 32 +0.14 ± 0.57
-    (Meander), +0.02 ± 0.06 (B_line), at 13.3 ms instead of 11-12 -- not kept: where the candidates stay undecided
-    the belief itself is split (benchmarks/results/planning/README.md, "Issue U")."""
+    decided or has ``max_rollouts``. 0 (or at most ``rollouts``): a fixed ``rollouts`` per candidate; off by
+    default: where candidates stay undecided the belief itself is split (benchmarks/results/planning/README.md)."""
     red_agent: str = "mix"
     """the belief's prior over the red agent (``envs.names.red_weights``)."""
     mismatch_penalty: float = 10.0
@@ -101,9 +85,8 @@ class PlanConfig:
     min_gain: float = 2.0
     """a candidate replaces the policy's own first choice only when its mean return beats it by more than this many
     standard errors of their paired difference (0: by any amount): near-equal candidates (two decoys whose payoff
-    lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan. Issue U's screen
-    (60 episodes of episode seed 4242, 100 steps, 256 particles, paired against 2): 1 -0.04 ± 0.29 (Meander), +0.06
-    ± 0.15 (B_line); 0 +0.07 ± 1.04, -0.04 ± 0.33 -- kept at 2."""
+    lies beyond the horizon) differ by noise, and switching on noise breaks the policy's own plan. 1 and 0 gain
+    nothing measurable over 2 (benchmarks/results/planning/README.md)."""
     gamma: float = 0.99
     """the rollouts' discount (the agent's own, PPO's --gamma): their return is sum gamma^h r_h (plus gamma^horizon
     times the critic's value with ``value_scale``)."""
