@@ -2,8 +2,8 @@
 
 Every bad input ends in one ``error: ...`` line naming the fix (exit status 2).
 
-The flags of ``train`` and ``search`` are generated from the config dataclasses (``cli.flags``); each subcommand's
-flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, ``cli.tools``). The command line only
+The settings' flags of every job are generated from its config dataclasses (``cli.flags``: a field's docstring is
+its flag's help); each subcommand's flags sit next to its command (``cli.train``, ``cli.evaluate``, ``cli.search``, ``cli.tools``). The command line only
 reads flags into typed configs and calls the job's function in ``workflow_rl.runs``; which failures are one line
 is ``runs.failures``, and how a stop or a closed stdout ends it ``workflow_rl.interrupt``.
 """
