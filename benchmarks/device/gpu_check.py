@@ -23,6 +23,8 @@ soon as it ends, so one failing stage never loses the others:
    env-major, F host-major: ``sim.native.GPU_LAYOUTS``), with the kernel's registers, local memory and PTX counts;
    registers: the engine again at >= 1M envs (layout F) with the kernel capped at ``--max-registers`` registers
    per thread (``sim.cuda.MAX_REGISTERS``: more warps per SM against spills);
+   planner: a decision of the planner with its rollouts on the GPU (``--plan-device cuda``) against the CPU's, at
+   ``--planner-rollouts`` futures per candidate: milliseconds per decision and whether both chose alike;
 4. batched multi-workflow training (``benchmarks/studies/bench_batched.py``, with torch's profiler on one more round
    on a GPU), 5. the 100k search under each claim rule (``benchmarks/studies/search_claims.py``; ``--claims-profile``:
    under cProfile too) and one at a time, 6. single-workflow training at a large batch (``workflow-rl train``).
@@ -47,7 +49,7 @@ import torch
 from workflow_rl.sim.native import GPU_LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ("equality", "graphs", "rollout", "engine")
+STAGES = ("equality", "graphs", "rollout", "engine", "planner")
 """The stages run as child processes of this script (``--stage``), in this order."""
 ALL_STAGES = (*STAGES, "registers", "batched", "claims", "search", "train")
 """Every stage ``--stages`` can name, in the order they run."""
@@ -74,6 +76,45 @@ def _versions() -> dict:
                        capture_output=True, text=True, cwd=ROOT, env=_env())
     out["numba_cuda_import"] = "ok" if r.returncode == 0 else "FAILED: " + r.stderr.strip().splitlines()[-1]
     return out
+
+
+def stage_planner(args) -> dict:
+    """The shipped agent planned on one native B_line episode of ``--planner-steps`` steps, its rollouts on the CPU
+    (up to ``--planner-cpu-max`` rollouts) and on the CUDA engine (``PlanConfig.device``), at each of
+    ``--planner-rollouts`` futures per candidate: wall milliseconds per decision (median over the decisions after
+    the first, which compiles; the returns' copy back synchronises each), and whether both played the same actions
+    (they must: one rule source, one counter-based RNG). A CPU dry run plays the CUDA side under numba's simulator."""
+    from workflow_rl import make_vector_env
+    from workflow_rl.rl import pretrained
+    from workflow_rl.rl.planning.planner import PlanConfig, make_act
+
+    agent, _ = pretrained.load("pretrained:universal")
+    rows = []
+    for r in args.planner_rollouts:
+        played = {}
+        for dev in ("cpu", "cuda") if r <= args.planner_cpu_max else ("cuda",):
+            plan = PlanConfig(particles=args.planner_particles, rollouts=r, device=dev)
+            env = make_vector_env(1, "B_lineAgent", episode_length=args.planner_steps, seed=1)
+            obs, _ = env.reset(seed=1)
+            act, times, actions, ret = make_act(agent, plan, seed=0), [], [], 0.0
+            for t in range(args.planner_steps):
+                t0 = time.perf_counter()
+                a = act(obs[0], t)
+                times.append(time.perf_counter() - t0)
+                actions.append(a)
+                obs, reward, *_ = env.step(np.array([a]))
+                ret += float(reward[0])
+            planned = times[len(agent.opening) + 1:]   # after the opening and the first (compiling) decision
+            played[dev] = actions
+            rows.append({"rollouts": r, "device": dev, "particles": args.planner_particles,
+                         "candidates": plan.top_k + plan.fix_candidates,
+                         "ms_per_decision": 1e3 * statistics.median(planned) if planned else None,
+                         "first_decision_s": times[len(agent.opening)] if len(times) > len(agent.opening) else None,
+                         "return": ret})
+            print(rows[-1], flush=True)
+        if len(played) == 2:
+            rows[-1]["same_actions_as_cpu"] = played["cpu"] == played["cuda"]
+    return {"rows": rows, "timing": "wall clock per act(obs, t) call (belief update + search), one env"}
 
 
 def _env(simulate: bool = False) -> dict:
@@ -355,7 +396,8 @@ def _registers_stage(args, out: Path, left) -> list[dict]:
 def _run_stage(name: str, args, out: Path, cap: float) -> dict:
     """One stage of this script in its own process (a crash or hang there costs only that stage)."""
     cmd = [sys.executable, __file__, *sys.argv[1:], "--stage", name, "--out", str(out)]
-    res = _timed_script(cmd, cap, env=_env(simulate=name == "equality" and not args.device.startswith("cuda")))
+    res = _timed_script(cmd, cap, env=_env(simulate=name in ("equality", "planner") and not args.device.startswith(
+        "cuda")))
     f = out / f"stage_{name}.json"
     if f.exists() and "wall_s" in res:
         res.update(json.loads(f.read_text()))
@@ -476,6 +518,12 @@ def _parse() -> argparse.Namespace:
                    help="claims stage: the search's claim rules to time (benchmarks/studies/search_claims.py --modes)")
     p.add_argument("--claims-profile", action="store_true",
                    help="claims stage: each search under cProfile too (OUT/claims/profile_MODE.txt)")
+    p.add_argument("--planner-rollouts", type=int, nargs="+", default=[8, 64, 512, 4096],
+                   help="planner stage: futures per candidate to time (PlanConfig.rollouts)")
+    p.add_argument("--planner-cpu-max", type=int, default=64,
+                   help="planner stage: the most rollouts also timed on the CPU (beyond, the CPU takes seconds)")
+    p.add_argument("--planner-particles", type=int, default=1024, help="planner stage: the belief's particles")
+    p.add_argument("--planner-steps", type=int, default=20, help="planner stage: steps of the episode played")
     p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -485,7 +533,7 @@ def main() -> None:
     out = Path(args.out).resolve()
     if args.stage:   # a child process: run one stage, write its result
         res = {"equality": stage_equality, "graphs": stage_graphs, "rollout": stage_rollout,
-               "engine": stage_engine}[args.stage](args)
+               "engine": stage_engine, "planner": stage_planner}[args.stage](args)
         _save(out, {})   # make sure the folder exists
         (out / f"stage_{args.stage}.json").write_text(json.dumps(res, indent=2))
         return

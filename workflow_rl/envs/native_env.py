@@ -235,7 +235,7 @@ class CudaVectorEnv(NativeVectorEnv):
             raise ValueError("device 'cuda' requested but torch sees no CUDA GPU: use device='cpu'")
         if self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self._engine = _cuda_engine()
+        self._engine = cuda_engine()
         self.dstate = None
         self.outputs = None       # StepBuffers of torch tensors on the device
         self.last_final = None    # (final_obs, final_access) of the last step_tensor
@@ -308,7 +308,7 @@ class CudaVectorEnv(NativeVectorEnv):
             self._views = sim.StepBuffers(*(cuda.as_cuda_array(t) for t in self.outputs))
 
 
-def _cuda_engine():
+def cuda_engine():
     """:mod:`workflow_rl.sim.cuda`, or one ValueError saying what to install."""
     try:
         from workflow_rl.sim import cuda as engine   # first: it guards numba-cuda's import against numpy 2.5
@@ -318,6 +318,10 @@ def _cuda_engine():
     from numba import cuda
 
     if not cuda.is_available():
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("device='cuda': no CUDA GPU here; use the CPU")
         raise ValueError("device='cuda': numba-cuda sees no usable CUDA GPU or driver (torch does): check that "
                          "numba-cuda matches the driver's CUDA version (pip install 'numba-cuda[cu12]' or '[cu13]')")
     return engine

@@ -36,14 +36,14 @@ def one_of(default, options) -> dataclasses.Field:
     return field(default=default, metadata={"choices": tuple(options)})
 
 
-def check_choices(config) -> None:
+def check_choices(config, spell=None) -> None:
     """Every ``one_of`` field of a config dataclass holds one of its options (None is allowed where it is the
-    default, meaning "decide for me")."""
+    default, meaning "decide for me"); named as ``spell`` spells a field (default: its flag)."""
     for f in dataclasses.fields(config):
         options = f.metadata.get("choices")
         value = getattr(config, f.name)
         if options is not None and value not in options and not (value is None and f.default is None):
-            raise ValueError(f"unknown {flag(f.name)} {value!r}: use one of {', '.join(map(str, options))}")
+            raise ValueError(f"unknown {(spell or flag)(f.name)} {value!r}: use one of {', '.join(map(str, options))}")
 
 
 MAX_LEARNING_RATE = RANGES["learning_rate"].hi

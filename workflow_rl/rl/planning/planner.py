@@ -16,6 +16,7 @@ planner's model.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,9 @@ from workflow_rl.ranges import check_fields
 from workflow_rl.resources import check_memory
 from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.envs.factory import engine_bytes_per_env
+from workflow_rl.envs.native_env import cuda_engine
 from workflow_rl.rl.compliance import classify_fixes
+from workflow_rl.rl.config import check_choices, one_of
 from workflow_rl.rl.memory import MASKED
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.rl.actor import ActFn, Actor
@@ -94,11 +97,24 @@ class PlanConfig:
     """add the critic's value of the rollout's last state, times this: the environment reward per unit of value, 1 /
     the agent's --reward-scale (10 for the shipped agents). 0, the default: rollout rewards only -- the shipped
     critic misjudges states off its own policy's path (1-step rollouts plus its value lost 23 points on Meander)."""
+    device: str = one_of("cpu", ("cpu", "cuda"))
+    """where the rollouts run: 'cpu' (the engine's CPU kernel and the policy, on one core) or 'cuda' (the engine's
+    CUDA kernel and a GPU copy of the policy: thousands of rollouts a decision, so raise --plan-rollouts); the belief
+    stays on the CPU. The two choose alike (one rule source, one counter-based RNG: tests/rl/planning checks it
+    under numba's CUDA simulator); the cost of a decision on a GPU is measured by benchmarks/device/gpu_check.py's
+    planner stage."""
 
     def validate(self) -> PlanConfig:
         """This config, or one ValueError naming the flag and the fix."""
         check_types(self, lambda f: "--plan-" + f.replace("_", "-"))
         check_fields(self, spell=lambda f: "--plan-" + f.replace("_", "-"), prefix="plan_")   # workflow_rl/ranges.py
+        check_choices(self, lambda f: "--plan-" + f.replace("_", "-"))
+        if self.device == "cuda":
+            try:
+                cuda_engine()   # numba-cuda and a GPU it can use
+            except ValueError as e:
+                why = str(e).removeprefix("device='cuda': ")
+                raise ValueError(f"--plan-device cuda: {why}") from None
         self.belief().validate()
         self.check_memory(1)
         return self
@@ -146,7 +162,10 @@ class Planner:
     def __init__(self, agent, workflow: Workflow | None, config: PlanConfig = PlanConfig(), seed: int = 0,
                  official_bugs: bool = True):
         self.config = config.validate()
-        self.actor = Actor.of(on_cpu(agent), workflow)   # the policy it plans with and rolls out, on the CPU
+        self.actor = Actor.of(on_cpu(agent), workflow)   # the policy it plans with, on the CPU
+        self.engine = cuda_engine() if config.device == "cuda" else None   # the rollouts' engine: None, the CPU's
+        self.rollout_actor = self.actor if self.engine is None or not torch.cuda.is_available() else Actor.of(
+            copy.deepcopy(self.actor.agent).to("cuda"), workflow)   # (torch without CUDA: numba's simulator, tests)
         self.seed = check_seed("seed", seed)
         self.official_bugs = official_bugs
         self.rank = torch.as_tensor(workflow.rank) if workflow else None
@@ -229,24 +248,45 @@ class Planner:
         ``horizon - 1`` steps, the episode memory starting from ``mem``; plus the critic's value of the last state
         (``value_scale``) when ``bootstrap`` (not when the rollout ends where the episode does)."""
         n = len(first)
-        b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
-        actor = self.actor
-        m = None if mem is None else mem.expand(n, -1).clone()
-        obs = torch.from_numpy(b.obs)
-        a = torch.from_numpy(first)
-        cfg = self.config
-        ret, discount = np.zeros(n), 1.0
+        actor, cfg = self.rollout_actor, self.config
+        if self.engine is None:
+            b = self.buffers.get(n) or self.buffers.setdefault(n, sim.allocate_buffers(n))
+        else:
+            state = self.engine.to_device(state, layout="C")
+            b = self.buffers.get(n) or self.buffers.setdefault(n, self.engine.to_device(sim.allocate_buffers(n),
+                                                                                        layout="C"))
+        m = None if mem is None else mem.to(actor.device).expand(n, -1).clone()
+        a = torch.as_tensor(first, device=actor.device)
+        ret, discount = torch.zeros(n, dtype=torch.float64, device=actor.device), 1.0
         for h in range(horizon):
             if h:
-                a = actor.greedy(actor.inputs(obs, m))
+                a = actor.greedy(actor.inputs(_tensor(b.obs, actor.device), m))
             actor.took(m, a)
-            sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
-            ret += discount * b.reward
+            if self.engine is None:
+                sim.step(state, a.numpy(), b, NEVER_ENDS, self.official_bugs)
+            else:
+                self.engine.step(state, _device_array(a), b, NEVER_ENDS, self.official_bugs)
+            ret += discount * _tensor(b.reward, actor.device)   # the product in float32, as the engine's reward
             discount *= cfg.gamma
         if cfg.value_scale > 0 and bootstrap:
             with torch.no_grad():
-                ret += discount * cfg.value_scale * actor.value(actor.inputs(obs, m)).numpy()
-        return ret
+                ret += discount * cfg.value_scale * actor.value(actor.inputs(_tensor(b.obs, actor.device), m))
+        return ret.cpu().numpy()
+
+
+def _tensor(array, device: torch.device) -> torch.Tensor:
+    """An engine output as a tensor on ``device``: a numpy array as it is, a GPU array without a copy where the
+    policy is on the GPU too (``__cuda_array_interface__``), else copied to the host."""
+    if isinstance(array, np.ndarray):
+        return torch.from_numpy(array)
+    return torch.as_tensor(array, device=device) if device.type == "cuda" else torch.from_numpy(array.copy_to_host())
+
+
+def _device_array(a: torch.Tensor):
+    """Actions (n,) int64 as the CUDA kernel reads them: a view of a GPU tensor, or a copy of a CPU one."""
+    from numba import cuda
+
+    return cuda.as_cuda_array(a) if a.is_cuda else cuda.to_device(a.numpy())
 
 
 def fix_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[int]:
@@ -271,15 +311,13 @@ def analyse_candidates(access: np.ndarray, weights: np.ndarray, m: int) -> list[
 
 
 def on_cpu(agent):
-    """``agent`` if it is on the CPU, else a CPU copy of it (the caller's agent stays where it is). The planner
-    computes on the CPU: its model is the native engine's CPU kernel, its particles and rollout buffers are numpy
-    arrays, and it calls the network once per rollout step on a small batch, where a GPU's launch and copy costs
-    would outweigh its arithmetic. So ``evaluate --plan --device cuda`` plans on a CPU copy of the agent while its
-    greedy and sampled modes run on the GPU."""
+    """``agent`` if it is on the CPU, else a CPU copy of it (the caller's agent stays where it is). The planner's
+    belief and root choice compute on the CPU: its particles are numpy arrays, and it calls the network on one
+    input a decision, where a GPU's launch and copy costs would outweigh its arithmetic. So ``evaluate --plan
+    --device cuda`` plans on a CPU copy of the agent while its greedy and sampled modes run on the GPU; the rollouts
+    go to the GPU with ``PlanConfig.device`` 'cuda'."""
     if agent.device.type == "cpu":
         return agent
-    import copy
-
     return copy.deepcopy(agent).to("cpu")
 
 
