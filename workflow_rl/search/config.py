@@ -47,11 +47,6 @@ cost unclaimed to start, with a claim that grows while it trains (it waits at it
 is cut if nothing frees up). Only a batched search (``--batch-workflows``) has workflows whose claims can change;
 others train one at a time (serial) or hold whole claims (Ray)."""
 
-ALWAYS_SAVED = ("total_episodes", "inherit", "gp_beta", "n_init", "eval_episodes", "eval_length", "workflows",
-                "max_iterations", "init_checkpoint", "batch_workflows", "seeds_per_workflow")
-"""Settings every ``search_state.json`` ever written holds (the first version's own): one missing is a damaged file,
-not an old one, and taking today's default for it would resume another search (a missing ``total_episodes``
-became 100,000 episodes). Settings added since are filled from ``LEGACY_SETTINGS`` or their default."""
 RETIRED = ("compile", "native_backend")
 """Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
 native engine's CPU or CUDA build of one rule source, with the same results)."""

@@ -20,7 +20,6 @@ from workflow_rl.checks import check_float, check_int, check_types
 from workflow_rl.files import check_inside
 from workflow_rl.files import atomic_write
 from workflow_rl.ranges import RANGES, key as range_key
-from workflow_rl.search.config import ALWAYS_SAVED
 from workflow_rl.workflow import Workflow
 
 
@@ -324,8 +323,15 @@ def _json_default(x):
     raise TypeError(type(x))
 
 
+ALWAYS_SAVED = ("total_episodes", "inherit", "gp_beta", "n_init", "eval_episodes", "eval_length", "workflows",
+                "max_iterations", "init_checkpoint", "batch_workflows", "seeds_per_workflow")
+"""Settings every ``search_state.json`` ever written holds (the first version's own): one missing is a damaged file,
+not an old one, and taking today's default for it would resume another search (a missing ``total_episodes``
+became 100,000 episodes). Settings added since are filled from ``search.config.LEGACY_SETTINGS`` or their default."""
+
+
 def check_saved_numbers(config: dict) -> None:
-    """Every setting every state file holds there (``search.config.ALWAYS_SAVED``), and every number a state file's
+    """Every setting every state file holds there (:data:`ALWAYS_SAVED`), and every number a state file's
     ``config`` holds within its range (``workflow_rl/ranges.py``), named as the file names it: a bad value there is
     a damaged file, not a flag the user typed (settings a resume changes are checked as flags, by the command
     line)."""
