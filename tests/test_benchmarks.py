@@ -21,7 +21,8 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     args = ["--device", "cpu", "--engine-sizes", "4096", "--equality-envs", "12", "--equality-steps", "30",
             "--train-envs", "16", "--search-episodes", "200", "--search-batches", "2", "1", "--batch-slots", "2",
             "--batch-envs", "16", "--search-timeout", "240", "--budget", "1200", "--graph-rows", "100",
-            "--planner-rollouts", "2", "--planner-particles", "16", "--planner-steps", "6", "--out", str(tmp_path)]
+            "--planner-rollouts", "2", "--planner-particles", "16", "--planner-steps", "6", "--expert-rounds", "1",
+            "--expert-episodes", "2", "--expert-length", "8", "--expert-rollouts", "2", "--out", str(tmp_path)]
     r = run_in_process(args, script=DEVICE / "gpu_check.py", cwd=ROOT)   # its stages run in processes of their own
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())
@@ -32,12 +33,14 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
     assert res["engine"]["rows"][0]["n_envs"] == 4096 and res["engine"]["rows"][0]["env_steps_per_s"] > 0
     assert [(r["device"], r["rollouts"]) for r in res["planner"]["rows"]] == [("cpu", 2), ("cuda", 2)], res["planner"]
     assert res["planner"]["rows"][-1]["same_actions_as_cpu"] is True   # the simulated CUDA rollouts chose alike
-    for stage in (res["batched_training"], res["search_claims"], res["search"][0], res["training"]):
+    for stage in (res["batched_training"], res["search_claims"], res["search"][0], res["training"],
+                  res["expert_iteration"]):
         assert "wall_s" in stage, stage          # neither failed nor timed out
     assert [r["mode"] for r in res["search_claims"]["rows"]] == ["elastic", "lowered", "whole"]
     assert res["search"][0]["batch_workflows"] == 1
     assert "| batched (BatchedTrainer) | 2 |" in res["batched_training"]["table"]
     assert len(res["training"]["sps_per_update"]) == 3
+    assert [r["round"] for r in res["expert_iteration"]["log"]] == ["1"], res["expert_iteration"]
 
 
 @pytest.mark.slow   # its stages in fresh Pythons (~10 s)
@@ -50,7 +53,7 @@ def test_gpu_check_runs_only_the_stages_asked_for(tmp_path):
     res = json.loads((tmp_path / "gpu.json").read_text())
     assert res["engine"]["rows"][0]["n_envs"] == 512 and "wall_s" in res["training"]
     assert not {"equality", "graphs", "rollout", "planner", "registers", "batched_training", "search_claims",
-                "search"} & set(res)
+                "search", "expert_iteration"} & set(res)
 
 
 @pytest.mark.slow   # a toy recipe run, its evaluations and the screen of 120 workflows: ~25 s

@@ -27,7 +27,9 @@ soon as it ends, so one failing stage never loses the others:
    ``--planner-rollouts`` futures per candidate: milliseconds per decision and whether both chose alike;
 4. batched multi-workflow training (``benchmarks/studies/bench_batched.py``, with torch's profiler on one more round
    on a GPU), 5. the 100k search under each claim rule (``benchmarks/studies/search_claims.py``; ``--claims-profile``:
-   under cProfile too) and one at a time, 6. single-workflow training at a large batch (``workflow-rl train``).
+   under cProfile too) and one at a time, 6. single-workflow training at a large batch (``workflow-rl train``),
+7. expert iteration (``workflow-rl expert-iterate``, its planner's rollouts on the GPU) for ``--expert-rounds``
+   rounds under a wall cap, its rounds' log.
 ``--stages`` runs a subset (a device call spends its minutes on what is still unmeasured).
 The card, torch, numpy, numba and numba-cuda versions (or numba-cuda's import error) go with the numbers.
 """
@@ -51,7 +53,7 @@ from workflow_rl.sim.native import GPU_LAYOUTS
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("equality", "graphs", "rollout", "engine", "planner")
 """The stages run as child processes of this script (``--stage``), in this order."""
-ALL_STAGES = (*STAGES, "registers", "batched", "claims", "search", "train")
+ALL_STAGES = (*STAGES, "registers", "batched", "claims", "search", "train", "expert")
 """Every stage ``--stages`` can name, in the order they run."""
 
 
@@ -442,6 +444,8 @@ def _training_stages(args, out: Path, results: dict, left) -> None:
         _search_stage(args, out, results, left)
     if "train" in args.stages:
         _train_stage(args, out, results, left)
+    if "expert" in args.stages:
+        _expert_stage(args, out, results, left)
 
 
 def _claims_stage(args, out: Path, results: dict, left) -> None:
@@ -487,6 +491,24 @@ def _train_stage(args, out: Path, results: dict, left) -> None:
     _save(out, results)
 
 
+def _expert_stage(args, out: Path, results: dict, left) -> None:
+    """Expert iteration from the shipped agent, its planner's rollouts on the device (``--plan-device``), under a wall
+    cap: the seconds it took and each round's log (rounds.csv: planned return, overrides, agreement, losses)."""
+    run = out / "expert"
+    results["expert_iteration"] = {"rounds": args.expert_rounds, "episodes_per_round": args.expert_episodes,
+                                   "plan_rollouts": args.expert_rollouts, **_timed(
+        ["expert-iterate", "--rounds", str(args.expert_rounds), "--episodes-per-round", str(args.expert_episodes),
+         "--episode-length", str(args.expert_length), "--plan-rollouts", str(args.expert_rollouts),
+         "--plan-device", "cuda" if args.device.startswith("cuda") else "cpu", "--out", str(run)],
+        min(args.expert_timeout, left()))}
+    if (run / "rounds.csv").exists():
+        import csv
+
+        with open(run / "rounds.csv") as f:
+            results["expert_iteration"]["log"] = list(csv.DictReader(f))
+    _save(out, results)
+
+
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="benchmarks/results/gpu")
@@ -524,6 +546,11 @@ def _parse() -> argparse.Namespace:
                    help="planner stage: the most rollouts also timed on the CPU (beyond, the CPU takes seconds)")
     p.add_argument("--planner-particles", type=int, default=1024, help="planner stage: the belief's particles")
     p.add_argument("--planner-steps", type=int, default=20, help="planner stage: steps of the episode played")
+    p.add_argument("--expert-rounds", type=int, default=2, help="expert stage: rounds of play-then-train")
+    p.add_argument("--expert-episodes", type=int, default=64, help="expert stage: planned episodes per round")
+    p.add_argument("--expert-length", type=int, default=100, help="expert stage: steps per episode")
+    p.add_argument("--expert-rollouts", type=int, default=64, help="expert stage: the planner's rollouts per candidate")
+    p.add_argument("--expert-timeout", type=float, default=240.0, help="expert stage: its wall-clock cap (seconds)")
     p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     return p.parse_args()
 
