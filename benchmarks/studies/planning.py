@@ -5,6 +5,7 @@ and the time per decision.
     python benchmarks/studies/planning.py belief --red RedMeanderAgent --episodes 50 --out benchmarks/results/planning
     python benchmarks/studies/planning.py truth --red RedMeanderAgent --episodes 24 --episode-seed 99 --horizon 10
     python benchmarks/studies/planning.py calibration --red RedMeanderAgent --episodes 20 --episode-seed 4242
+    python benchmarks/studies/planning.py oracle --red RedMeanderAgent --episodes 100 --out DIR
 
 ``compare`` plays the evaluation episodes of ``workflow-rl evaluate`` (the same fixed seed; one round of
 ``--episodes`` envs, so episode i is the CLI's episode i at that count) once greedy and once planned, and reports
@@ -174,6 +175,67 @@ def truth(args) -> dict:
                              for i, m in enumerate(("greedy", "planned_true_state"))}}
 
 
+def oracle(args) -> dict:
+    """The planner on its belief told where red is: at each decision the particles whose red access (per host: none,
+    user, privileged) differs from the truth's lose their weight (the true state is the one particle where none is
+    left). Paired with ``truth`` and ``compare --length-unknown`` on the same episodes (``--episode-seed``), it splits
+    the true-state planner's gain over greedy into knowing where red is and knowing the rest (red's sweeps and
+    plan, the hosts' exploit history). One 100-step run, length unknown; its running returns are the cells."""
+    from workflow_rl.envs.native_env import NativeVectorEnv
+    from workflow_rl.rl.planning.planner import Planner
+    from workflow_rl.sim import native as sim
+
+    agent, workflow = pretrained.load(args.agent)
+    plan = PlanConfig(args.particles, args.top_k, args.horizon, args.rollouts, args.fix_candidates,
+                      min_gain=args.min_gain, value_scale=args.value_scale, max_rollouts=args.max_rollouts,
+                      analyse_candidates=args.analyse_candidates).validate()
+    red = parse_red_agent(args.red)
+    kind = {"SleepAgent": 0, "B_lineAgent": 1, "RedMeanderAgent": 2}[red]
+    n, lengths = args.episodes, sorted(set(args.lengths))
+    planner = Planner(agent, workflow, plan, args.seed)
+    actor = planner.actor
+    env = NativeVectorEnv(n, kind, max(lengths), seed=args.episode_seed)
+    obs, info = env.reset(seed=args.episode_seed)
+    access, mem, ret = info["red_access"], actor.reset(n), np.zeros(n)
+    beliefs = [ParticleBelief(plan.belief(), i) for i in range(n)]
+    running, decisions, fallback, kept, last, t0 = {}, 0, 0, [], None, time.process_time()
+    for t in range(max(lengths)):
+        if t:
+            for i, b in enumerate(beliefs):
+                b.update(int(last[i]), obs[i])
+        x = actor.inputs(torch.as_tensor(obs), mem)
+        forced = actor.forced(t)
+        if forced is not None:
+            a = np.full(n, forced, np.int64)
+        else:
+            truth, acts = env.sim_state(), []
+            for i, b in enumerate(beliefs):
+                m = None if mem is None else mem[i:i + 1]
+                w = b.weights * (b.access == access[i]).all(1)
+                decisions += 1
+                kept.append(float(w.sum() / b.weights.sum()))
+                if w.sum() > 0:
+                    acts.append(planner.choose(b.state, b.access, w, x[i:i + 1], m, (i, t)).action)
+                else:
+                    fallback += 1
+                    acts.append(planner.choose(sim.take_state(truth, [i]), access[i:i + 1], np.ones(1), x[i:i + 1],
+                                               m, (i, t)).action)
+            a = np.asarray(acts, np.int64)
+        actor.took(mem, torch.as_tensor(a))
+        last = a
+        obs, r, _, _, info = env.step(a)
+        access, ret = info["red_access"], ret + r
+        if t + 1 in lengths:
+            running[t + 1] = ret.copy()
+    return {"red_agent": red, "agent": args.agent, "episodes": n, "episode_seed": args.episode_seed,
+            "plan": vars(plan), "seed": args.seed, "length_known": False,
+            "cells": {L: {"planned_access_oracle": ci(running[L])} for L in lengths},
+            "decisions": decisions, "truth_fallback_decisions": fallback,
+            "belief_weight_kept": {"mean": float(np.mean(kept)), "median": float(np.median(kept))},
+            "cpu_seconds_per_decision": (time.process_time() - t0) / max(decisions, 1),
+            "cell_returns": {"planned_access_oracle": {str(L): running[L].tolist() for L in lengths}}}
+
+
 def figure(args) -> dict:
     """The belief's accuracy over the 100 steps from the ``belief`` results in ``--out`` (one line per red agent)."""
     import matplotlib
@@ -318,7 +380,7 @@ def budget(args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["compare", "belief", "calibration", "truth", "figure", "gap", "budget"])
+    p.add_argument("what", choices=["compare", "belief", "calibration", "truth", "oracle", "figure", "gap", "budget"])
     p.add_argument("--agent", default="pretrained:universal")
     p.add_argument("--red", default="B_lineAgent")
     p.add_argument("--episodes", type=int, default=100)
@@ -350,7 +412,7 @@ def main() -> None:
         res = {"figure": figure, "budget": budget}[args.what](args)
         print({k: v for k, v in res.items() if k != "rows"})
         return
-    res = {"compare": compare, "belief": belief, "calibration": calibration, "truth": truth,
+    res = {"compare": compare, "belief": belief, "calibration": calibration, "truth": truth, "oracle": oracle,
            "gap": gap}[args.what](args)
     res["command"] = "python benchmarks/studies/planning.py " + " ".join(sys.argv[1:])
     short = {k: v for k, v in res.items() if not k.endswith("_returns") and not k.endswith("_by_step")}
