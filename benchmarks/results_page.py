@@ -40,11 +40,15 @@ MAKERUN_TIMES = "benchmarks/results/recipe/makerun/times.csv"
 SCRATCH = [f"benchmarks/results/makerun_scratch/makerun{s}-q1-summary.json" for s in ("", "-s1", "-s2")]
 GROUND_TRUTH = {"B_lineAgent": "benchmarks/results/ground_truth",
                 "RedMeanderAgent": "benchmarks/results/ground_truth_meander"}
-PLANNED = {"universal": ["benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-3050/evaluation.json",
-                         "benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-100/evaluation.json"]}
-"""Per shipped agent, its planned play on real CybORG, told each cell's length (measured as ``evaluate --plan --engine
-cyborg`` then ran it; ``--plan-told-length`` now): the files that together
-hold its six cells (planned play is slow, so the cells were measured in more than one run)."""
+PLANNED = {"universal": ["benchmarks/results/planning/cyborg-length-unknown/evaluation.json"]}
+"""Per shipped agent, its planned play on real CybORG not told the episode's length (``evaluate --plan --engine
+cyborg``), as CAGE2's own evaluation loop plays an agent: the comparison with the CAGE2 winner."""
+PLANNED_TOLD = {"universal": ["benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-3050/evaluation.json",
+                              "benchmarks/results/recipe/cpu-ns50-s1/cyborg-planned-100/evaluation.json"]}
+"""Per shipped agent, its planned play on real CybORG told each cell's length (measured as ``evaluate --plan
+--engine cyborg`` then ran it, 256 particles; ``--plan-told-length --plan-particles 256`` now): the files that
+together hold its six cells (planned play is slow, so the cells were measured in more than one run). Reported beside
+the length-unknown numbers, never in place of them."""
 LIMIT_DIR = "benchmarks/results/planning/limit"
 LIMIT = {red: {"planned": f"{LIMIT_DIR}/compare_{red}_100_unknown.json", "truth": f"{LIMIT_DIR}/truth_{red}_100.json"}
          for red in RED}
@@ -172,6 +176,10 @@ def gather(root: Path = ROOT) -> dict:
         "planned": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
                                                     if r["mode"] == "planned" and r["engine"] == "cyborg"]}
                     for name, files in PLANNED.items()},
+        "planned_told": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
+                                                         if r["mode"] in ("planned", "planned_told_length")
+                                                         and r["engine"] == "cyborg"]}
+                         for name, files in PLANNED_TOLD.items()},
         "limit": limit,
         "fidelity": [{k: r[k] for k in ("red", "policy", "length")} for r in _csv(root, FIDELITY)],
         "recipe_cpu_s": sum(float(line.split(":")[1]) for line in time_txt
@@ -380,11 +388,19 @@ def readme_block(facts: dict) -> str:
         cells_of = _planned_cells(planned)
         if all(c in cells_of for c in cells):
             n = sorted({cells_of[c]["episodes"] for c in cells})
-            rows.append((f"`pretrained:{name}` planned, told each cell's length (`evaluate --plan --plan-told-length "
-                         f"--plan-particles 256`: a belief and rollouts on the native engine each step; real CybORG, "
-                         f"{'/'.join(f'{k:,}' for k in n)} episodes per cell; CAGE2's own loop tells an agent nothing, "
-                         "and the length-unknown planner is not yet measured on real CybORG)",
+            rows.append((f"`pretrained:{name}` planned vs the CAGE2 winner (`evaluate --plan`: a belief and rollouts "
+                         f"on the native engine each step, not told the episode's length, as CAGE2's own loop; real "
+                         f"CybORG, {'/'.join(f'{k:,}' for k in n)} episodes per cell)",
                          _versus_winner(cells_of, winner, cells),
+                         ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
+    for name, planned in facts["planned_told"].items():
+        cells_of = _planned_cells(planned)
+        if all(c in cells_of for c in cells):
+            n = sorted({cells_of[c]["episodes"] for c in cells})
+            rows.append((f"`pretrained:{name}` planned, told each cell's length (`evaluate --plan --plan-told-length "
+                         f"--plan-particles 256`; real CybORG, {'/'.join(f'{k:,}' for k in n)} episodes per cell; "
+                         "beside the row above, not the comparison with the winner: CAGE2's loop tells an agent "
+                         "nothing)", _versus_winner(cells_of, winner, cells),
                          ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
     for name, card in facts["agents"].items():
         if not card.get("eval_workflows"):
@@ -545,14 +561,17 @@ def page(facts: dict) -> str:
     for name, card in facts["agents"].items():
         cols = _columns(card)
         src = f"`workflow_rl/pretrained/{name}.json`"
-        planned = facts["planned"].get(name)
+        planned, told = facts["planned"].get(name), facts["planned_told"].get(name)
         if planned:
             cols[("cyborg", "planned", None)] = _planned_cells(planned)
+        if told:
+            cols[("cyborg", "planned", "told the length")] = _planned_cells(told)
         out += [f"### `pretrained:{name}`", "",
                 f"Source: {src} (`eval_native`, `eval_cyborg`)"
-                + (f"; planned, told each cell's length (`evaluate --plan --plan-told-length --plan-particles 256`: "
-                   f"a belief and rollouts on the native engine each step): "
-                   + ", ".join(f"`{f}`" for f in planned["files"]) if planned else "")
+                + (f"; planned, not told the episode's length (`evaluate --plan`, as CAGE2's own loop: the comparison "
+                   "with the winner): " + ", ".join(f"`{f}`" for f in planned["files"]) if planned else "")
+                + (f"; planned, told each cell's length (`evaluate --plan --plan-told-length --plan-particles 256`, "
+                   "beside it): " + ", ".join(f"`{f}`" for f in told["files"]) if told else "")
                 + "; played "
                 + ("unconstrained (`--workflow none`)." if card.get("eval_workflow") in (None, "none")
                    else f"under `--workflow {card['eval_workflow']}`."), ""]

@@ -175,17 +175,22 @@ def test_shipped_agent_rows():
     ahead = [c for c in cells if one[c]["mean"] - one[c]["ci95"] > CAGE2_WINNER[c]]
     behind = [c for c in cells if one[c]["mean"] + one[c]["ci95"] < CAGE2_WINNER[c]]
     assert f"ahead beyond noise in {len(ahead)} cells" in row and f"behind beyond noise in {len(behind)}" in row
-    planned = {(r["red_agent"], r["length"]): r for run in ("cyborg-planned-3050", "cyborg-planned-100")
-               for r in _json(RESULTS / "recipe" / "cpu-ns50-s1" / run / "evaluation.json")["results"]
-               if r["mode"] == "planned" and r["engine"] == "cyborg"}
-    row = _row("`pretrained:universal` planned")
-    assert {planned[c]["episodes"] for c in cells} == {400} and "400 episodes per cell" in row
-    for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
-        assert name + " / ".join(f"−{-planned[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
-    ahead = [c for c in cells if planned[c]["mean"] - planned[c]["ci95"] > CAGE2_WINNER[c]]
-    behind = [c for c in cells if planned[c]["mean"] + planned[c]["ci95"] < CAGE2_WINNER[c]]
-    assert f"six-cell sum −{-sum(planned[c]['mean'] for c in cells):.2f} vs" in row
-    assert f"ahead beyond noise in {len(ahead)} cells" in row and f"behind beyond noise in {len(behind)}" in row
+    unknown = _json(RESULTS / "planning" / "cyborg-length-unknown" / "evaluation.json")["results"]
+    told = [r for run in ("cyborg-planned-3050", "cyborg-planned-100")
+            for r in _json(RESULTS / "recipe" / "cpu-ns50-s1" / run / "evaluation.json")["results"]]
+    for rows, label in ((unknown, "`pretrained:universal` planned vs the CAGE2 winner"),
+                        (told, "`pretrained:universal` planned, told each cell's length")):
+        planned = {(r["red_agent"], r["length"]): r for r in rows if r["mode"] == "planned" and r["engine"] == "cyborg"}
+        row = _row(label)
+        n = sorted({planned[c]["episodes"] for c in cells})
+        assert f"{'/'.join(f'{k:,}' for k in n)} episodes per cell" in row
+        for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
+            assert name + " / ".join(f"−{-planned[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
+        ahead = [c for c in cells if planned[c]["mean"] - planned[c]["ci95"] > CAGE2_WINNER[c]]
+        behind = [c for c in cells if planned[c]["mean"] + planned[c]["ci95"] < CAGE2_WINNER[c]]
+        assert f"six-cell sum −{-sum(planned[c]['mean'] for c in cells):.2f} vs" in row
+        assert f"ahead beyond noise in {len(ahead)} cells" in row and f"behind beyond noise in {len(behind)}" in row
+    assert "not told the episode's length" in _row("`pretrained:universal` planned vs the CAGE2 winner")
 
 
 def test_universal_row_and_section():

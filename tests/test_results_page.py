@@ -115,7 +115,7 @@ def test_planned_cells_come_from_their_files_and_are_marked(facts):
                if r["red_agent"] == "RedMeanderAgent" and r["length"] == 30)
     row["mean"] = -6.5
     cell = next(line for line in report.page(changed).splitlines() if line.startswith("| Meander 30 |"))
-    assert cell.endswith(f"−6.50 ± {row['ci95']:.2f} (n 400) behind |")
+    assert f"−6.50 ± {row['ci95']:.2f} (n {row['episodes']:,}) behind |" in cell
     assert "behind beyond noise in 1 (Meander 30)" in report.readme_block(changed)
 
 
