@@ -72,6 +72,23 @@ def _csv(root: Path, rel: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def _episode_sum_ci(root: Path, files: list[str]) -> float | None:
+    """The 95% half-width of the six-cell sum of one evaluation's planned cyborg cells, from the ``episodes.csv``
+    beside its one ``evaluation.json``: per red agent the per-episode sum over the lengths (the cells are running
+    returns of the same episodes, not independent), the red agents added in quadrature. None where the cells come
+    from more than one file or no episodes.csv is there."""
+    if len(files) != 1 or not (root / Path(files[0]).parent / "episodes.csv").exists():
+        return None
+    sums: dict[str, dict[str, float]] = {}
+    for r in _csv(root, str(Path(files[0]).parent / "episodes.csv")):
+        if r["engine"] == "cyborg" and r["mode"] == "planned" and int(r["length"]) in LENGTHS:
+            ep = sums.setdefault(r["red_agent"], {})
+            ep[r["episode"]] = ep.get(r["episode"], 0.0) + float(r["return"])
+    if set(sums) != set(RED):
+        return None
+    return math.sqrt(sum(mean_ci(list(ep.values()))[1] ** 2 for ep in sums.values()))
+
+
 def _gpu_files(root: Path) -> list[tuple[str, dict]]:
     """Every GPU benchmark file (its path under ``root`` and its contents), in file-name order (dated names)."""
     return [(f"{GPU_DIR}/{file.name}", json.loads(file.read_text()))
@@ -174,7 +191,8 @@ def gather(root: Path = ROOT) -> dict:
         "scratch": [{"file": f, **_json(root, f)} for f in SCRATCH],
         "ground_truth": gt,
         "planned": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
-                                                    if r["mode"] == "planned" and r["engine"] == "cyborg"]}
+                                                    if r["mode"] == "planned" and r["engine"] == "cyborg"],
+                           "sum_ci": _episode_sum_ci(root, files)}
                     for name, files in PLANNED.items()},
         "planned_told": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
                                                          if r["mode"] in ("planned", "planned_told_length")
@@ -556,14 +574,19 @@ def page(facts: dict) -> str:
            "episodes (1.96 · SE), `n` the episodes. Against the CAGE2 winner (`CAGE2_WINNER` in",
            "`workflow_rl/rl/evaluate.py`) a cell is **ahead** when mean − ci95 is above the winner's value,",
            "**behind** when mean + ci95 is below it, **level** otherwise. A sum's interval is the cells' intervals",
-           "added in quadrature (independent episodes).", "",
+           "added in quadrature, as if independent: the cells of one evaluation are running returns of the same",
+           "episodes, so where its episodes are at hand (the length-unknown planned column, from its `episodes.csv`)",
+           "the sum's interval is per red agent the per-episode sum over the three cells, the red agents added in",
+           "quadrature, and elsewhere the quadrature of the cells is narrower than the truth.", "",
            "## The shipped agents against the CAGE2 winner", ""]
     for name, card in facts["agents"].items():
         cols = _columns(card)
         src = f"`workflow_rl/pretrained/{name}.json`"
         planned, told = facts["planned"].get(name), facts["planned_told"].get(name)
+        sum_cis = {}
         if planned:
             cols[("cyborg", "planned", None)] = _planned_cells(planned)
+            sum_cis[("cyborg", "planned", None)] = planned.get("sum_ci")
         if told:
             cols[("cyborg", "planned", "told the length")] = _planned_cells(told)
         out += [f"### `pretrained:{name}`", "",
@@ -582,10 +605,10 @@ def page(facts: dict) -> str:
             vals = [f"{_interval(col[c])} {mark(col[c], winner[c])}" if c in col else "—" for col in cols.values()]
             out.append(f"| {_cell_name(c)} | {num(winner[c])} | " + " | ".join(vals) + " |")
         sums, tallies = [], []
-        for col in cols.values():
+        for key, col in cols.items():
             if all(c in col for c in cells):
                 total = sum(col[c]["mean"] for c in cells)
-                ci = math.sqrt(sum(col[c]["ci95"] ** 2 for c in cells))
+                ci = sum_cis.get(key) or math.sqrt(sum(col[c]["ci95"] ** 2 for c in cells))
                 sums.append(f"{num(total)} ± {ci:.2f} "
                             f"{mark({'mean': total, 'ci95': ci}, sum(winner.values()))}")
                 marks = [mark(col[c], winner[c]) for c in cells]

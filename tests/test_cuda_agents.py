@@ -32,7 +32,7 @@ def test_evaluate_a_shipped_agent_on_cuda_every_mode(tmp_path, capsys):
     args = ["evaluate", AGENT, *WORKFLOW, *TINY, "--mode", "both", "--plan", *TINY_PLAN]
     rc, out, err = run_main([*args, "--device", "cuda", "--out", str(tmp_path / "cuda")], capsys)
     assert rc == 0, err
-    assert "note: --plan plans on a CPU copy of the agent" in out
+    assert "note: --plan keeps its belief and root choice on a CPU copy of the agent" in out
     rc, _, err = run_main([*args, "--out", str(tmp_path / "cpu")], capsys)
     assert rc == 0, err
     cuda, cpu = _results(tmp_path / "cuda"), _results(tmp_path / "cpu")

@@ -102,7 +102,7 @@ def test_evaluate_greedy_sampled_and_planned_on_the_run_device(fake_gpu, tmp_pat
     rc, out, err = run_main([*args, "--device", fake_gpu.device, "--out", str(tmp_path / "dev")], capsys)
     assert rc == 0, err
     assert fake_gpu.took() == {FAKE, "cpu"}   # greedy and sampled on the run device, planned on the CPU
-    assert "note: --plan plans on a CPU copy of the agent" in out
+    assert "note: --plan keeps its belief and root choice on a CPU copy of the agent" in out
     rc, out, err = run_main([*args, "--out", str(tmp_path / "cpu")], capsys)
     assert rc == 0, err
     assert "note:" not in out

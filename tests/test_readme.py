@@ -180,7 +180,8 @@ def test_shipped_agent_rows():
             for r in _json(RESULTS / "recipe" / "cpu-ns50-s1" / run / "evaluation.json")["results"]]
     for rows, label in ((unknown, "`pretrained:universal` planned vs the CAGE2 winner"),
                         (told, "`pretrained:universal` planned, told each cell's length")):
-        planned = {(r["red_agent"], r["length"]): r for r in rows if r["mode"] == "planned" and r["engine"] == "cyborg"}
+        planned = {(r["red_agent"], r["length"]): r for r in rows
+                   if r["mode"] in ("planned", "planned_told_length") and r["engine"] == "cyborg"}
         row = _row(label)
         n = sorted({planned[c]["episodes"] for c in cells})
         assert f"{'/'.join(f'{k:,}' for k in n)} episodes per cell" in row

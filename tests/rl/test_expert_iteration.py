@@ -199,3 +199,27 @@ def test_a_resume_with_other_settings_is_refused(tmp_path, capsys):
     assert rc == 2 and "other settings (seed" in err
     rc, stdout, _ = run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--resume", *out], capsys)
     assert rc == 0 and "finished its 1 rounds" in stdout
+
+
+def test_a_run_from_before_a_planner_setting_existed_resumes(tmp_path, capsys):
+    """A run whose settings predate a planner setting (no ``plan.device``, no ``plan.analyse_candidates``: their
+    defaults are how it ran) resumes; where the rollouts run (``--plan-device``) is no setting of the run."""
+    import json
+
+    from workflow_rl.rl.checkpoint import atomic_save, load_checkpoint
+
+    run = tmp_path / "run"
+    argv = ["expert-iterate", "--init", "none", *TINY, "--out", str(run)]
+    assert run_main([*argv, "--rounds", "1"], capsys)[0] == 0
+    saved = json.loads((run / "expert_iteration.json").read_text())
+    for key in ("device", "analyse_candidates"):
+        del saved["plan"][key]
+    (run / "expert_iteration.json").write_text(json.dumps(saved))
+    ck = load_checkpoint(run / "checkpoints" / "latest.pt")
+    for key in ("device", "analyse_candidates"):
+        del ck["counters"]["expert_iteration"]["settings"]["plan"][key]
+    atomic_save(ck, run / "checkpoints" / "latest.pt")
+    rc, stdout, err = run_main([*argv, "--rounds", "1", "--resume"], capsys)
+    assert rc == 0 and "finished its 1 rounds" in stdout, err
+    rc, _, err = run_main([*argv, "--rounds", "1", "--resume", "--plan-top-k", "2"], capsys)
+    assert rc == 2 and "other settings (plan" in err   # a setting that changes what the planner computes still counts

@@ -17,8 +17,8 @@ AGENT_HELP = (f"a checkpoint file, pretrained:NAME (the shipped agent: pretraine
               f"{', '.join(BASELINES)}")
 """The positional argument of the commands that play an agent (``evaluate``, ``replay``)."""
 DEVICE_HELP = ("where the agent and the native engine run: cpu or cuda (cuda:N); the agent is loaded onto it "
-               "(rl.pretrained.load_agent); --plan plans on a CPU copy of the agent; the cyborg engine runs on the "
-               "CPU whatever the device")
+               "(rl.pretrained.load_agent); --plan keeps its belief on a CPU copy of the agent (its rollouts go where "
+               "--plan-device says); the cyborg engine runs on the CPU whatever the device")
 """``--device`` of the commands that play an agent (``evaluate``, ``replay``)."""
 OWN = ("agent", "workers", "device", "vectorization", "parallel_start_method", "scenario", "plan")
 """EvaluateConfig's settings whose flags are not generated: the positional agent, and flags shared with other

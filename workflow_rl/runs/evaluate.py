@@ -180,8 +180,8 @@ def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", se
             for m in modes}
     if plan is not None:
         if net.device.type != "cpu":
-            print(f"note: --plan plans on a CPU copy of the agent (the planner's model is the native engine's CPU "
-                  f"kernel); greedy and sampled run on {device}", flush=True)
+            print(f"note: --plan keeps its belief and root choice on a CPU copy of the agent (its rollouts run "
+                  f"where --plan-device says: {plan.device}); greedy and sampled run on {device}", flush=True)
         acts["planned"] = (make_act(net, plan, seed, workflow) if lengths is None else
                            {L: make_act(net, plan, seed, workflow, episode_length=L) for L in lengths})
     return acts, agent, workflow

@@ -20,6 +20,7 @@ run wrote, ``runs.rundir.RUN_FILES``, are deleted first; other files stay).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import time
@@ -168,7 +169,8 @@ def _check_folder(cfg: ExpertConfig, out: Path, run: ExpertRun, latest: Path) ->
     except (OSError, ValueError):
         raise ValueError(f"{out / SETTINGS} is damaged: start a new run in another --out") from None
     now = cfg.to_dict()
-    diff = [k for k in sorted(set(saved) | set(now)) if k != "rounds" and saved.get(k) != now.get(k)]
+    saved, mine_now = _as_compared(saved), _as_compared(now)
+    diff = [k for k in sorted(set(saved) | set(mine_now)) if saved.get(k) != mine_now.get(k)]
     if diff:
         raise ValueError(f"--resume: {out} was run with other settings ({', '.join(diff)}: "
                          f"{', '.join(repr(saved.get(k)) for k in diff)}): resume with them, or choose another --out")
@@ -176,9 +178,22 @@ def _check_folder(cfg: ExpertConfig, out: Path, run: ExpertRun, latest: Path) ->
         return 0   # killed in round 1: it is redone
     ck = load_checkpoint(latest)
     mine = ck["counters"].get(KEY)
-    if not isinstance(mine, dict) or mine.get("settings", {}) | {"rounds": 0} != now | {"rounds": 0}:
+    if not isinstance(mine, dict) or not isinstance(mine.get("settings"), dict) or \
+            _as_compared(mine["settings"]) != mine_now:
         raise ValueError(f"{latest} is not this expert-iteration run's checkpoint: choose its folder")
     return int(mine["rounds_done"])
+
+
+def _as_compared(settings: dict) -> dict:
+    """A run's settings as a resume compares them: ``rounds`` aside (a resume may raise it), the planner's settings
+    an older run did not record at their defaults (each arrived later, its default the behaviour before it), and
+    where the rollouts run (``plan.device``) left out: it changes nothing they compute."""
+    from workflow_rl.rl.planning.planner import PlanConfig
+
+    plan = settings.get("plan")
+    if isinstance(plan, dict):
+        plan = {k: v for k, v in {**dataclasses.asdict(PlanConfig()), **plan}.items() if k != "device"}
+    return {**{k: v for k, v in settings.items() if k != "rounds"}, "plan": plan}
 
 
 def _write_log(path: Path, rows: list[dict]) -> None:

@@ -324,10 +324,12 @@ def _json_default(x):
 
 
 ALWAYS_SAVED = ("total_episodes", "inherit", "gp_beta", "n_init", "eval_episodes", "eval_length", "workflows",
-                "max_iterations", "init_checkpoint", "batch_workflows", "seeds_per_workflow")
-"""Settings every ``search_state.json`` ever written holds (the first version's own): one missing is a damaged file,
-not an old one, and taking today's default for it would resume another search (a missing ``total_episodes``
-became 100,000 episodes). Settings added since are filled from ``search.config.LEGACY_SETTINGS`` or their default."""
+                "max_iterations", "red_agent", "n_envs", "seed")
+"""Settings every ``search_state.json`` ever written holds (the first version's own, which every version since kept):
+one missing is a damaged file, not an old one, and taking today's default for it would resume another search (a
+missing ``total_episodes`` became 100,000 episodes). Settings added since (``init_checkpoint``, ``batch_workflows``,
+``seeds_per_workflow``...) are filled from ``search.config.LEGACY_SETTINGS`` or their default, which is how the
+searches that predate them ran."""
 
 
 def check_saved_numbers(config: dict) -> None:

@@ -100,9 +100,9 @@ class PlanConfig:
     device: str = one_of("cpu", ("cpu", "cuda"))
     """where the rollouts run: 'cpu' (the engine's CPU kernel and the policy, on one core) or 'cuda' (the engine's
     CUDA kernel and a GPU copy of the policy: thousands of rollouts a decision, so raise --plan-rollouts); the belief
-    stays on the CPU. The two choose alike (one rule source, one counter-based RNG: tests/rl/planning checks it
-    under numba's CUDA simulator); the cost of a decision on a GPU is measured by benchmarks/device/gpu_check.py's
-    planner stage."""
+    stays on the CPU. The two choose alike (one rule source, one counter-based RNG; the policy's float rounding on a
+    GPU may differ in the last bits: tests/rl/planning/test_planner_cuda.py); the cost of a decision on a GPU is
+    measured by benchmarks/device/gpu_check.py's planner stage."""
 
     def validate(self) -> PlanConfig:
         """This config, or one ValueError naming the flag and the fix."""
@@ -113,7 +113,7 @@ class PlanConfig:
             try:
                 cuda_engine()   # numba-cuda and a GPU it can use
             except ValueError as e:
-                why = str(e).removeprefix("device='cuda': ")
+                why = str(e).removeprefix("device='cuda'").lstrip(": ")
                 raise ValueError(f"--plan-device cuda: {why}") from None
         self.belief().validate()
         self.check_memory(1)
