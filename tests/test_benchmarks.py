@@ -22,7 +22,8 @@ def test_gpu_check_dry_run_completes_every_stage(tmp_path):
             "--train-envs", "16", "--search-episodes", "200", "--search-batches", "2", "1", "--batch-slots", "2",
             "--batch-envs", "16", "--search-timeout", "240", "--budget", "1200", "--graph-rows", "100",
             "--planner-rollouts", "2", "--planner-particles", "16", "--planner-steps", "6", "--expert-rounds", "1",
-            "--expert-episodes", "2", "--expert-length", "8", "--expert-rollouts", "2", "--out", str(tmp_path)]
+            "--expert-episodes", "2", "--expert-length", "8", "--expert-rollouts", "2", "--expert-particles", "16",
+            "--out", str(tmp_path)]
     r = run_in_process(args, script=DEVICE / "gpu_check.py", cwd=ROOT)   # its stages run in processes of their own
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "gpu.json").read_text())

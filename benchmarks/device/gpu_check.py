@@ -499,6 +499,7 @@ def _expert_stage(args, out: Path, results: dict, left) -> None:
                                    "plan_rollouts": args.expert_rollouts, **_timed(
         ["expert-iterate", "--rounds", str(args.expert_rounds), "--episodes-per-round", str(args.expert_episodes),
          "--episode-length", str(args.expert_length), "--plan-rollouts", str(args.expert_rollouts),
+         "--plan-particles", str(args.expert_particles),
          "--plan-device", "cuda" if args.device.startswith("cuda") else "cpu", "--out", str(run)],
         min(args.expert_timeout, left()))}
     if (run / "rounds.csv").exists():
@@ -550,6 +551,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--expert-episodes", type=int, default=64, help="expert stage: planned episodes per round")
     p.add_argument("--expert-length", type=int, default=100, help="expert stage: steps per episode")
     p.add_argument("--expert-rollouts", type=int, default=64, help="expert stage: the planner's rollouts per candidate")
+    p.add_argument("--expert-particles", type=int, default=1024, help="expert stage: the planner's belief particles")
     p.add_argument("--expert-timeout", type=float, default=240.0, help="expert stage: its wall-clock cap (seconds)")
     p.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     return p.parse_args()
