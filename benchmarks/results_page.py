@@ -72,6 +72,12 @@ def _csv(root: Path, rel: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def _planned_run(root: Path, files: list[str], modes: tuple[str, ...]) -> dict:
+    """A shipped agent's planned real-CybORG cells: its files and their cyborg rows of ``modes``."""
+    return {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
+                                     if r["mode"] in modes and r["engine"] == "cyborg"]}
+
+
 def _episode_sum_ci(root: Path, files: list[str]) -> float | None:
     """The 95% half-width of the six-cell sum of one evaluation's planned cyborg cells, from the ``episodes.csv``
     beside its one ``evaluation.json``: per red agent the per-episode sum over the lengths (the cells are running
@@ -86,7 +92,7 @@ def _episode_sum_ci(root: Path, files: list[str]) -> float | None:
             ep[r["episode"]] = ep.get(r["episode"], 0.0) + float(r["return"])
     if set(sums) != set(RED):
         return None
-    return math.sqrt(sum(mean_ci(list(ep.values()))[1] ** 2 for ep in sums.values()))
+    return sum_over_reds([list(ep.values()) for ep in sums.values()])[1]
 
 
 def _gpu_files(root: Path) -> list[tuple[str, dict]]:
@@ -190,13 +196,9 @@ def gather(root: Path = ROOT) -> dict:
         "makerun_cpu": {r["run"]: float(r["user_s"]) for r in _csv(root, MAKERUN_TIMES)},
         "scratch": [{"file": f, **_json(root, f)} for f in SCRATCH],
         "ground_truth": gt,
-        "planned": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
-                                                    if r["mode"] == "planned" and r["engine"] == "cyborg"],
-                           "sum_ci": _episode_sum_ci(root, files)}
+        "planned": {name: {**_planned_run(root, files, ("planned",)), "sum_ci": _episode_sum_ci(root, files)}
                     for name, files in PLANNED.items()},
-        "planned_told": {name: {"files": files, "rows": [r for f in files for r in _json(root, f)["results"]
-                                                         if r["mode"] in ("planned", "planned_told_length")
-                                                         and r["engine"] == "cyborg"]}
+        "planned_told": {name: _planned_run(root, files, ("planned", "planned_told_length"))
                          for name, files in PLANNED_TOLD.items()},
         "limit": limit,
         "fidelity": [{k: r[k] for k in ("red", "policy", "length")} for r in _csv(root, FIDELITY)],
@@ -402,24 +404,19 @@ def readme_block(facts: dict) -> str:
             rows.append((f"`pretrained:{name}` unconstrained (`--workflow none`) vs the CAGE2 winner (real CybORG, "
                          f"greedy, {'/'.join(f'{k:,}' for k in n)} episodes per cell)", text,
                          f"`workflow_rl/pretrained/{name}.json`, `CAGE2_WINNER` in `workflow_rl/rl/evaluate.py`"))
-    for name, planned in facts["planned"].items():
-        cells_of = _planned_cells(planned)
-        if all(c in cells_of for c in cells):
-            n = sorted({cells_of[c]["episodes"] for c in cells})
-            rows.append((f"`pretrained:{name}` planned vs the CAGE2 winner (`evaluate --plan`: a belief and rollouts "
-                         f"on the native engine each step, not told the episode's length, as CAGE2's own loop; real "
-                         f"CybORG, {'/'.join(f'{k:,}' for k in n)} episodes per cell)",
-                         _versus_winner(cells_of, winner, cells),
-                         ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
-    for name, planned in facts["planned_told"].items():
-        cells_of = _planned_cells(planned)
-        if all(c in cells_of for c in cells):
-            n = sorted({cells_of[c]["episodes"] for c in cells})
-            rows.append((f"`pretrained:{name}` planned, told each cell's length (`evaluate --plan --plan-told-length "
-                         f"--plan-particles 256`; real CybORG, {'/'.join(f'{k:,}' for k in n)} episodes per cell; "
-                         "beside the row above, not the comparison with the winner: CAGE2's loop tells an agent "
-                         "nothing)", _versus_winner(cells_of, winner, cells),
-                         ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
+    planned_rows = (("planned", "planned vs the CAGE2 winner (`evaluate --plan`: a belief and rollouts on the native "
+                     "engine each step, not told the episode's length, as CAGE2's own loop; real CybORG, {n} episodes "
+                     "per cell)"),
+                    ("planned_told", "planned, told each cell's length (`evaluate --plan --plan-told-length "
+                     "--plan-particles 256`; real CybORG, {n} episodes per cell; beside the row above, not the "
+                     "comparison with the winner: CAGE2's loop tells an agent nothing)"))
+    for key, label in planned_rows:
+        for name, planned in facts[key].items():
+            cells_of = _planned_cells(planned)
+            if all(c in cells_of for c in cells):
+                n = "/".join(f"{k:,}" for k in sorted({cells_of[c]["episodes"] for c in cells}))
+                rows.append((f"`pretrained:{name}` " + label.format(n=n), _versus_winner(cells_of, winner, cells),
+                             ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
     for name, card in facts["agents"].items():
         if not card.get("eval_workflows"):
             continue
@@ -477,6 +474,14 @@ def _interval(row: dict) -> str:
     return f"{num(row['mean'])} ± {row['ci95']:.2f} (n {row['episodes']:,})"
 
 
+def sum_over_reds(per_red: list[list[float]]) -> tuple[float, float]:
+    """The six-cell sum and its 95% half-width from each red agent's per-episode sums over its cells (a red agent's
+    cells are running returns of the same episodes, not independent): the red agents' means added, their intervals
+    in quadrature."""
+    ms = [mean_ci(x) for x in per_red]
+    return sum(m for m, _ in ms), math.sqrt(sum(c ** 2 for _, c in ms))
+
+
 def mean_ci(x: list[float]) -> tuple[float, float]:
     """The mean of ``x`` and its 95% interval's half-width (1.96 · SE; nan for one value)."""
     n = len(x)
@@ -510,8 +515,7 @@ def limit_rows(limit: dict) -> list[dict]:
         row["share"] = row["planned_gain"][0] / row["true_gain"][0] if row["true_gain"][0] else float("nan")
     if len(rows) == len(RED) * len(LENGTHS) and set(parts) == set(RED):
         def total(f) -> tuple[float, float]:
-            ms = [mean_ci(f(parts[red])) for red in parts]
-            return sum(m for m, _ in ms), math.sqrt(sum(c ** 2 for _, c in ms))
+            return sum_over_reds([f(parts[red]) for red in parts])
         def diff(a: str, b: str):
             return lambda d: [y - x for x, y in zip(d[a], d[b])]
         six = {"cell": "six-cell sum", "n": sum(len(parts[red]["greedy"]) for red in parts),
