@@ -64,9 +64,11 @@ def test_episode_length_truncates_and_resets():
 @pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
 @pytest.mark.parametrize("policy", ["sleep", "restore_compromised"])
 def test_cyborg_engine_reproduces_reference_cells(red, policy):
-    """Same tolerance as the native fidelity test: max(2% of |mean|, 3 SE of the difference)."""
+    """Same tolerance as the native fidelity test: max(2% of |mean|, 3 SE of the difference). The envs step in this
+    process (``sync``): the episodes ``shared_memory`` plays (the test above), without two worker processes per
+    pair of episodes competing with the suite's own for the cores."""
     ref = load_reference()
-    ours = running_returns("cyborg", red, policy, 120, seed=77, n_envs=2, vectorization="shared_memory")
+    ours = running_returns("cyborg", red, policy, 120, seed=77, n_envs=2, vectorization="sync")
     for length, x in ours.items():
         r = ref[(red, policy, length)]
         assert within_reference(x, r)[0], f"{red}/{policy}/{length}: {x.mean():.2f} vs {r.mean():.2f}"

@@ -66,3 +66,22 @@ def test_make_act_takes_a_name_or_a_loaded_agent_greedy_sampled_or_planned():
     for bad in ({"greedy": False}, {"encodings": torch.zeros(3, 25)}):
         with pytest.raises(ValueError, match="planned act is greedy"):
             make_act(agent, PlanConfig(), workflow=wf, **bad)
+
+
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
+def test_acting_chooses_what_the_agents_own_act_chooses(greedy):
+    """``Actor.act`` reads only the actor's logits (no critic, no log-probabilities): its choices, greedy or sampled
+    with a seeded generator, are those ``Agent.act`` makes from the same inputs and draws."""
+    agent, wf = pretrained.load("pretrained:universal")
+    policy = Actor.of(agent, wf)
+    env = NativeVectorEnv(16, T.RED_BLINE, 100, seed=3)
+    obs, _ = env.reset(seed=3)
+    mem, g_actor, g_agent = None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    for t in range(len(agent.opening), len(agent.opening) + 20):
+        o = torch.as_tensor(obs)
+        x = policy.inputs(o, mem.clone() if mem is not None else policy.reset(16))   # act updates its own mem
+        with torch.no_grad():
+            want = agent.act(x, g_agent, greedy=greedy)[0]
+        a, mem = policy.act(o, mem, t, greedy, g_actor)
+        assert torch.equal(a, want), t
+        obs, *_ = env.step(a.numpy())

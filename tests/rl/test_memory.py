@@ -111,10 +111,10 @@ def test_evaluation_remembers_from_each_episode_start():
     seen = []
 
     class Recorder(Agent):
-        def act(self, x, generator=None, greedy=False):
+        def logits(self, x):   # what acting reads (rl.actor.Actor.act): logits whose greedy choice is ``a``
             seen.append(x[:, BASE:].clone())
             a = torch.tensor([A_DECOY + 3, 7])[: x.shape[0]] if len(seen) % 2 else torch.tensor([A_DECOY, 0])
-            return a, None, None
+            return torch.nn.functional.one_hot(a, N_ACTIONS).float()
 
     act = make_act(Recorder(memory=BOTH))
     obs = torch.zeros(2, OBS_DIM)
@@ -307,9 +307,9 @@ def test_the_clock_counts_this_episodes_steps_in_training_evaluation_and_episode
     seen = []
 
     class Recorder(Agent):
-        def act(self, x, generator=None, greedy=False):
+        def logits(self, x):   # what acting reads (rl.actor.Actor.act)
             seen.append(float(x[0, -1]))
-            return torch.zeros(x.shape[0], dtype=torch.int64), None, None
+            return torch.zeros(x.shape[0], N_ACTIONS)
 
     act = make_act(Recorder(memory=clock))
     for t in (0, 1, 2, 0, 1):

@@ -1,6 +1,7 @@
 """The engine API a belief and a planner need: copy envs' states, re-key copies, step a subset, compare
 observations."""
 import numpy as np
+import pytest
 
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
@@ -55,20 +56,27 @@ def test_put_state_writes_rows_in_place():
         assert np.array_equal(d[1], s[6]) and np.array_equal(d[3], s[7]) and np.array_equal(d[0], s[0])
 
 
-def test_step_with_a_mask_steps_only_the_selected_envs():
-    state, b = _running()
-    full = sim.take_state(state, np.arange(8))
-    part = sim.take_state(state, np.arange(8))
-    fb, pb = sim.allocate_buffers(8), sim.allocate_buffers(8)
+@pytest.mark.parametrize("n", [8, 600], ids=["serial", "chunks"])   # below and above sim.native._SERIAL_BELOW
+def test_step_with_a_mask_steps_only_the_selected_envs(n):
+    state, b = _running(n)
+    full = sim.take_state(state, np.arange(n))
+    part = sim.take_state(state, np.arange(n))
+    fb, pb = sim.allocate_buffers(n), sim.allocate_buffers(n)
     pb.obs[:] = 7.0
-    actions = np.arange(8, dtype=np.int64) * 17 % T.N_ACTIONS
-    mask = np.array([1, 0, 1, 0, 0, 1, 1, 0], bool)
+    actions = np.arange(n, dtype=np.int64) * 17 % T.N_ACTIONS
+    mask = np.resize(np.array([1, 0, 1, 0, 0, 1, 1, 0], bool), n)
     sim.step(full, actions, fb, 100)
     sim.step(part, actions, pb, 100, mask=mask)
     for f, p, s in zip(full, part, state):
         assert np.array_equal(p[mask], f[mask]) and np.array_equal(p[~mask], s[~mask])
     assert np.array_equal(pb.obs[mask], fb.obs[mask]) and (pb.obs[~mask] == 7.0).all()
     assert np.array_equal(pb.reward[mask], fb.reward[mask])
+
+
+def test_a_mask_of_another_length_is_refused():
+    state, b = _running()
+    with pytest.raises(ValueError, match=r"one entry per env \(8\)"):
+        sim.step(state, np.zeros(8, np.int64), b, 100, mask=np.ones(0, bool))   # not "every env"
 
 
 def test_obs_distance_counts_differing_bits():

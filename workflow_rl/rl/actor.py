@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from workflow_rl.rl.memory import Memory, forget, policy_input
-from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, opening_at
+from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, choose_actions, opening_at
 from workflow_rl.workflow import Workflow
 
 ActFn = Callable[[torch.Tensor, int], torch.Tensor]
@@ -129,7 +129,7 @@ class Actor:
             mem = self.reset(o.shape[0])
         x = self.inputs(o, mem)
         with torch.no_grad():
-            a = self.agent.act(x, generator, greedy=greedy)[0]
+            a = choose_actions(self.agent.logits(x), generator, greedy)
         a = self.play(a, self.forced(t))
         self.took(mem, a)
         return a.to(obs.device), mem

@@ -143,20 +143,26 @@ class Agent(nn.Module):
 
 
 def sample_actions(logits: torch.Tensor, generator: torch.Generator | None, greedy: bool = False):
-    """(action, log_prob) from logits of any batch shape; sampling is Gumbel-max with ``generator`` (seeded).
+    """(action, log_prob) from logits of any batch shape: :func:`choose_actions`' action and its log-probability."""
+    logp_all = torch.log_softmax(logits, -1)
+    action = choose_actions(logits, generator, greedy)
+    return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+def choose_actions(logits: torch.Tensor, generator: torch.Generator | None, greedy: bool = False) -> torch.Tensor:
+    """The actions for logits of any batch shape: the most likely (``greedy``), or sampled by Gumbel-max with
+    ``generator`` (seeded). Acting needs only this (``rl.actor.Actor.act``: no critic, no log-probabilities, half
+    the network's cost per step); training's step adds the rest (:func:`sample_actions`).
 
     The uniforms are drawn on the generator's own device and moved to the logits': an evaluation's CPU generator
     (``evaluate --mode sampled --seed S``) then draws the same numbers whether the agent runs on the CPU or a GPU,
     so a sampled evaluation on CUDA plays the CPU's episodes up to float rounding of the logits (training's
     generator lives on the run's device: there the move is no move, and CUDA graphs capture it)."""
-    logp_all = torch.log_softmax(logits, -1)
     if greedy:
-        action = logits.argmax(-1)
-    else:
-        where = generator.device if generator is not None else logits.device
-        u = torch.rand(logits.shape, generator=generator, device=where).to(logits.device).clamp_(1e-20, 1.0)
-        action = (logits - torch.log(-torch.log(u))).argmax(-1)
-    return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        return logits.argmax(-1)
+    where = generator.device if generator is not None else logits.device
+    u = torch.rand(logits.shape, generator=generator, device=where).to(logits.device).clamp_(1e-20, 1.0)
+    return (logits - torch.log(-torch.log(u))).argmax(-1)
 
 
 def opening_at(opening: tuple[int, ...], t: int) -> int | None:

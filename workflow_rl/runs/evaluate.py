@@ -172,7 +172,7 @@ def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", se
                  if lists else "the workflow to play it under with --workflow (one, e.g. D,OS,E,OH,U, or none: ")
         raise ValueError(f"{agent} was trained across workflows: name {which}unconstrained play, what an agent "
                          "trained with --none-share also learned)")
-    gen = torch.Generator().manual_seed(seed)   # on the CPU on any device: the same draws (sample_actions)
+    gen = torch.Generator().manual_seed(seed)   # on the CPU on any device: the same draws (choose_actions)
     if per_env:
         return {m: (lambda enc, m=m: make_act(net, greedy=m == "greedy", generator=gen, encodings=enc))
                 for m in modes}, agent, None

@@ -254,8 +254,8 @@ def _keys_kernel(base, idx):
 # ----------------------------------------------------------------------------------------------------- launchers
 # Compiled from rules.py, where they are written, so that numba's cache (keyed on the source file of the function)
 # is rebuilt whenever a rule changes.
-rules.compile_rules(njit(cache=True), _CPU, (rules.step_range, rules.reset_range, rules.step_masked))
-_step_range, _reset_range, _step_masked = _CPU["step_range"], _CPU["reset_range"], _CPU["step_masked"]
+rules.compile_rules(njit(cache=True), _CPU, (rules.step_range, rules.reset_range))
+_step_range, _reset_range = _CPU["step_range"], _CPU["reset_range"]
 _step_kernel = rules.compile_rules(njit(parallel=True, cache=True), _CPU, (rules.step_chunks,))["step_chunks"]
 
 _SERIAL_BELOW = 512  # below this many envs threads cost more than they save
@@ -312,19 +312,22 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
     """Advance every env one step in place. ``actions`` is an int array of blue actions in 0..144, one per env.
 
     Envs whose episode reaches ``episode_length`` are truncated and reset in the same call (their last observation
-    goes to ``buffers.final_obs``). ``mask`` ((N,) bool) steps only the selected envs (one thread): the others'
+    goes to ``buffers.final_obs``). ``mask`` ((N,) bool) steps only the selected envs: the others'
     state and output rows are left as they were, e.g. a planner advancing the rollouts still running.
     """
     ports, trapped = rules.kernel_tables(official_bugs)
     n = len(actions)
-    if mask is not None:
-        _step_masked(state, actions, np.asarray(mask, np.bool_), np.int32(episode_length), bool(official_bugs),
-                     ports, trapped, buffers)
-    elif n < _SERIAL_BELOW:
-        _step_range(state, actions, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped, buffers)
+    if mask is not None and np.shape(mask) != (n,):
+        raise ValueError(f"mask must have one entry per env ({n}), got shape {np.shape(mask)}")
+    mask = _EVERY if mask is None else np.asarray(mask, np.bool_)
+    if n < _SERIAL_BELOW:
+        _step_range(state, actions, mask, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped, buffers)
     else:
-        _step_kernel(state, actions, _n_chunks(n), np.int32(episode_length), bool(official_bugs), ports, trapped,
-                     buffers)
+        _step_kernel(state, actions, mask, _n_chunks(n), np.int32(episode_length), bool(official_bugs), ports,
+                     trapped, buffers)
+
+
+_EVERY = np.zeros(0, np.bool_)   # the launchers' mask meaning "every env"
 
 
 # ----------------------------------------------------------------------------------------- copies and comparison
