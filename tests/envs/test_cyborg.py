@@ -74,6 +74,29 @@ def test_cyborg_engine_reproduces_reference_cells(red, policy):
         assert within_reference(x, r)[0], f"{red}/{policy}/{length}: {x.mean():.2f} vs {r.mean():.2f}"
 
 
+@pytest.mark.parametrize("engine", ["cyborg", "native"])
+def test_running_returns_reuses_envs_and_plays_what_fresh_envs_play(engine):
+    """``running_returns`` builds its envs once and resets them with each round's seed (real CybORG takes ~0.13 s
+    to build an env): the episodes are those a freshly built env per round plays, a short last round included."""
+    from workflow_rl.policies import POLICIES
+
+    episodes, n, seed, horizon = 5, 2, 9, 30
+    got = running_returns(engine, "RedMeanderAgent", "random", episodes, seed, lengths=(horizon,), n_envs=n)[horizon]
+    rng, fresh = np.random.default_rng(seed), []
+    for rnd, done in enumerate(range(0, episodes, n)):
+        k = min(n, episodes - done)
+        env = make_vector_env(k, "RedMeanderAgent", engine=engine, episode_length=horizon,
+                              seed=seed + 100_003 * rnd)
+        obs, _ = env.reset()
+        ret = np.zeros(k)
+        for t in range(horizon):
+            obs, r, *_ = env.step(np.asarray(POLICIES["random"](t, obs, rng), np.int64))
+            ret += r
+        env.close()
+        fresh.append(ret)
+    assert np.array_equal(got, np.concatenate(fresh)) and len(got) == episodes
+
+
 def test_episode_workers_train_and_do_not_depend_on_worker_count(tmp_path):
     from workflow_rl.rl.config import TrainConfig
     from workflow_rl.rl.trainer import Trainer
