@@ -21,8 +21,11 @@ from workflow_rl.search.batched_executor import STATE_FILE
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
 
 SEARCH = dict(n_envs=4, max_episodes=4, min_episodes=1, total_episodes=64, eval_episodes=4, seed=1, n_init=2,
-              batch_workflows=2, post_gate_episodes=1, update_every_steps=50, checkpoint_every=3)
-"""A batched search small enough for a test: caps of 16 episodes, two workflows at a time."""
+              batch_workflows=2, post_gate_episodes=1, update_every_steps=50, checkpoint_every=3, update_epochs=1,
+              num_minibatches=2)
+"""A batched search small enough for a test: caps of 16 episodes, two workflows at a time, one PPO epoch of two
+minibatches an update (two optimiser steps a shuffle: what a resume must restore, at a sixteenth of the default's
+cost)."""
 
 
 def _interrupted_search(out: Path, rounds: int, **kw) -> WorkflowSearch:
@@ -519,7 +522,8 @@ def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, uni
 
 KILLED_ARGS = ["search", "--n-envs", "4", "--max-episodes", "4", "--min-episodes", "1", "--total-episodes", "64",
                "--eval-episodes", "4", "--n-init", "2", "--batch-workflows", "2", "--update-every-steps", "50",
-               "--post-gate-episodes", "1", "--checkpoint-every", "3", "--seed", "1", "--no-progress"]
+               "--post-gate-episodes", "1", "--checkpoint-every", "3", "--seed", "1", "--update-epochs", "1",
+               "--num-minibatches", "2", "--no-progress"]
 
 
 @pytest.fixture(scope="module")

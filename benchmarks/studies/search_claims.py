@@ -67,8 +67,9 @@ class CountingExecutor(BatchedExecutor):
 
 
 TINY = dict(n_envs=8, max_episodes=4, post_gate_episodes=2, min_episodes=1, min_fixes=1, compliance_threshold=0.01,
-            eval_episodes=8)
-"""``--tiny``: gates that fire in the first episodes, caps of 48 (a smoke test of this script, not a measurement)."""
+            eval_episodes=8, update_epochs=1, num_minibatches=2)
+"""``--tiny``: gates that fire in the first episodes, caps of 48, one PPO epoch of two minibatches an update (a smoke
+test of this script's rounds and claims, not a measurement)."""
 
 
 class RoundsReplay(ReplayExecutor):
