@@ -35,7 +35,7 @@ endif
 run: setup
 	$(VENV)/bin/workflow-rl search --total-episodes $(RUN_EPISODES) $(RUN_FROM) --out runs/search-$$(date +%Y%m%d-%H%M%S)
 
-# two test workers (pytest-xdist): ~10 min on a 2-core machine, ~20 min serial
+# two test workers (pytest-xdist): about 9-10 min on a 2-core machine plus a fresh clone's setup (about a minute)
 test: setup
 	WORKFLOW_RL_CAGE2_SCENARIO="$(abspath $(SCENARIO))" $(PY) -m pytest -q -n 2 --dist loadgroup
 

@@ -329,7 +329,7 @@ def test_seeds_killed_after_any_checkpoint_or_batch_state_resume_identically(tmp
     from workflow_rl.rl import seeds as batched
     from workflow_rl.rl import trainer as trainer_module
 
-    cfg = _cfg(max_episodes=4, checkpoint_every=1)
+    cfg = _cfg(max_episodes=4, checkpoint_every=1, ppo=PPOConfig(update_epochs=1, num_minibatches=2))   # toy updates
     batched.train_seeds(cfg, 2, tmp_path / "full", progress=False)
     nth = 1
     while True:
