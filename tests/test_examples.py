@@ -22,9 +22,10 @@ def test_torch_loop_on_the_vector_env(capsys):
     assert "iteration 2: mean episode return" in capsys.readouterr().out
 
 
-def test_stable_baselines3_ppo_on_the_single_env(capsys):
+def test_stable_baselines3_ppo_on_the_single_env(capsys, tmp_path, monkeypatch):
     pytest.importorskip("stable_baselines3", reason="stable-baselines3 is not installed (pip install "
                                                     "'workflow-rl[dev]')")
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))   # SB3's logger makes a folder: here, not an SB3-* one in /tmp
     out = _load("sb3_ppo").main(["--timesteps", "64", "--n-steps", "32", "--eval-episodes", "4"])
     assert out["model"].num_timesteps == 64
     assert out["result"].episodes == 4 and math.isfinite(out["result"].mean) and out["result"].mean <= 0
