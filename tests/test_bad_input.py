@@ -24,9 +24,8 @@ from workflow_rl.runs.rundir import RunDirLock
 ROOT = REPO
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
-        "--update-epochs", "1", "--num-minibatches", "2", "--no-progress"]
-"""A training run small enough for a test (its flags, shared by train and search): one PPO epoch of two
-minibatches an update."""
+        "--no-progress"]
+"""A training run small enough for a test (its flags, shared by train and search)."""
 
 
 def _dead_pid() -> int:

@@ -95,7 +95,7 @@ def _means(out_dir) -> list:
 
 def test_evaluate_greedy_sampled_and_planned_on_the_run_device(fake_gpu, tmp_path, capsys):
     """The issue's ``evaluate ... --device cuda``, every mode, with the CPU's numbers: greedy (the agent on the run
-    device), sampled (the CPU generator's draws moved to the logits: ``ppo.sample_actions``) and planned (on a CPU
+    device), sampled (the CPU generator's draws moved to the logits: ``ppo.choose_actions``) and planned (on a CPU
     copy of the agent, its actions handed back on the run device; the note says so)."""
     args = ["evaluate", AGENT, "--workflow", "critical_first", "--red-agents", "B_lineAgent", "--lengths", "5",
             "--episodes", "2", "--mode", "both", "--plan", *TINY_PLAN]   # 5 steps: 3 of the opening, 2 of the agent

@@ -319,7 +319,7 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
     n = len(actions)
     if mask is not None and np.shape(mask) != (n,):
         raise ValueError(f"mask must have one entry per env ({n}), got shape {np.shape(mask)}")
-    mask = _EVERY if mask is None else np.ascontiguousarray(mask, np.bool_)   # one compiled layout
+    mask = _EVERY if mask is None else np.require(mask, np.bool_, ['C', 'W'])   # one compiled type
     if n < _SERIAL_BELOW:
         _step_range(state, actions, mask, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped, buffers)
     else:
