@@ -128,8 +128,7 @@ class Actor:
         if t == 0 or mem is None or mem.shape[0] != o.shape[0]:
             mem = self.reset(o.shape[0])
         x = self.inputs(o, mem)
-        with torch.no_grad():
-            a = choose_actions(self.agent.logits(x), generator, greedy)
+        a = choose_actions(self.logits(x), generator, greedy)
         a = self.play(a, self.forced(t))
         self.took(mem, a)
         return a.to(obs.device), mem

@@ -259,6 +259,7 @@ _step_range, _reset_range = _CPU["step_range"], _CPU["reset_range"]
 _step_kernel = rules.compile_rules(njit(parallel=True, cache=True), _CPU, (rules.step_chunks,))["step_chunks"]
 
 _SERIAL_BELOW = 512  # below this many envs threads cost more than they save
+_EVERY = np.zeros(0, np.bool_)   # the launchers' mask meaning "every env"
 
 
 def _n_chunks(n: int) -> int:
@@ -319,15 +320,12 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
     n = len(actions)
     if mask is not None and np.shape(mask) != (n,):
         raise ValueError(f"mask must have one entry per env ({n}), got shape {np.shape(mask)}")
-    mask = _EVERY if mask is None else np.require(mask, np.bool_, ['C', 'W'])   # one compiled type
+    mask = _EVERY if mask is None else np.require(mask, np.bool_, ("C", "W"))   # one compiled type
     if n < _SERIAL_BELOW:
         _step_range(state, actions, mask, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped, buffers)
     else:
         _step_kernel(state, actions, mask, _n_chunks(n), np.int32(episode_length), bool(official_bugs), ports,
                      trapped, buffers)
-
-
-_EVERY = np.zeros(0, np.bool_)   # the launchers' mask meaning "every env"
 
 
 # ----------------------------------------------------------------------------------------- copies and comparison
