@@ -180,7 +180,12 @@ def oracle(args) -> dict:
     user, privileged) differs from the truth's lose their weight (the true state is the one particle where none is
     left). Paired with ``truth`` and ``compare --length-unknown`` on the same episodes (``--episode-seed``), it splits
     the true-state planner's gain over greedy into knowing where red is and knowing the rest (red's sweeps and
-    plan, the hosts' exploit history). One 100-step run, length unknown; its running returns are the cells."""
+    plan, the hosts' exploit history). One 100-step run, length unknown; its running returns are the cells.
+
+    ``--told files`` tells it instead which hosts hold a red file (``SimState.red_file``: what Analyse shows, a
+    non-SSH exploit or an escalation since the host's last Restore), every host every step, at no cost: the most
+    that information-gathering actions (Analyse) could tell the planner, so the most a search that values them
+    could gain."""
     from workflow_rl.envs.native_env import NativeVectorEnv
     from workflow_rl.rl.planning.planner import Planner
     from workflow_rl.sim import native as sim
@@ -211,7 +216,8 @@ def oracle(args) -> dict:
             truth, acts = env.sim_state(), []
             for i, b in enumerate(beliefs):
                 m = None if mem is None else mem[i:i + 1]
-                w = b.weights * (b.access == access[i]).all(1)
+                w = b.weights * (b.access == access[i] if args.told == "access"
+                                 else b.state.red_file == truth.red_file[i]).all(1)
                 decisions += 1
                 kept.append(float(w.sum() / b.weights.sum()))
                 if w.sum() > 0:
@@ -228,12 +234,12 @@ def oracle(args) -> dict:
         if t + 1 in lengths:
             running[t + 1] = ret.copy()
     return {"red_agent": red, "agent": args.agent, "episodes": n, "episode_seed": args.episode_seed,
-            "plan": vars(plan), "seed": args.seed, "length_known": False,
-            "cells": {L: {"planned_access_oracle": ci(running[L])} for L in lengths},
+            "plan": vars(plan), "seed": args.seed, "length_known": False, "told": args.told,
+            "cells": {L: {f"planned_{args.told}_oracle": ci(running[L])} for L in lengths},
             "decisions": decisions, "truth_fallback_decisions": fallback,
             "belief_weight_kept": {"mean": float(np.mean(kept)), "median": float(np.median(kept))},
             "cpu_seconds_per_decision": (time.process_time() - t0) / max(decisions, 1),
-            "cell_returns": {"planned_access_oracle": {str(L): running[L].tolist() for L in lengths}}}
+            "cell_returns": {f"planned_{args.told}_oracle": {str(L): running[L].tolist() for L in lengths}}}
 
 
 def figure(args) -> dict:
@@ -398,6 +404,8 @@ def main() -> None:
     p.add_argument("--min-gain", type=float, default=d.min_gain)
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS),
                    help="compare, truth: the episode lengths (cells) to play")
+    p.add_argument("--told", choices=["access", "files"], default="access",
+                   help="oracle: tell the planner red's access per host, or which hosts hold a red file (Analyse)")
     p.add_argument("--length-unknown", action="store_true",
                    help="compare: do not tell the planner the episode's length (one 100-step run serves every cell)")
     p.add_argument("--workflow", default=None, help="compare: act and count compliance under this workflow "
