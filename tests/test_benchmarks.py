@@ -292,6 +292,28 @@ def test_planning_truth_plays_every_cell_asked_for_paired_with_greedy():
             assert len(x) == 2 and sum(x) / 2 == pytest.approx(res["cells"][L][key][0])
 
 
+def test_planning_oracle_tells_the_planner_red_access_or_red_files():
+    """benchmarks/studies/planning.py oracle --told: the planner's particles are filtered by the truth's red access
+    per host, or by its red files (what Analyse shows); the two keep different shares of the belief's weight, each
+    run's cells are its per-episode returns' means, keyed by what it was told."""
+    import argparse
+
+    planning = _benchmark_module("planning")
+    kept = {}
+    for told in ("access", "files"):
+        args = argparse.Namespace(agent="pretrained:universal", red="RedMeanderAgent", episodes=2, episode_seed=5,
+                                  seed=0, particles=16, top_k=2, horizon=2, rollouts=1, fix_candidates=0,
+                                  min_gain=0.0, value_scale=0.0, max_rollouts=0, analyse_candidates=0, lengths=[20],
+                                  told=told)
+        res = planning.oracle(args)
+        assert res["told"] == told and res["decisions"] > 0
+        x = res["cell_returns"][f"planned_{told}_oracle"]["20"]
+        assert len(x) == 2 and sum(x) / 2 == pytest.approx(res["cells"][20][f"planned_{told}_oracle"][0])
+        kept[told] = res["belief_weight_kept"]["mean"]
+        assert 0 < kept[told] <= 1
+    assert kept["access"] != kept["files"]
+
+
 def test_planning_calibration_bins_every_host_level_of_every_step():
     """benchmarks/studies/planning.py calibration: every (step, env, host, access level) lands in one bin, the
     probability-0 bin first; a bin's truths are at most its count."""
