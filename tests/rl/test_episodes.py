@@ -179,3 +179,80 @@ def test_an_evaluation_across_workflows_writes_every_workflows_episodes(tmp_path
     assert len(rows) == 2 * 3 and len(table) == 2
     for t in table:
         assert np.mean([float(r["return"]) for r in rows if r["workflow"] == t["workflow"]]) == float(t["mean"])
+
+
+# ------------------------------------------------------------------------------------------------------- join
+def test_joined_parts_are_the_evaluation_of_all_their_episodes(tmp_path):
+    """Two evaluations of 6 + 5 episodes in rounds of 3 (the first ends on a whole round), the second
+    seeded where the first's rounds end (``next_seed``): joined, every cell -- its returns, fix counts, places and
+    statistics -- is the one evaluation of 11 episodes in rounds of 3 (a deterministic policy: the same episodes
+    played alike)."""
+    from workflow_rl.rl.episodes import join, next_seed
+
+    act, reds = greedy_workflow_act(WF), ["bline", "meander"]
+    first = evaluate_cells(act, reds, [10, 20], 6, workflow=WF, batch=3)
+    a = _file(tmp_path, "a", [("native", "greedy", WF.codes, c) for c in first])
+    seed = next_seed(a, "native", 3, "a")
+    assert seed == 20240601 + 2 * 7919   # two rounds played
+    rest = evaluate_cells(act, reds, [10, 20], 5, workflow=WF, batch=3, seed=seed)
+    b = _file(tmp_path, "b", [("native", "greedy", WF.codes, c) for c in rest])
+    whole = evaluate_cells(act, reds, [10, 20], 11, workflow=WF, batch=3)
+    joined = join([a, b])
+    assert len(joined) == len(whole) == 4
+    for (key, got), want in zip(joined.items(), whole):
+        assert key == ("native", "greedy", want.red_agent, want.length, WF.codes)
+        assert got.seed == want.played.seed and got.round_size == 3
+        assert np.array_equal(got.returns, want.played.returns)
+        assert np.array_equal(got.compliant, want.played.compliant)
+        assert np.array_equal(got.violating, want.played.violating)
+        assert result_dict(cell_result(want.red_agent, want.length, got)) == result_dict(want)
+
+
+def test_join_refuses_parts_that_do_not_continue_each_other(tmp_path):
+    from workflow_rl.rl.episodes import join, next_seed
+
+    a = _file(tmp_path, "a", [("native", "greedy", None, _result([1, 2, 3, 4], seed=7, round_size=2))])
+    later = 7 + 2 * 7919
+    b = _file(tmp_path, "b", [("native", "greedy", None, _result([5, 6], seed=later, round_size=2))])
+    assert join([a, b])[("native", "greedy", "B_lineAgent", 30, "none")].returns.tolist() == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="part 2: native greedy B_lineAgent 30 does not continue part 1: its episode "
+                                         f"seed is 7, the episodes that follow are seeded {later}"):
+        join([a, a])
+    with pytest.raises(ValueError, match="was played in rounds of 4 envs, part 1 in rounds of 2: evaluate it with as many --episodes"):
+        join([a, _file(tmp_path, "c", [("native", "greedy", None, _result([5, 6, 7, 8], seed=later))])])
+    odd = _file(tmp_path, "odd", [("native", "greedy", None, _result([1, 2, 3], seed=7, round_size=2))])
+    with pytest.raises(ValueError, match="part 1: .* ends inside a round \\(3 episodes in rounds of 2\\)"):
+        join([odd, b])
+    with pytest.raises(ValueError, match="--after odd: .* ends inside a round"):
+        next_seed(odd, "native", 2, "odd")
+    with pytest.raises(ValueError, match="--after a: it holds no cyborg cell"):
+        next_seed(a, "cyborg", 2, "a")
+    with pytest.raises(ValueError, match="rounds of 2 envs and these would be in rounds of 4"):
+        next_seed(a, "native", 4, "a")
+    counted = _file(tmp_path, "wf", [("native", "greedy", None, cell_result(
+        "B_lineAgent", 30, Episodes(later, 2, np.array([5.0, 6.0]), np.array([1, 1]), np.array([0, 0]))))])
+    with pytest.raises(ValueError, match="fix counts in some parts only"):
+        join([a, counted])
+
+
+def test_evaluate_after_then_join_on_the_command_line(tmp_path, capsys):
+    """`evaluate --after A` plays the episodes that follow A's; `join A B` writes them as one evaluation (every
+    cell's episodes, statistics from them); a wrong order is one error line naming the fix."""
+    base = ["sleep", "--episodes", "4", "--lengths", "10", "--red-agents", "bline", "--mode", "greedy"]
+    assert run_main(["evaluate", *base, "--out", str(tmp_path / "a")], capsys)[0] == 0
+    assert run_main(["evaluate", *base, "--after", str(tmp_path / "a"), "--out", str(tmp_path / "b")], capsys)[0] == 0
+    rc, out, _ = run_main(["join", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "ab")], capsys)
+    assert rc == 0 and "| native | greedy | B_lineAgent | 10 | 8 |" in out
+    rows = _rows(tmp_path / "ab" / "episodes.csv")
+    parts = _rows(tmp_path / "a" / "episodes.csv") + _rows(tmp_path / "b" / "episodes.csv")
+    assert [r["return"] for r in rows] == [r["return"] for r in parts]
+    assert [(r["episode"], r["round"], r["slot"], r["episode_seed"]) for r in rows] == [
+        (str(i), str(i // 4), str(i % 4), "20240601") for i in range(8)]
+    (cell,) = json.loads((tmp_path / "ab" / "evaluation.json").read_text())["results"]
+    assert cell["episodes"] == 8 and cell["mean"] == pytest.approx(np.mean([float(r["return"]) for r in rows]))
+    rc, _, err = run_main(["join", str(tmp_path / "b"), str(tmp_path / "a")], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "does not continue" in err and "--after" in err
+    rc, _, err = run_main(["evaluate", *base, "--after", str(tmp_path / "a"), "--episode-seed", "3"], capsys)
+    assert rc == 2 and err.startswith("error: --after sets the episode seed")
+    rc, _, err = run_main(["join", str(tmp_path / "a")], capsys)
+    assert rc == 2 and "two or more" in err

@@ -44,6 +44,16 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_join(args) -> int:
+    from workflow_rl.runs.evaluate import join_evaluations
+
+    result = join_evaluations(args.parts, args.out, args.overwrite)
+    print(result.text)
+    if result.written:
+        print(f"wrote {', '.join(str(p) for p in result.written)}")
+    return 0
+
+
 def _defaults(key: str) -> str:
     """The help's note of a setting's two defaults: one workflow, and a list of workflows."""
     show = (lambda v: " ".join(map(str, v)) if isinstance(v, tuple) else str(v))
@@ -61,3 +71,13 @@ def add_evaluate(sub) -> None:
     add_cyborg_flags(e, None)
     add_plan_flags(e)
     e.set_defaults(func=cmd_evaluate, config_names=names)
+
+    j = sub.add_parser("join", help="evaluations of consecutive episodes (each `evaluate --after` the one before) "
+                                    "as one evaluation of all their episodes")
+    j.add_argument("parts", nargs="+", metavar="DIR",
+                   help="evaluation folders (`evaluate ... --out DIR`), the first first, then each part evaluated "
+                        "--after the one before (a red agent or engine may be continued by one part only)")
+    j.add_argument("--out", default=None, help="folder for the joined evaluation.json, evaluation.md, episodes.csv "
+                                                "(and cage2_submission.txt)")
+    j.add_argument("--overwrite", action="store_true", help="replace the files an earlier evaluation wrote into --out")
+    j.set_defaults(func=cmd_join)

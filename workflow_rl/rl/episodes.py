@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from workflow_rl.rl.evaluate import EvalResult, across_seeds
+from workflow_rl.rl.evaluate import EvalResult, Episodes, across_seeds
 from workflow_rl.files import atomic_write
 
 FILE = "episodes.csv"
@@ -41,6 +41,8 @@ class CellEpisodes:
     seed: int
     places: np.ndarray     # (n, 2) int: round and env within it
     returns: np.ndarray    # (n,) float
+    compliant: np.ndarray | None = None    # (n,) fix counts under the workflow; None: not counted
+    violating: np.ndarray | None = None
 
 
 def write_episodes(path: str | Path, cells: Iterable[tuple[str, str, str | None, EvalResult]]) -> int:
@@ -101,18 +103,117 @@ def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
         try:
             for row in reader:
                 key = (row["engine"], row["mode"], row["red_agent"], int(row["length"]), row["workflow"])
+                fixes = tuple(int(row[c]) if row[c] != "" else None for c in ("compliant", "violating"))
                 cells.setdefault(key, []).append((int(row["episode_seed"]), int(row["episode"]), int(row["round"]),
-                                                  int(row["slot"]), float(row["return"])))
+                                                  int(row["slot"]), float(row["return"]), *fixes))
         except (TypeError, ValueError, csv.Error) as e:
             raise ValueError(f"{f} line {reader.line_num} is damaged ({e}): evaluate again to rewrite it") from None
     out = {}
     for key, rows in cells.items():
-        seeds, index, rounds, slots, returns = zip(*rows)
-        if list(index) != list(range(len(index))) or len(set(seeds)) != 1 or not all(map(math.isfinite, returns)):
+        seeds, index, rounds, slots, returns, compliant, violating = zip(*rows)
+        counted = {c is not None for c in compliant + violating}
+        if list(index) != list(range(len(index))) or len(set(seeds)) != 1 or not all(map(math.isfinite, returns)) \
+                or len(counted) != 1:
             raise ValueError(f"{f}: the rows of {_name(key)} are damaged (episodes not 0..{len(index) - 1} in order, "
-                             "several episode seeds or a non-finite return): evaluate again to rewrite it")
-        out[key] = CellEpisodes(seeds[0], np.stack([rounds, slots], 1), np.asarray(returns, float))
+                             "several episode seeds, a non-finite return or fix counts in some rows only): evaluate "
+                             "again to rewrite it")
+        fixes = (np.asarray(compliant, np.int64), np.asarray(violating, np.int64)) if counted == {True} else (None, None)
+        out[key] = CellEpisodes(seeds[0], np.stack([rounds, slots], 1), np.asarray(returns, float), *fixes)
     return out
+
+
+def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None) -> dict[tuple, Episodes]:
+    """The cells of evaluations that played consecutive episodes (:func:`read_episodes` of each, in order), each
+    cell as one :class:`~workflow_rl.rl.evaluate.Episodes`: what one evaluation of all their episodes played.
+
+    Part ``k`` continues a cell when it starts at the round the parts before it ended on: its episode seed is the
+    first part's plus ``ROUND_STRIDE`` times the rounds before it (``rl.evaluate``: round r is seeded ``seed +
+    ROUND_STRIDE r``), its rounds are as large, and the parts before it played whole rounds (so ``workflow-rl evaluate
+    --after A`` plays the episodes that follow A's). A cell may be in some of the parts only (a red agent continued
+    by one part, the other by another). Why join rather than run once: real CybORG plays seconds per episode, so a
+    protocol of 1,000 episodes is hours that one machine, one session or one kill should not have to hold.
+
+    Refused (ValueError, naming the part and the cell): a cell whose part does not continue it (another episode
+    seed, round size or an unfinished round before it), fix counts in some parts only, or a part whose cells were
+    not dealt in rounds (an evaluation across workflows)."""
+    from workflow_rl.rl.evaluate import ROUND_STRIDE, Episodes
+
+    labels = labels or [f"part {k + 1}" for k in range(len(parts))]
+    out: dict[tuple, Episodes] = {}
+    kept: dict[tuple, list[tuple[str, CellEpisodes]]] = {}
+    for label, cells in zip(labels, parts):
+        for key, c in cells.items():
+            kept.setdefault(key, []).append((label, c))
+    for key, held in kept.items():
+        first = held[0][1]
+        size = round_size(first, held[0][0], key)
+        rounds = 0
+        for i, (label, c) in enumerate(held):
+            if round_size(c, label, key) != size and not (i + 1 == len(held) and len(c.returns) < size):
+                raise ValueError(f"{label}: {_name(key)} was played in rounds of {round_size(c, label, key)} envs, "
+                                 f"{held[0][0]} in rounds of {size}: {_same_rounds(key[0])}")
+            if c.seed != first.seed + ROUND_STRIDE * rounds:
+                raise ValueError(f"{label}: {_name(key)} does not continue {held[i - 1][0] if i else label}: its "
+                                 f"episode seed is {c.seed}, the episodes that follow are seeded "
+                                 f"{first.seed + ROUND_STRIDE * rounds} (evaluate it with --after the part before)")
+            if (c.compliant is None) != (first.compliant is None):
+                raise ValueError(f"{label}: {_name(key)} has fix counts in some parts only: join evaluations under "
+                                 "the same workflow")
+            if i + 1 < len(held) and len(c.returns) % size:
+                raise ValueError(f"{label}: {_name(key)} ends inside a round ({len(c.returns)} episodes in rounds of "
+                                 f"{size}): only the last part may; join it last or evaluate whole rounds")
+            rounds += -(-len(c.returns) // size)
+        cat = (lambda f: None if first.compliant is None else np.concatenate([getattr(c, f) for _, c in held]))
+        out[key] = Episodes(first.seed, size, np.concatenate([c.returns for _, c in held]), cat("compliant"),
+                            cat("violating"))
+    return out
+
+
+def next_seed(cells: dict[tuple, CellEpisodes], engine: str, size: int, label: str) -> int:
+    """The episode seed of the episodes that follow ``cells``' (:func:`read_episodes` of an evaluation ``label``) on
+    ``engine``, for an evaluation played in rounds of ``size`` envs: its seed plus ``ROUND_STRIDE`` times the rounds
+    it played, which :func:`join` then accepts as its continuation. Refused (ValueError): no cell of that engine,
+    cells that do not end on one whole round (a ``--time-limit`` cut them at different rounds), or rounds of another
+    size (``--workers``)."""
+    from workflow_rl.rl.evaluate import ROUND_STRIDE
+
+    mine = {k: c for k, c in cells.items() if k[0] == engine}
+    if not mine:
+        raise ValueError(f"--after {label}: it holds no {engine} cell to continue (its engines: "
+                         f"{', '.join(sorted({k[0] for k in cells}))})")
+    ends = set()
+    for key, c in mine.items():
+        got = round_size(c, label, key)
+        if got != size:
+            raise ValueError(f"--after {label}: its {engine} episodes were played in rounds of {got} envs and these "
+                             f"would be in rounds of {size}: {_same_rounds(engine)}")
+        if len(c.returns) % got:
+            raise ValueError(f"--after {label}: {_name(key)} ends inside a round ({len(c.returns)} episodes in rounds "
+                             f"of {got}): nothing can continue it; evaluate it again in whole rounds")
+        ends.add((c.seed, len(c.returns) // got))
+    if len(ends) != 1:
+        raise ValueError(f"--after {label}: its {engine} cells end at different rounds or seeds "
+                         f"({', '.join(f'seed {a}, {b} rounds' for a, b in sorted(ends))}; a --time-limit cut them): "
+                         "continue each part separately")
+    seed, rounds = ends.pop()
+    return seed + ROUND_STRIDE * rounds
+
+
+def _same_rounds(engine: str) -> str:
+    """How to play a part in rounds as large as the part before (``rl.evaluate.round_size``)."""
+    return ("evaluate it with the same --workers, and at least as many --episodes" if engine == "cyborg" else
+            "evaluate it with as many --episodes (a native round holds up to 4,096)")
+
+
+def round_size(c: CellEpisodes, label: str, key: tuple) -> int:
+    """The envs per round ``c``'s episodes were played in (``rl.evaluate.Episodes``, stride 1): its largest slot
+    plus one; a cell whose places are not consecutive rounds of that size is refused."""
+    size = int(c.places[:, 1].max()) + 1
+    i = np.arange(len(c.returns))
+    if not (np.array_equal(c.places[:, 0], i // size) and np.array_equal(c.places[:, 1], i % size)):
+        raise ValueError(f"{label}: {_name(key)}'s episodes were not played in consecutive rounds (an evaluation "
+                         "across workflows): only `workflow-rl evaluate` cells of one workflow join")
+    return size
 
 
 def _name(key: tuple) -> str:

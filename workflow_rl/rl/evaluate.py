@@ -115,9 +115,7 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     check_episodes("episodes", episodes)
     reds = [parse_red_agent(r) for r in red_agents]
     horizon = max(lengths)
-    if engine == "cyborg":   # one process per env: as many as there are cores, not one per episode
-        batch = min(batch, workers or max(1, os.cpu_count() or 1))
-    n = min(batch, episodes)
+    n = round_size(engine, episodes, workers, batch)
     rank = torch.as_tensor(workflow.rank if workflow else np.arange(5), device=device)
     envs = {}
     done = {r: 0 for r in reds}
@@ -151,6 +149,14 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
             out.append(cell_result(red, L, Episodes(seed, n, ret, comp if counted else None,
                                                     viol if counted else None)))
     return out
+
+
+def round_size(engine: str, episodes: int, workers: int | None = None, batch: int = 4096) -> int:
+    """The envs :func:`evaluate_cells` plays a round with: up to ``batch``; on real CybORG one process per env, as
+    many as ``workers`` (default: the CPU cores), not one per episode."""
+    if engine == "cyborg":
+        batch = min(batch, workers or max(1, os.cpu_count() or 1))
+    return min(batch, episodes)
 
 
 def play_cells(env, act: ActFn | dict[int, ActFn], seed: int, lengths: list[int], count: bool, rank: torch.Tensor,

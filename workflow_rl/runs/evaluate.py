@@ -75,6 +75,10 @@ class EvaluateConfig:
     episode_seed: int | None = None
     """seed of the evaluation episodes (default: the fixed held-out evaluation seed; another one gives a separate
     set, e.g. to select among agents before evaluating the chosen one)"""
+    after: Path | None = field(default=None, metadata={"metavar": "DIR"})
+    """continue the evaluation in DIR (an earlier --out): play the episodes that follow its episodes, per engine
+    (the same --workers, every cell of DIR ending on the same round), then `workflow-rl join DIR THIS --out ALL`
+    makes them one evaluation; with the same agent and settings, as --episode-seed cannot be given with it"""
     vectorization: str | None = None
     """real CybORG's (default shared_memory)"""
     parallel_start_method: str | None = None
@@ -115,7 +119,8 @@ class EvaluateConfig:
 
     def read_files(self) -> list[Path | None]:
         """The files the evaluation reads, which nothing it writes may be."""
-        return read_files(self.agent, self.scenario, self.ground_truth)
+        return read_files(self.agent, self.scenario, self.ground_truth) + ([_after_file(self.after)] if self.after
+                                                                            else [])
 
 
 @dataclass
@@ -126,6 +131,16 @@ class EvaluateResult:
     report: dict
     text: str
     written: list[Path] = field(default_factory=list)
+
+
+def _after_file(after) -> Path | None:
+    """The episodes.csv ``--after`` reads (None where there is none: reading it says so)."""
+    from workflow_rl.rl.episodes import episodes_file
+
+    try:
+        return episodes_file(after)
+    except ValueError:
+        return None
 
 
 def read_files(agent: str, scenario: str | None, ground_truth=()) -> list[Path | None]:
@@ -248,15 +263,39 @@ def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
     if cfg.out is not None:
         check_out_files("--out", cfg.out, cfg.out_files(), cfg.read_files(), replace=cfg.overwrite)
     if cfg.across:
+        if cfg.after is not None:
+            raise ValueError("--after continues an evaluation of one workflow (or none), not one across workflows")
         return _evaluate_workflows(cfg)
     if cfg.ground_truth:
         raise ValueError("--ground-truth compares an evaluation across workflows: give --workflow a list (e.g. all)")
-    return _evaluate_one(cfg.resolved())
+    cfg = cfg.resolved()
+    return _evaluate_one(cfg, _seeds(cfg))
 
 
-def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
+def _seeds(cfg: EvaluateConfig) -> dict[str, int]:
+    """Each engine's episode seed: ``--episode-seed`` (default the held-out evaluation seed), or with ``--after``
+    the seed of the episodes that follow that evaluation's, checked before anything plays (``rl.episodes``)."""
+    from workflow_rl.rl.evaluate import EVAL_SEED, round_size
+    from workflow_rl.rl.episodes import next_seed, read_episodes
+
+    engines = list(dict.fromkeys(cfg.engines))
+    if cfg.after is None:
+        return {e: EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed for e in engines}
+    if cfg.episode_seed is not None:
+        raise ValueError("--after sets the episode seed (the episodes that follow the evaluation it names): drop "
+                         "--episode-seed")
+    done = read_episodes(cfg.after)
+    return {e: next_seed(done, e, round_size(e, _episodes(cfg, e), cfg.workers), str(cfg.after)) for e in engines}
+
+
+def _episodes(cfg: EvaluateConfig, engine: str) -> int:
+    """The episodes per red agent ``cfg`` plays on ``engine``."""
+    return cfg.cyborg_episodes if engine == "cyborg" and cfg.cyborg_episodes else cfg.episodes
+
+
+def _evaluate_one(cfg: EvaluateConfig, seeds: dict[str, int]) -> EvaluateResult:
     from workflow_rl import parse_red_agent
-    from workflow_rl.rl.evaluate import EVAL_SEED, evaluate_cells, result_dict
+    from workflow_rl.rl.evaluate import evaluate_cells, result_dict
     from workflow_rl.workflow import parse_workflow_arg
 
     reds = [parse_red_agent(r) for r in cfg.red_agents]
@@ -270,14 +309,14 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
         acts["planned_told_length"] = acts.pop("planned")
     results, played = [], []
     for engine in engines:
-        episodes = cfg.cyborg_episodes if engine == "cyborg" and cfg.cyborg_episodes else cfg.episodes
+        episodes = _episodes(cfg, engine)
         start = time.monotonic()
         for i, (mode, act) in enumerate(acts.items()):
             t0 = time.monotonic()   # the time limit is shared evenly by the modes: each gets its rounds
             deadline = (start + cfg.time_limit * (i + 1) / len(acts) if cfg.time_limit and engine == "cyborg"
                         else None)
             cells = evaluate_cells(act, reds, lengths, episodes, engine=engine, workflow=workflow,
-                                   seed=EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed,
+                                   seed=seeds[engine],
                                    device=devices.engine_device(engine, cfg.device), workers=cfg.workers,
                                    deadline=deadline,
                                    **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, engine))
@@ -285,6 +324,13 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
             results += [{"engine": engine, "mode": mode, **result_dict(r), "seconds": took} for r in cells]
             played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
             print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
+    return _finish(label, workflow, engines, results, played, cfg.out)
+
+
+def _finish(label: str, workflow, engines: list[str], results: list[dict], played: list,
+            out: Path | None) -> EvaluateResult:
+    """An evaluation's report, its Markdown and its files (:func:`_write_evaluation`) from its cells: ``results``
+    (evaluation.json's rows) and ``played`` (engine, mode, workflow codes, ``EvalResult``) in the same order."""
     report = {"policy": label, "workflow": workflow.names if workflow else None, "engines": engines,
               "results": results}
     md = evaluation_markdown(label, workflow, results)
@@ -292,7 +338,64 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     cage2 = {SUBMISSION_FILE: "\n".join(submission_text(label, mode, [r for e, m, _, r in played
                                                                       if (e, m) == ("cyborg", mode)])
                                          for mode in modes)} if modes else {}
-    return EvaluateResult(report, md, _write_evaluation(cfg.out, report, md, played, cage2))
+    return EvaluateResult(report, md, _write_evaluation(out, report, md, played, cage2))
+
+
+def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite: bool = False) -> EvaluateResult:
+    """``workflow-rl join``: evaluations of consecutive episodes (the first, then each ``--after`` the one before)
+    as the one evaluation of all their episodes: every cell's episodes joined in order (``rl.episodes.join``, which
+    refuses a part that does not continue a cell), its statistics computed again from them, the time it took
+    summed; the same files ``evaluate --out`` writes. The parts must be one agent under one workflow (their
+    evaluation.json say so); that they were played with the same settings (the planner's, ``--seed``) is the
+    caller's word: evaluation.json does not record them. A planned or sampled mode draws its own stream in each
+    part, so its joined episodes are the same episodes as one long run's, played with other draws."""
+    from workflow_rl.rl.episodes import NO_WORKFLOW, episodes_file, join, read_episodes
+    from workflow_rl.rl.evaluate import cell_result, result_dict
+    from workflow_rl.workflow import parse_workflow_arg
+
+    if len(parts) < 2:
+        raise ValueError("join takes two or more evaluation folders (the first, then each evaluated --after the "
+                         "one before)")
+    if out is not None:
+        check_out_files("--out", out, EvaluateConfig("").out_files(), [episodes_file(p) for p in parts]
+                        + [Path(p) / "evaluation.json" for p in parts], replace=overwrite)
+    reports = [_read_report(p) for p in parts]
+    for p, r in zip(parts[1:], reports[1:]):
+        for what in ("policy", "workflow"):
+            if r[what] != reports[0][what]:
+                raise ValueError(f"{p} evaluated {what} {r[what]!r} and {parts[0]} {reports[0][what]!r}: join "
+                                 "evaluations of one agent under one workflow")
+    joined = join([read_episodes(p) for p in parts], [str(p) for p in parts])
+    seconds = {}
+    for r in reports:
+        for row in r["results"]:
+            key = (row["engine"], row["mode"], row["red_agent"], row["length"])
+            seconds[key] = seconds.get(key, 0.0) + float(row.get("seconds", 0.0))
+    results, played = [], []
+    for (engine, mode, red, length, codes), episodes in joined.items():
+        cell = cell_result(red, length, episodes)
+        results.append({"engine": engine, "mode": mode, **result_dict(cell),
+                        "seconds": seconds.get((engine, mode, red, length), 0.0)})
+        played.append((engine, mode, None if codes == NO_WORKFLOW else codes, cell))
+    codes = {c for _, _, c, _ in played}
+    workflow = parse_workflow_arg(codes.pop()) if codes != {None} and len(codes) == 1 else None
+    engines = list(dict.fromkeys(e for r in reports for e in r["engines"]))
+    return _finish(reports[0]["policy"], workflow, engines, results, played, out)
+
+
+def _read_report(part: str | Path) -> dict:
+    """A part's evaluation.json, or one ValueError saying what is wrong with it."""
+    f = Path(part) / "evaluation.json"
+    try:
+        report = json.loads(f.read_text())
+        if not all(k in report for k in ("policy", "workflow", "engines", "results")):
+            raise ValueError("not an evaluation's report")
+    except FileNotFoundError:
+        raise ValueError(f"{part} has no evaluation.json: join folders `workflow-rl evaluate ... --out` wrote "
+                         "(not an evaluation across workflows)") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{f} is damaged ({e}): evaluate that part again") from None
+    return report
 
 
 def _write_evaluation(out: Path | None, report: dict, md: str, played: list, texts: dict[str, str]) -> list[Path]:
