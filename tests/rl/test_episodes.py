@@ -192,7 +192,7 @@ def test_joined_parts_are_the_evaluation_of_all_their_episodes(tmp_path):
     act, reds = greedy_workflow_act(WF), ["bline", "meander"]
     first = evaluate_cells(act, reds, [10, 20], 6, workflow=WF, batch=3)
     a = _file(tmp_path, "a", [("native", "greedy", WF.codes, c) for c in first])
-    seed = next_seed(a, "native", 3, "a")
+    seed = next_seed(a, list(a), 3, "a")
     assert seed == 20240601 + 2 * 7919   # two rounds played
     rest = evaluate_cells(act, reds, [10, 20], 5, workflow=WF, batch=3, seed=seed)
     b = _file(tmp_path, "b", [("native", "greedy", WF.codes, c) for c in rest])
@@ -218,17 +218,36 @@ def test_join_refuses_parts_that_do_not_continue_each_other(tmp_path):
     with pytest.raises(ValueError, match="part 2: native greedy B_lineAgent 30 does not continue part 1: its episode "
                                          f"seed is 7, the episodes that follow are seeded {later}"):
         join([a, a])
-    with pytest.raises(ValueError, match="was played in rounds of 4 envs, part 1 in rounds of 2: evaluate it with as many --episodes"):
+    with pytest.raises(ValueError, match="was played in rounds of 4 envs, part 1 in rounds of 2: evaluate it with --episodes 2"):
         join([a, _file(tmp_path, "c", [("native", "greedy", None, _result([5, 6, 7, 8], seed=later))])])
     odd = _file(tmp_path, "odd", [("native", "greedy", None, _result([1, 2, 3], seed=7, round_size=2))])
     with pytest.raises(ValueError, match="part 1: .* ends inside a round \\(3 episodes in rounds of 2\\)"):
         join([odd, b])
+    key = ("native", "greedy", "B_lineAgent", 30, "none")
     with pytest.raises(ValueError, match="--after odd: .* ends inside a round"):
-        next_seed(odd, "native", 2, "odd")
-    with pytest.raises(ValueError, match="--after a: it holds no cyborg cell"):
-        next_seed(a, "cyborg", 2, "a")
-    with pytest.raises(ValueError, match="rounds of 2 envs and these would be in rounds of 4"):
-        next_seed(a, "native", 4, "a")
+        next_seed(odd, [key], 2, "odd")
+    with pytest.raises(ValueError, match="--after a: it has no cyborg greedy B_lineAgent 30 cell to continue"):
+        next_seed(a, [("cyborg",) + key[1:]], 2, "a")
+    with pytest.raises(ValueError, match="rounds of 2 envs and these would be in rounds of 4: evaluate it with "
+                                         "--episodes 2"):
+        next_seed(a, [key], 4, "a")
+    # a short last part is one round's first envs; several smaller rounds are other episodes
+    one = _file(tmp_path, "one", [("native", "greedy", None, _result([5], seed=later, round_size=1))])
+    assert join([a, one])[key].returns.tolist() == [1, 2, 3, 4, 5]
+    big = _file(tmp_path, "big", [("native", "greedy", None, _result([1, 2, 3, 4], seed=7, round_size=4))])
+    small = _file(tmp_path, "small", [("native", "greedy", None, _result([5, 6, 7], seed=7 + 7919, round_size=2))])
+    with pytest.raises(ValueError, match="small: .* rounds of 2 envs, part 1 in rounds of 4"):
+        join([big, small], ["part 1", "small"])
+    # every cell is the first part's; modes cut at different rounds continue separately
+    other = _file(tmp_path, "other", [("native", "greedy", None, _result([5, 6], seed=later, round_size=2, length=50))])
+    with pytest.raises(ValueError, match="part 2: native greedy B_lineAgent 50 is not in part 1"):
+        join([a, other])
+    cut = _file(tmp_path, "cut", [("native", "greedy", None, _result([1, 2, 3, 4], seed=7, round_size=2)),
+                                  ("native", "planned", None, _result([1, 2], seed=7, round_size=2))])
+    assert next_seed(cut, [key], 2, "cut") == later
+    assert next_seed(cut, [key[:1] + ("planned",) + key[2:]], 2, "cut") == 7 + 7919
+    with pytest.raises(ValueError, match="end at different rounds or seeds .* separate evaluations"):
+        next_seed(cut, list(cut), 2, "cut")
     counted = _file(tmp_path, "wf", [("native", "greedy", None, cell_result(
         "B_lineAgent", 30, Episodes(later, 2, np.array([5.0, 6.0]), np.array([1, 1]), np.array([0, 0]))))])
     with pytest.raises(ValueError, match="fix counts in some parts only"):
@@ -256,3 +275,18 @@ def test_evaluate_after_then_join_on_the_command_line(tmp_path, capsys):
     assert rc == 2 and err.startswith("error: --after sets the episode seed")
     rc, _, err = run_main(["join", str(tmp_path / "a")], capsys)
     assert rc == 2 and "two or more" in err
+    # refused before anything plays: another agent, a cell the evaluation does not hold
+    rc, _, err = run_main(["evaluate", "random", *base[1:], "--after", str(tmp_path / "a")], capsys)
+    assert rc == 2 and "it evaluated sleep under workflow none, this evaluation plays random" in err
+    rc, _, err = run_main(["evaluate", *base[:-4], "--red-agents", "meander", "--mode", "greedy", "--after",
+                           str(tmp_path / "a")], capsys)
+    assert rc == 2 and "has no native greedy RedMeanderAgent 10 cell to continue" in err
+    # a damaged report is one error line
+    for text in ("5", "null", '{"policy": "sleep", "workflow": null, "engines": ["native"], "results": 5}',
+                 '{"policy": "sleep", "workflow": null, "engines": ["native"], "results": [{"engine": "native"}]}',
+                 "{not json"):
+        (tmp_path / "b" / "evaluation.json").write_text(text)
+        rc, _, err = run_main(["join", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and "evaluate that part again" in err, text
+    rc, _, err = run_main(["join", str(tmp_path / "a"), str(tmp_path / "nothing")], capsys)
+    assert rc == 2 and "nothing does not exist" in err

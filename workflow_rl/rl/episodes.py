@@ -128,9 +128,12 @@ def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None
 
     Part ``k`` continues a cell when it starts at the round the parts before it ended on: its episode seed is the
     first part's plus ``ROUND_STRIDE`` times the rounds before it (``rl.evaluate``: round r is seeded ``seed +
-    ROUND_STRIDE r``), its rounds are as large, and the parts before it played whole rounds (so ``workflow-rl evaluate
-    --after A`` plays the episodes that follow A's). A cell may be in some of the parts only (a red agent continued
-    by one part, the other by another). Why join rather than run once: real CybORG plays seconds per episode, so a
+    ROUND_STRIDE r``), its rounds are as large (or it is the last part and one round's first envs), and the parts
+    before it played whole rounds (so ``workflow-rl evaluate --after A`` plays the episodes that follow A's). Every
+    cell is the first part's; a later part may continue some of them only (a red agent continued by one part, the
+    other by another). The joined cell is what one evaluation played in rounds of that size: on real CybORG (rounds
+    of ``--workers``) one long run's episodes; on the native engine, whose round holds every episode of a run (up to
+    4,096), parts of 500 are rounds of 500, not the episodes of one run of 1,000 (``compare`` tells them apart). Why join rather than run once: real CybORG plays seconds per episode, so a
     protocol of 1,000 episodes is hours that one machine, one session or one kill should not have to hold.
 
     Refused (ValueError, naming the part and the cell): a cell whose part does not continue it (another episode
@@ -143,19 +146,25 @@ def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None
     kept: dict[tuple, list[tuple[str, CellEpisodes]]] = {}
     for label, cells in zip(labels, parts):
         for key, c in cells.items():
+            if key not in parts[0]:
+                raise ValueError(f"{label}: {_name(key)} is not in {labels[0]}: a part continues cells of the first "
+                                 "(`evaluate --after` plays only those), and a cell of its own is no continuation")
             kept.setdefault(key, []).append((label, c))
     for key, held in kept.items():
         first = held[0][1]
         size = round_size(first, held[0][0], key)
         rounds = 0
         for i, (label, c) in enumerate(held):
-            if round_size(c, label, key) != size and not (i + 1 == len(held) and len(c.returns) < size):
-                raise ValueError(f"{label}: {_name(key)} was played in rounds of {round_size(c, label, key)} envs, "
-                                 f"{held[0][0]} in rounds of {size}: {_same_rounds(key[0])}")
+            got = round_size(c, label, key)
+            last_round = i + 1 == len(held) and got == len(c.returns) < size   # the first envs of one round
+            if got != size and not last_round:
+                raise ValueError(f"{label}: {_name(key)} was played in rounds of {got} envs, {held[0][0]} in rounds "
+                                 f"of {size}: {_same_rounds(key[0], size)}")
             if c.seed != first.seed + ROUND_STRIDE * rounds:
                 raise ValueError(f"{label}: {_name(key)} does not continue {held[i - 1][0] if i else label}: its "
                                  f"episode seed is {c.seed}, the episodes that follow are seeded "
-                                 f"{first.seed + ROUND_STRIDE * rounds} (evaluate it with --after the part before)")
+                                 f"{first.seed + ROUND_STRIDE * rounds} (give the parts in order, the first first, "
+                                 "each evaluated with --after the part before)")
             if (c.compliant is None) != (first.compliant is None):
                 raise ValueError(f"{label}: {_name(key)} has fix counts in some parts only: join evaluations under "
                                  "the same workflow")
@@ -169,50 +178,52 @@ def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None
     return out
 
 
-def next_seed(cells: dict[tuple, CellEpisodes], engine: str, size: int, label: str) -> int:
-    """The episode seed of the episodes that follow ``cells``' (:func:`read_episodes` of an evaluation ``label``) on
-    ``engine``, for an evaluation played in rounds of ``size`` envs: its seed plus ``ROUND_STRIDE`` times the rounds
-    it played, which :func:`join` then accepts as its continuation. Refused (ValueError): no cell of that engine,
-    cells that do not end on one whole round (a ``--time-limit`` cut them at different rounds), or rounds of another
-    size (``--workers``)."""
+def next_seed(cells: dict[tuple, CellEpisodes], keys: list[tuple], size: int, label: str) -> int:
+    """The episode seed of the episodes that follow the cells ``keys`` of ``cells`` (:func:`read_episodes` of an
+    evaluation ``label``), for a part played in rounds of ``size`` envs: their seed plus ``ROUND_STRIDE`` times the
+    rounds they played, which :func:`join` then accepts as their continuation. Refused (ValueError): a cell the
+    evaluation does not hold, cells that do not end on one whole round of one seed (a ``--time-limit`` cut them at
+    different rounds), or rounds of another size."""
     from workflow_rl.rl.evaluate import ROUND_STRIDE
 
-    mine = {k: c for k, c in cells.items() if k[0] == engine}
-    if not mine:
-        raise ValueError(f"--after {label}: it holds no {engine} cell to continue (its engines: "
-                         f"{', '.join(sorted({k[0] for k in cells}))})")
+    missing = [k for k in keys if k not in cells]
+    if missing:
+        raise ValueError(f"--after {label}: it has no {_name(missing[0])} cell to continue: continue the cells it "
+                         f"holds ({'; '.join(sorted(map(_name, cells)))}), or evaluate that cell on its own")
     ends = set()
-    for key, c in mine.items():
-        got = round_size(c, label, key)
+    for key in keys:
+        c = cells[key]
+        got = round_size(c, label, key, "--after")
         if got != size:
-            raise ValueError(f"--after {label}: its {engine} episodes were played in rounds of {got} envs and these "
-                             f"would be in rounds of {size}: {_same_rounds(engine)}")
+            raise ValueError(f"--after {label}: its {_name(key)} episodes were played in rounds of {got} envs and "
+                             f"these would be in rounds of {size}: {_same_rounds(key[0], got)}")
         if len(c.returns) % got:
             raise ValueError(f"--after {label}: {_name(key)} ends inside a round ({len(c.returns)} episodes in rounds "
                              f"of {got}): nothing can continue it; evaluate it again in whole rounds")
         ends.add((c.seed, len(c.returns) // got))
     if len(ends) != 1:
-        raise ValueError(f"--after {label}: its {engine} cells end at different rounds or seeds "
+        raise ValueError(f"--after {label}: the cells to continue end at different rounds or seeds "
                          f"({', '.join(f'seed {a}, {b} rounds' for a, b in sorted(ends))}; a --time-limit cut them): "
-                         "continue each part separately")
+                         "continue them in separate evaluations (--red-agents, --mode)")
     seed, rounds = ends.pop()
     return seed + ROUND_STRIDE * rounds
 
 
-def _same_rounds(engine: str) -> str:
-    """How to play a part in rounds as large as the part before (``rl.evaluate.round_size``)."""
-    return ("evaluate it with the same --workers, and at least as many --episodes" if engine == "cyborg" else
-            "evaluate it with as many --episodes (a native round holds up to 4,096)")
+def _same_rounds(engine: str, size: int) -> str:
+    """How to play a part in rounds of ``size`` envs, as the part before (``rl.evaluate.round_size``)."""
+    return (f"evaluate it with --workers {size} and at least {size} --episodes" if engine == "cyborg" else
+            f"evaluate it with --episodes {size} (a native round holds all of an evaluation's episodes, up to 4,096)")
 
 
-def round_size(c: CellEpisodes, label: str, key: tuple) -> int:
+def round_size(c: CellEpisodes, label: str, key: tuple, flag: str = "") -> int:
     """The envs per round ``c``'s episodes were played in (``rl.evaluate.Episodes``, stride 1): its largest slot
     plus one; a cell whose places are not consecutive rounds of that size is refused."""
     size = int(c.places[:, 1].max()) + 1
     i = np.arange(len(c.returns))
     if not (np.array_equal(c.places[:, 0], i // size) and np.array_equal(c.places[:, 1], i % size)):
-        raise ValueError(f"{label}: {_name(key)}'s episodes were not played in consecutive rounds (an evaluation "
-                         "across workflows): only `workflow-rl evaluate` cells of one workflow join")
+        raise ValueError(f"{flag + ' ' if flag else ''}{label}: {_name(key)}'s episodes were not played in "
+                         "consecutive rounds (an evaluation across workflows): only the cells `workflow-rl evaluate` "
+                         "plays under one workflow (or none) continue and join")
     return size
 
 

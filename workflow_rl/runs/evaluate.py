@@ -268,24 +268,34 @@ def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
         return _evaluate_workflows(cfg)
     if cfg.ground_truth:
         raise ValueError("--ground-truth compares an evaluation across workflows: give --workflow a list (e.g. all)")
-    cfg = cfg.resolved()
-    return _evaluate_one(cfg, _seeds(cfg))
-
-
-def _seeds(cfg: EvaluateConfig) -> dict[str, int]:
-    """Each engine's episode seed: ``--episode-seed`` (default the held-out evaluation seed), or with ``--after``
-    the seed of the episodes that follow that evaluation's, checked before anything plays (``rl.episodes``)."""
-    from workflow_rl.rl.evaluate import EVAL_SEED, round_size
-    from workflow_rl.rl.episodes import next_seed, read_episodes
-
-    engines = list(dict.fromkeys(cfg.engines))
-    if cfg.after is None:
-        return {e: EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed for e in engines}
-    if cfg.episode_seed is not None:
+    if cfg.after is not None and cfg.episode_seed is not None:
         raise ValueError("--after sets the episode seed (the episodes that follow the evaluation it names): drop "
                          "--episode-seed")
+    return _evaluate_one(cfg.resolved())
+
+
+def _seeds(cfg: EvaluateConfig, label: str, workflow, cells: list[tuple]) -> dict[tuple, int]:
+    """The episode seed of each (engine, mode) of ``cells`` (the (engine, mode, red agent, length) this evaluation
+    plays): ``--episode-seed`` (default the held-out evaluation seed), or with ``--after`` the seed of the episodes
+    that follow that evaluation's (``rl.episodes.next_seed``), refused before anything plays where it evaluated
+    another agent or workflow, lacks a cell this one plays, or played rounds of another size."""
+    from workflow_rl.rl.evaluate import EVAL_SEED, round_size
+    from workflow_rl.rl.episodes import NO_WORKFLOW, next_seed, read_episodes
+
+    pairs = list(dict.fromkeys((e, m) for e, m, _, _ in cells))
+    if cfg.after is None:
+        return {p: EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed for p in pairs}
+    where = str(cfg.after)
     done = read_episodes(cfg.after)
-    return {e: next_seed(done, e, round_size(e, _episodes(cfg, e), cfg.workers), str(cfg.after)) for e in engines}
+    report = read_report(cfg.after)
+    names = workflow.names if workflow else None
+    if (report["policy"], report["workflow"]) != (label, names):
+        raise ValueError(f"--after {where}: it evaluated {report['policy']} under workflow "
+                         f"{report['workflow'] or 'none'}, this evaluation plays {label} under {names or 'none'}: "
+                         "continue an evaluation with the same agent and workflow")
+    codes = workflow.codes if workflow else NO_WORKFLOW
+    return {(e, m): next_seed(done, [(e, m, red, L, codes) for e2, m2, red, L in cells if (e2, m2) == (e, m)],
+                              round_size(e, _episodes(cfg, e), cfg.workers), where) for e, m in pairs}
 
 
 def _episodes(cfg: EvaluateConfig, engine: str) -> int:
@@ -293,7 +303,7 @@ def _episodes(cfg: EvaluateConfig, engine: str) -> int:
     return cfg.cyborg_episodes if engine == "cyborg" and cfg.cyborg_episodes else cfg.episodes
 
 
-def _evaluate_one(cfg: EvaluateConfig, seeds: dict[str, int]) -> EvaluateResult:
+def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     from workflow_rl import parse_red_agent
     from workflow_rl.rl.evaluate import evaluate_cells, result_dict
     from workflow_rl.workflow import parse_workflow_arg
@@ -307,6 +317,8 @@ def _evaluate_one(cfg: EvaluateConfig, seeds: dict[str, int]) -> EvaluateResult:
                                      none_typed=none_typed(cfg.workflow))
     if "planned" in acts and cfg.plan_told_length:
         acts["planned_told_length"] = acts.pop("planned")
+    seeds = _seeds(cfg, label, workflow, [(e, m, red, L) for e in engines for m in acts for red in reds
+                                          for L in lengths])
     results, played = [], []
     for engine in engines:
         episodes = _episodes(cfg, engine)
@@ -316,7 +328,7 @@ def _evaluate_one(cfg: EvaluateConfig, seeds: dict[str, int]) -> EvaluateResult:
             deadline = (start + cfg.time_limit * (i + 1) / len(acts) if cfg.time_limit and engine == "cyborg"
                         else None)
             cells = evaluate_cells(act, reds, lengths, episodes, engine=engine, workflow=workflow,
-                                   seed=seeds[engine],
+                                   seed=seeds[(engine, mode)],
                                    device=devices.engine_device(engine, cfg.device), workers=cfg.workers,
                                    deadline=deadline,
                                    **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, engine))
@@ -348,7 +360,7 @@ def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite
     summed; the same files ``evaluate --out`` writes. The parts must be one agent under one workflow (their
     evaluation.json say so); that they were played with the same settings (the planner's, ``--seed``) is the
     caller's word: evaluation.json does not record them. A planned or sampled mode draws its own stream in each
-    part, so its joined episodes are the same episodes as one long run's, played with other draws."""
+    part: on real CybORG its joined episodes are one long run's episodes, played with other draws."""
     from workflow_rl.rl.episodes import NO_WORKFLOW, episodes_file, join, read_episodes
     from workflow_rl.rl.evaluate import cell_result, result_dict
     from workflow_rl.workflow import parse_workflow_arg
@@ -359,7 +371,7 @@ def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite
     if out is not None:
         check_out_files("--out", out, EvaluateConfig("").out_files(), [episodes_file(p) for p in parts]
                         + [Path(p) / "evaluation.json" for p in parts], replace=overwrite)
-    reports = [_read_report(p) for p in parts]
+    reports = [read_report(p) for p in parts]
     for p, r in zip(parts[1:], reports[1:]):
         for what in ("policy", "workflow"):
             if r[what] != reports[0][what]:
@@ -370,7 +382,7 @@ def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite
     for r in reports:
         for row in r["results"]:
             key = (row["engine"], row["mode"], row["red_agent"], row["length"])
-            seconds[key] = seconds.get(key, 0.0) + float(row.get("seconds", 0.0))
+            seconds[key] = seconds.get(key, 0.0) + row.get("seconds", 0.0)
     results, played = [], []
     for (engine, mode, red, length, codes), episodes in joined.items():
         cell = cell_result(red, length, episodes)
@@ -383,19 +395,35 @@ def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite
     return _finish(reports[0]["policy"], workflow, engines, results, played, out)
 
 
-def _read_report(part: str | Path) -> dict:
-    """A part's evaluation.json, or one ValueError saying what is wrong with it."""
+def read_report(part: str | Path) -> dict:
+    """An evaluation folder's evaluation.json, or one ValueError saying what is wrong with it (a missing folder or
+    file, a file that is not an evaluation's report: its agent, workflow, engines and cells)."""
     f = Path(part) / "evaluation.json"
+    if not Path(part).exists():
+        raise ValueError(f"{part} does not exist: give an evaluation folder (`workflow-rl evaluate ... --out DIR`)")
     try:
         report = json.loads(f.read_text())
-        if not all(k in report for k in ("policy", "workflow", "engines", "results")):
-            raise ValueError("not an evaluation's report")
     except FileNotFoundError:
-        raise ValueError(f"{part} has no evaluation.json: join folders `workflow-rl evaluate ... --out` wrote "
-                         "(not an evaluation across workflows)") from None
+        raise ValueError(f"{part} has no evaluation.json: give a folder `workflow-rl evaluate ... --out` wrote for one "
+                         "workflow (or none), not one across workflows") from None
     except (OSError, ValueError) as e:
         raise ValueError(f"{f} is damaged ({e}): evaluate that part again") from None
+    if not _is_report(report):
+        raise ValueError(f"{f} is not the report of `workflow-rl evaluate` (its policy, workflow, engines and "
+                         "results, each cell's engine, mode, red agent, length and seconds): evaluate that part again")
     return report
+
+
+def _is_report(report) -> bool:
+    """Whether ``report`` has the shape :func:`_finish` writes."""
+    def cell(r) -> bool:
+        return (isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("engine", "mode", "red_agent"))
+                and isinstance(r.get("length"), int) and isinstance(r.get("seconds", 0.0), (int, float)))
+
+    return (isinstance(report, dict) and isinstance(report.get("policy"), str)
+            and (report.get("workflow") is None or isinstance(report.get("workflow"), list))
+            and isinstance(report.get("engines"), list) and all(isinstance(e, str) for e in report["engines"])
+            and isinstance(report.get("results"), list) and all(map(cell, report["results"])))
 
 
 def _write_evaluation(out: Path | None, report: dict, md: str, played: list, texts: dict[str, str]) -> list[Path]:
