@@ -286,8 +286,10 @@ def _seeds(cfg: EvaluateConfig, label: str, workflow, cells: list[tuple]) -> dic
     if cfg.after is None:
         return {p: EVAL_SEED if cfg.episode_seed is None else cfg.episode_seed for p in pairs}
     where = str(cfg.after)
-    done = read_episodes(cfg.after)
-    report = read_report(cfg.after)
+    try:
+        done, report = read_episodes(cfg.after), read_report(cfg.after)
+    except ValueError as e:
+        raise ValueError(f"--after {where}: {e}") from None
     names = workflow.names if workflow else None
     if (report["policy"], report["workflow"]) != (label, names):
         raise ValueError(f"--after {where}: it evaluated {report['policy']} under workflow "
