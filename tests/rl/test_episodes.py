@@ -290,3 +290,21 @@ def test_evaluate_after_then_join_on_the_command_line(tmp_path, capsys):
         assert rc == 2 and len(err.strip().splitlines()) == 1 and "evaluate that part again" in err, text
     rc, _, err = run_main(["join", str(tmp_path / "a"), str(tmp_path / "nothing")], capsys)
     assert rc == 2 and "nothing does not exist" in err
+
+
+@pytest.mark.cyborg
+def test_on_real_cyborg_joined_parts_are_one_runs_episodes(tmp_path):
+    """On real CybORG a round is --workers envs, so 2 + 2 episodes continued by seed (``next_seed``) and joined are
+    the 4 episodes one run plays in rounds of 2, return for return."""
+    from workflow_rl.rl.episodes import join, next_seed
+
+    act = scripted_act("restore_compromised")
+    opts = dict(engine="cyborg", workers=2, vectorization="sync")
+    first = evaluate_cells(act, ["bline"], [8], 2, **opts)
+    a = _file(tmp_path, "a", [("cyborg", "greedy", None, c) for c in first])
+    rest = evaluate_cells(act, ["bline"], [8], 2, seed=next_seed(a, list(a), 2, "a"), **opts)
+    b = _file(tmp_path, "b", [("cyborg", "greedy", None, c) for c in rest])
+    (whole,) = evaluate_cells(act, ["bline"], [8], 4, **opts)
+    (joined,) = join([a, b]).values()
+    assert joined.round_size == 2 and np.array_equal(joined.returns, whole.played.returns)
+    assert len(set(whole.played.returns.tolist())) > 1   # four different episodes, not one played four times
