@@ -50,10 +50,14 @@ PLANNED_TOLD = {"universal": ["benchmarks/results/recipe/cpu-ns50-s1/cyborg-plan
 together hold its six cells (planned play is slow, so the cells were measured in more than one run). Reported beside
 the length-unknown numbers, never in place of them."""
 LIMIT_DIR = "benchmarks/results/planning/limit"
-LIMIT = {red: {"planned": f"{LIMIT_DIR}/compare_{red}_100_unknown.json", "truth": f"{LIMIT_DIR}/truth_{red}_100.json"}
+ORACLE_DIR = "benchmarks/results/planning/issue_u/oracle"
+LIMIT = {red: {"planned": f"{LIMIT_DIR}/compare_{red}_100_unknown.json", "truth": f"{LIMIT_DIR}/truth_{red}_100.json",
+               "files": f"{ORACLE_DIR}/oracle_{red}_100_files.json", "access": f"{ORACLE_DIR}/oracle_{red}_100.json"}
          for red in RED}
-"""Per red agent, greedy and planned (``planning.py compare --length-unknown``) and the true-state planner
-(``planning.py truth``) on the same native episodes: the planner's limit, per cell."""
+"""Per red agent, greedy and planned (``planning.py compare --length-unknown``), the true-state planner (``planning.py
+truth``) and the planner told red's files or red's access (``planning.py oracle --told``) on the same native
+episodes: the planner's limit, per cell, and how much of the distance information blue could gather (what Analyse
+shows) or could not (where red is) would close."""
 FIDELITY = "tests/data/cyborg_returns.csv"
 RECIPE_TIME = "benchmarks/results/recipe/cpu-ns50-s1/time.txt"
 
@@ -168,17 +172,25 @@ def gather(root: Path = ROOT) -> dict:
                              "unconstrained play (compare --length-unknown, no workflow)")
         if truth["plan"]["particles"] != 1:
             raise ValueError(f"{files['truth']}: the true-state planner plays one particle (the truth)")
+        told = {k: _json(root, files[k]) for k in ORACLES}
+        for k, o in told.items():
+            if any(o.get(f) != planned.get(f) for f in ("red_agent", "agent", "episode_seed", "episodes", "seed")) \
+                    or o["length_known"] or o.get("told", "access") != k \
+                    or any(o["plan"].get(f) != v for f, v in planned["plan"].items()):
+                raise ValueError(f"{files[k]} is not the planner of {files['planned']} told red's {k} on its episodes")
         cells = sorted(set(planned["cell_returns"]["planned"]) & set(truth["cell_returns"]["planned_true_state"]),
                        key=int)
-        limit[red] = {"files": [files["planned"], files["truth"]],
-                      "commands": [planned["command"], truth["command"]],
+        limit[red] = {"files": [files["planned"], files["truth"], *(files[k] for k in ORACLES)],
+                      "commands": [planned["command"], truth["command"], *(o["command"] for o in told.values())],
                       "agent": planned["agent"], "plan": planned["plan"], "truth_plan": truth["plan"],
                       "ms": {"planned": 1000 * planned["seconds_per_decision"]["planned"]["cpu"],
                              "truth": 1000 * truth["seconds_per_decision"]},
                       "returns": {int(L): {"greedy": planned["cell_returns"]["greedy"][L],
                                            "greedy_truth_run": truth["cell_returns"]["greedy"][L],
                                            "planned": planned["cell_returns"]["planned"][L],
-                                           "true_state": truth["cell_returns"]["planned_true_state"][L]}
+                                           "true_state": truth["cell_returns"]["planned_true_state"][L],
+                                           **{k: o["cell_returns"][f"planned_{k}_oracle"][L]
+                                              for k, o in told.items()}}
                                   for L in cells}}
         for L, c in limit[red]["returns"].items():
             if max(abs(a - b) for a, b in zip(c["greedy"], c["greedy_truth_run"])) > 1e-6:
@@ -494,6 +506,11 @@ def _pm(m: float, ci: float, sign: bool = False) -> str:
     return f"{'+' if sign and m >= 0 else ''}{num(m)} ± {ci:.2f}"
 
 
+ORACLES = ("files", "access")
+"""What the oracle planners of :data:`LIMIT` are told: red's files (what Analyse of every host would show, free) and
+red's access per host (what no blue action shows)."""
+
+
 def limit_rows(limit: dict) -> list[dict]:
     """Per cell of :data:`LIMIT`'s files (and the six-cell sum, where all six are there): greedy, planned and
     true-state planned (mean, 95% half-width), the paired differences from greedy and from planned to the true
@@ -507,8 +524,9 @@ def limit_rows(limit: dict) -> list[dict]:
             rows.append({"cell": f"{RED[red]} {L}", "n": len(g), "greedy": mean_ci(g), "planned": mean_ci(p),
                          "true_state": mean_ci(t), "planned_gain": mean_ci([b - a for a, b in zip(g, p)]),
                          "true_gain": mean_ci([b - a for a, b in zip(g, t)]),
-                         "left": mean_ci([b - a for a, b in zip(p, t)])})
-            for k, x in (("greedy", g), ("planned", p), ("true_state", t)):
+                         "left": mean_ci([b - a for a, b in zip(p, t)]),
+                         **{f"{k}_gain": mean_ci([b - a for a, b in zip(g, c[k])]) for k in ORACLES}})
+            for k, x in (("greedy", g), ("planned", p), ("true_state", t), *((k, c[k]) for k in ORACLES)):
                 acc = parts.setdefault(red, {}).setdefault(k, [0.0] * len(x))
                 parts[red][k] = [a + v for a, v in zip(acc, x)]
     for row in rows:
@@ -521,7 +539,8 @@ def limit_rows(limit: dict) -> list[dict]:
         six = {"cell": "six-cell sum", "n": sum(len(parts[red]["greedy"]) for red in parts),
                "greedy": total(lambda d: d["greedy"]), "planned": total(lambda d: d["planned"]),
                "true_state": total(lambda d: d["true_state"]), "planned_gain": total(diff("greedy", "planned")),
-               "true_gain": total(diff("greedy", "true_state")), "left": total(diff("planned", "true_state"))}
+               "true_gain": total(diff("greedy", "true_state")), "left": total(diff("planned", "true_state")),
+               **{f"{k}_gain": total(diff("greedy", k)) for k in ORACLES}}
         six["share"] = six["planned_gain"][0] / six["true_gain"][0]
         rows.append(six)
     return rows
@@ -543,21 +562,28 @@ def _limit_section(limit: dict) -> list[str]:
            "agent nothing: greedy and planned play one 100-step episode, its running returns the 30- and 50-step "
            "cells; the true-state planner plays each cell's own episodes of that length, from the same seeds, and "
            "is never told the length either. Differences are paired per episode; *left* is true-state − planned, the distance left; "
-           "*share* is (planned − greedy) / (true-state − greedy), the means'.", "",
+           "*share* is (planned − greedy) / (true-state − greedy), the means'. The last two columns: the planner on "
+           "its belief, told at every decision which hosts hold a red file (what Analyse of all 13 hosts would show, "
+           "at no cost: the most any information-gathering search could learn), or where red is (its access per "
+           "host, which no blue action shows); their distance to the true-state column is what even that "
+           "knowledge leaves.", "",
            "| cell | greedy | planned | true-state planned | planned − greedy | true-state − greedy | "
-           "left: true-state − planned | share of the true-state gain |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "left: true-state − planned | share of the true-state gain | told red's files − greedy | "
+           "told where red is − greedy |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in limit_rows(limit):
         out.append(f"| {r['cell']} (n {r['n']}) | {_pm(*r['greedy'])} | {_pm(*r['planned'])} | "
                    f"{_pm(*r['true_state'])} | {_pm(*r['planned_gain'], sign=True)} | "
-                   f"{_pm(*r['true_gain'], sign=True)} | {_pm(*r['left'], sign=True)} | {num(r['share'])} |")
+                   f"{_pm(*r['true_gain'], sign=True)} | {_pm(*r['left'], sign=True)} | {num(r['share'])} | "
+                   f"{_pm(*r['files_gain'], sign=True)} | {_pm(*r['access_gain'], sign=True)} |")
     ms = ", ".join(f"{RED[red]} {r['ms']['planned']:.1f} (true-state {r['ms']['truth']:.1f})"
                    for red, r in limit.items())
     out += ["", f"Milliseconds per decision (planned: CPU, one thread, belief included; true-state: wall clock, "
             f"its belief is the truth): {ms}; the box shared with other jobs. The six-cell sum's intervals: per red "
             "agent the per-episode sum over its three cells, the red agents added in quadrature.", "",
             "Sources: " + "; ".join(f"{RED[red]}: `{r['files'][0]}` (greedy, planned), `{r['files'][1]}` "
-                                    "(true-state)" for red, r in limit.items())
+                                    f"(true-state), `{r['files'][2]}` (told red's files), `{r['files'][3]}` (told "
+                                    "where red is)" for red, r in limit.items())
             + " (each file's `command`; `OUT` its output folder):", ""]
     out += [f"    {c}" for r in limit.values() for c in r["commands"]]
     out.append("")

@@ -120,8 +120,8 @@ def test_planned_cells_come_from_their_files_and_are_marked(facts):
 
 
 def test_the_limit_section_reads_its_files(facts):
-    """"The limit, per cell" (issue U): greedy, planned and true-state planned per cell from the planning study's
-    files, paired; a changed episode return in a file changes the page."""
+    """"The limit, per cell" (issue U): greedy, planned, true-state planned and the planner told red's files or access
+    per cell from the planning study's files, paired; a changed episode return in a file changes the page."""
     import json
 
     text = report.page(facts)
@@ -141,6 +141,10 @@ def test_the_limit_section_reads_its_files(facts):
             assert row[3] == f"{report.num(sum(t) / len(t))} ± {report.mean_ci(t)[1]:.2f}"
             gain = report.mean_ci([b - a for a, b in zip(g, p)])
             assert row[4].lstrip("+") == f"{report.num(gain[0])} ± {gain[1]:.2f}"
+            for col, told in ((8, "files"), (9, "access")):   # the oracle planners, paired with greedy
+                o = json.loads((ROOT / files[told]).read_text())["cell_returns"][f"planned_{told}_oracle"][str(L)]
+                gain = report.mean_ci([b - a for a, b in zip(g, o)])
+                assert row[col].removesuffix(" |").lstrip("+") == f"{report.num(gain[0])} ± {gain[1]:.2f}"
     assert "| six-cell sum (n 200) |" in text
     changed = copy.deepcopy(facts)
     changed["limit"]["RedMeanderAgent"]["returns"][100]["true_state"][0] += 100.0
