@@ -308,3 +308,57 @@ def test_on_real_cyborg_joined_parts_are_one_runs_episodes(tmp_path):
     (joined,) = join([a, b]).values()
     assert joined.round_size == 2 and np.array_equal(joined.returns, whole.played.returns)
     assert len(set(whole.played.returns.tolist())) > 1   # four different episodes, not one played four times
+
+
+def test_a_stop_request_ends_the_evaluation_after_the_round_it_is_in():
+    """``evaluate_cells(stop=...)``: once ``stop()`` is True no new round starts (the first always plays); each cell
+    holds the rounds finished, the same episodes as the start of a full evaluation."""
+    calls = []
+    cells = evaluate_cells(scripted_act("restore_compromised"), ["bline"], [5], 6, batch=2,
+                           stop=lambda: calls.append(1) or len(calls) >= 2)
+    (full,) = evaluate_cells(scripted_act("restore_compromised"), ["bline"], [5], 6, batch=2)
+    assert [c.episodes for c in cells] == [4]
+    assert np.array_equal(cells[0].played.returns, full.played.returns[:4])
+
+
+@pytest.mark.cyborg
+def test_ctrl_c_during_an_evaluation_writes_the_rounds_played_and_after_continues_them(tmp_path, capsys,
+                                                                                      monkeypatch):
+    """A Ctrl-C while real CybORG plays (here sent by the acting function itself, in the second round's first step)
+    finishes that round, writes the cells of the rounds played (a mode not started is left out), exits 130 and says
+    how to go on; `--after` then plays the rest and `join` makes the whole, return for return the uninterrupted
+    run's."""
+    import os
+    import signal
+
+    import workflow_rl.runs.evaluate as job
+
+    real = job.policies
+
+    def interrupting(*args, **kwargs):
+        acts, label, workflow = real(*args, **kwargs)
+        greedy, calls = acts["greedy"], []
+
+        def act(obs, t):
+            calls.append(t)
+            if t == 0 and calls.count(0) == 2:   # round 2 of rounds of one env
+                os.kill(os.getpid(), signal.SIGINT)
+            return greedy(obs, t)
+        return {**acts, "greedy": act}, label, workflow
+
+    base = ["restore_compromised", "--engine", "cyborg", "--workers", "1", "--vectorization", "sync",
+            "--red-agents", "bline", "--lengths", "6"]
+    monkeypatch.setattr(job, "policies", interrupting)
+    rc, out, _ = run_main(["evaluate", *base, "--episodes", "4", "--out", str(tmp_path / "a")], capsys)
+    monkeypatch.setattr(job, "policies", real)
+    assert rc == 130 and "interrupted: the cells hold the rounds of episodes finished" in out
+    assert f"--after {tmp_path / 'a'}" in out
+    cells = json.loads((tmp_path / "a" / "evaluation.json").read_text())["results"]
+    assert [(c["mode"], c["episodes"]) for c in cells] == [("greedy", 2)]   # sampled never started
+    assert run_main(["evaluate", *base, "--episodes", "2", "--mode", "greedy", "--after", str(tmp_path / "a"),
+                     "--out", str(tmp_path / "b")], capsys)[0] == 0
+    assert run_main(["join", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "ab")], capsys)[0] == 0
+    assert run_main(["evaluate", *base, "--episodes", "4", "--mode", "greedy", "--out", str(tmp_path / "whole")],
+                    capsys)[0] == 0
+    assert [r["return"] for r in _rows(tmp_path / "ab" / "episodes.csv")] == [
+        r["return"] for r in _rows(tmp_path / "whole" / "episodes.csv")]

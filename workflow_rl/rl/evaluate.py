@@ -96,7 +96,8 @@ def evaluate_policy(act: ActFn, red_agent: str, length: int = 100, episodes: int
 def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths: list[int], episodes: int = 1000,
                    engine: str = "native", seed: int = EVAL_SEED, workflow: Workflow | None = None,
                    device: str = "cpu", batch: int = 4096, workers: int | None = None,
-                   deadline: float | None = None, **engine_options) -> list[EvalResult]:
+                   deadline: float | None = None, stop: Callable[[], bool] | None = None,
+                   **engine_options) -> list[EvalResult]:
     """The CAGE2 protocol's cells, red agent x length, in that order: ``episodes`` fresh episodes per red agent of
     ``max(lengths)`` steps, each cell's return being the running return after its length. ``act`` a dict {length:
     acting function}, for a policy told the episode's length (the planner): each length plays its own episodes
@@ -110,7 +111,8 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     Episodes run in rounds of up to ``batch`` envs (real CybORG: ``workers`` processes, default the CPU count), the
     red agents' rounds interleaved, round r seeded ``seed + 7919 r`` (env i of a round: that seed's stream i, so a
     round's first k envs play what a k-env round would). ``deadline`` (a ``time.monotonic()`` value) stops starting
-    rounds once passed: each cell then reports the episodes it finished (``EvalResult.episodes``).
+    rounds once passed, and so does ``stop()`` returning True (a Ctrl-C): each cell then reports the episodes it
+    finished (``EvalResult.episodes``; at least one round's).
     """
     check_episodes("episodes", episodes)
     reds = [parse_red_agent(r) for r in red_agents]
@@ -123,7 +125,7 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     try:
         round_ = 0
         while any(done[r] < episodes for r in reds):
-            if deadline is not None and round_ > 0 and time.monotonic() > deadline:
+            if round_ > 0 and ((deadline is not None and time.monotonic() > deadline) or (stop and stop())):
                 break
             for red in reds:
                 if done[red] >= episodes:

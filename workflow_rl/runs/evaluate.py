@@ -15,6 +15,7 @@ from workflow_rl import devices
 from workflow_rl.checks import check_config
 from workflow_rl.envs.names import ENGINES
 from workflow_rl.files import check_out_files, staged_outputs
+from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
 
@@ -131,6 +132,12 @@ class EvaluateResult:
     report: dict
     text: str
     written: list[Path] = field(default_factory=list)
+    interrupted: bool = False
+    """a Ctrl-C stopped it: the report holds the rounds of episodes it finished (``evaluate --after`` plays the rest)"""
+
+    @property
+    def exit_code(self) -> int:
+        return 130 if self.interrupted else 0
 
 
 def _after_file(after) -> Path | None:
@@ -322,23 +329,28 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     seeds = _seeds(cfg, label, workflow, [(e, m, red, L) for e in engines for m in acts for red in reds
                                           for L in lengths])
     results, played = [], []
-    for engine in engines:
-        episodes = _episodes(cfg, engine)
-        start = time.monotonic()
-        for i, (mode, act) in enumerate(acts.items()):
+    with GracefulInterrupt("this round of episodes") as stop:   # Ctrl-C: keep the rounds played, write them
+        for engine, (i, (mode, act)) in ((e, m) for e in engines for m in enumerate(acts.items())):
+            if stop.requested:
+                break
+            if i == 0:
+                start = time.monotonic()
             t0 = time.monotonic()   # the time limit is shared evenly by the modes: each gets its rounds
             deadline = (start + cfg.time_limit * (i + 1) / len(acts) if cfg.time_limit and engine == "cyborg"
                         else None)
-            cells = evaluate_cells(act, reds, lengths, episodes, engine=engine, workflow=workflow,
+            cells = evaluate_cells(act, reds, lengths, _episodes(cfg, engine), engine=engine, workflow=workflow,
                                    seed=seeds[(engine, mode)],
                                    device=devices.engine_device(engine, cfg.device), workers=cfg.workers,
-                                   deadline=deadline,
+                                   deadline=deadline, stop=lambda: stop.requested,
                                    **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, engine))
             took = time.monotonic() - t0
             results += [{"engine": engine, "mode": mode, **result_dict(r), "seconds": took} for r in cells]
             played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
             print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
-    return _finish(label, workflow, engines, results, played, cfg.out)
+        interrupted = stop.requested
+    result = _finish(label, workflow, list(dict.fromkeys(e for e, _, _, _ in played)), results, played, cfg.out)
+    result.interrupted = interrupted
+    return result
 
 
 def _finish(label: str, workflow, engines: list[str], results: list[dict], played: list,
