@@ -290,6 +290,19 @@ def test_evaluate_after_then_join_on_the_command_line(tmp_path, capsys):
         assert rc == 2 and len(err.strip().splitlines()) == 1 and "evaluate that part again" in err, text
     rc, _, err = run_main(["join", str(tmp_path / "a"), str(tmp_path / "nothing")], capsys)
     assert rc == 2 and "nothing does not exist" in err
+    # how the agent plays is kept (settings) and must match: the seed the random baseline draws from
+    sampled = ["random", "--episodes", "4", "--lengths", "10", "--red-agents", "bline"]
+    assert run_main(["evaluate", *sampled, "--seed", "1", "--out", str(tmp_path / "s")], capsys)[0] == 0
+    assert json.loads((tmp_path / "s" / "evaluation.json").read_text())["settings"]["seed"] == 1
+    rc, _, err = run_main(["evaluate", *sampled, "--seed", "2", "--after", str(tmp_path / "s")], capsys)
+    assert rc == 2 and "it played with seed = 1, this evaluation with 2: continue an evaluation with the same" in err
+    assert run_main(["evaluate", *sampled, "--seed", "1", "--after", str(tmp_path / "s"), "--out",
+                     str(tmp_path / "s2")], capsys)[0] == 0
+    report = json.loads((tmp_path / "s2" / "evaluation.json").read_text())
+    report["settings"]["seed"] = 3
+    (tmp_path / "s2" / "evaluation.json").write_text(json.dumps(report))
+    rc, _, err = run_main(["join", str(tmp_path / "s"), str(tmp_path / "s2")], capsys)
+    assert rc == 2 and f"s2 played with seed = 3, {tmp_path / 's'} with 1" in err
 
 
 @pytest.mark.cyborg
@@ -362,3 +375,18 @@ def test_ctrl_c_during_an_evaluation_writes_the_rounds_played_and_after_continue
                     capsys)[0] == 0
     assert [r["return"] for r in _rows(tmp_path / "ab" / "episodes.csv")] == [
         r["return"] for r in _rows(tmp_path / "whole" / "episodes.csv")]
+
+
+def test_the_planners_settings_must_match_where_a_planned_mode_is_continued():
+    from workflow_rl.runs.evaluate import check_same_play
+
+    a = {"seed": 0, "plan": {"particles": 1024, "rollouts": 8}, "plan_told_length": False}
+    b = {**a, "plan": {"particles": 256, "rollouts": 8}}
+    check_same_play("A", a, b, {"greedy"})          # greedy play reads no planner setting
+    check_same_play("A", None, b, {"planned"})       # an older evaluation.json keeps none: nothing to compare
+    with pytest.raises(ValueError, match="A played with plan particles = 1024, this evaluation with 256"):
+        check_same_play("A", a, b, {"greedy", "planned"})
+    with pytest.raises(ValueError, match="A played with plan_told_length = False, B with True"):
+        check_same_play("A", a, {**a, "plan_told_length": True}, {"planned_told_length"}, "B")
+    with pytest.raises(ValueError, match="A played with seed = 0, this evaluation with 1"):
+        check_same_play("A", a, {**a, "seed": 1}, {"greedy"})

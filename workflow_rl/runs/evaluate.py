@@ -302,6 +302,7 @@ def _seeds(cfg: EvaluateConfig, label: str, workflow, cells: list[tuple]) -> dic
         raise ValueError(f"--after {where}: it evaluated {report['policy']} under workflow "
                          f"{report['workflow'] or 'none'}, this evaluation plays {label} under {names or 'none'}: "
                          "continue an evaluation with the same agent and workflow")
+    check_same_play(f"--after {where}: it", report.get("settings"), play_settings(cfg), {m for _, m, _, _ in cells})
     codes = workflow.codes if workflow else NO_WORKFLOW
     return {(e, m): next_seed(done, [(e, m, red, L, codes) for e2, m2, red, L in cells if (e2, m2) == (e, m)],
                               round_size(e, _episodes(cfg, e), cfg.workers), where) for e, m in pairs}
@@ -348,17 +349,50 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
             played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
             print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
         interrupted = stop.requested
-    result = _finish(label, workflow, list(dict.fromkeys(e for e, _, _, _ in played)), results, played, cfg.out)
+    result = _finish(label, workflow, list(dict.fromkeys(e for e, _, _, _ in played)), results, played, cfg.out,
+                     play_settings(cfg))
     result.interrupted = interrupted
     return result
 
 
+def play_settings(cfg: EvaluateConfig) -> dict:
+    """The settings of ``cfg`` that decide how the agent plays an episode (not which episodes, nor how many): the
+    seed a sampled or planned mode (or the random baseline) draws from, the planner's settings and whether it is
+    told the length. evaluation.json keeps them, so that
+    ``--after`` and ``join`` refuse to continue an evaluation with other ones."""
+    from dataclasses import asdict
+
+    return {"seed": cfg.seed, "plan": asdict(cfg.plan) if cfg.plan is not None else None,
+            "plan_told_length": cfg.plan_told_length}
+
+
+def check_same_play(where: str, settings: dict | None, mine: dict | None, modes, other: str = "this evaluation") -> None:
+    """One ValueError naming the first setting in which two evaluations' :func:`play_settings` differ for the
+    ``modes`` continued: the seed always (a sampled or planned mode and the random baseline draw from it), the
+    planner's where one of them plans. An evaluation.json written before they were kept has none: nothing to
+    compare."""
+    if settings is None or mine is None:
+        return
+    keys = ["seed"] + (["plan", "plan_told_length"] if any(m.startswith("planned") for m in modes) else [])
+    for k in keys:
+        a, b = settings.get(k), mine.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            diff = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+            if diff:
+                raise ValueError(f"{where} played with {k} {diff[0]} = {a.get(diff[0])!r}, {other} with "
+                                 f"{b.get(diff[0])!r}: continue an evaluation with the same settings")
+        elif a != b:
+            raise ValueError(f"{where} played with {k} = {a!r}, {other} with {b!r}: continue an evaluation with "
+                             "the same settings")
+
+
 def _finish(label: str, workflow, engines: list[str], results: list[dict], played: list,
-            out: Path | None) -> EvaluateResult:
+            out: Path | None, settings: dict | None) -> EvaluateResult:
     """An evaluation's report, its Markdown and its files (:func:`_write_evaluation`) from its cells: ``results``
-    (evaluation.json's rows) and ``played`` (engine, mode, workflow codes, ``EvalResult``) in the same order."""
+    (evaluation.json's rows) and ``played`` (engine, mode, workflow codes, ``EvalResult``) in the same order;
+    ``settings``: its :func:`play_settings` (None: not known)."""
     report = {"policy": label, "workflow": workflow.names if workflow else None, "engines": engines,
-              "results": results}
+              "settings": settings, "results": results}
     md = evaluation_markdown(label, workflow, results)
     modes = list(dict.fromkeys(m for e, m, _, _ in played if e == "cyborg"))   # one block per mode
     cage2 = {SUBMISSION_FILE: "\n".join(submission_text(label, mode, [r for e, m, _, r in played
@@ -371,9 +405,9 @@ def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite
     """``workflow-rl join``: evaluations of consecutive episodes (the first, then each ``--after`` the one before)
     as the one evaluation of all their episodes: every cell's episodes joined in order (``rl.episodes.join``, which
     refuses a part that does not continue a cell), its statistics computed again from them, the time it took
-    summed; the same files ``evaluate --out`` writes. The parts must be one agent under one workflow (their
-    evaluation.json say so); that they were played with the same settings (the planner's, ``--seed``) is the
-    caller's word: evaluation.json does not record them. A planned or sampled mode draws its own stream in each
+    summed; the same files ``evaluate --out`` writes. The parts must be one agent under one workflow, played with
+    the same settings (:func:`play_settings`: the planner's, ``--seed``; an evaluation.json older than them has
+    none, and is taken at the caller's word). A planned or sampled mode draws its own stream in each
     part: on real CybORG its joined episodes are one long run's episodes, played with other draws."""
     from workflow_rl.rl.episodes import NO_WORKFLOW, episodes_file, join, read_episodes
     from workflow_rl.rl.evaluate import cell_result, result_dict
@@ -406,7 +440,11 @@ def join_evaluations(parts: list[str | Path], out: Path | None = None, overwrite
     codes = {c for _, _, c, _ in played}
     workflow = parse_workflow_arg(codes.pop()) if codes != {None} and len(codes) == 1 else None
     engines = list(dict.fromkeys(e for r in reports for e in r["engines"]))
-    return _finish(reports[0]["policy"], workflow, engines, results, played, out)
+    known = [(p, r["settings"], {row["mode"] for row in r["results"]}) for p, r in zip(parts, reports)
+             if r.get("settings") is not None]
+    for p, settings, modes in known[1:]:
+        check_same_play(str(p), settings, known[0][1], modes & known[0][2], str(known[0][0]))
+    return _finish(reports[0]["policy"], workflow, engines, results, played, out, known[0][1] if known else None)
 
 
 def read_report(part: str | Path) -> dict:
@@ -437,6 +475,7 @@ def _is_report(report) -> bool:
     return (isinstance(report, dict) and isinstance(report.get("policy"), str)
             and (report.get("workflow") is None or isinstance(report.get("workflow"), list))
             and isinstance(report.get("engines"), list) and all(isinstance(e, str) for e in report["engines"])
+            and isinstance(report.get("settings") or {}, dict)
             and isinstance(report.get("results"), list) and all(map(cell, report["results"])))
 
 
