@@ -295,14 +295,14 @@ def test_evaluate_after_then_join_on_the_command_line(tmp_path, capsys):
     assert run_main(["evaluate", *sampled, "--seed", "1", "--out", str(tmp_path / "s")], capsys)[0] == 0
     assert json.loads((tmp_path / "s" / "evaluation.json").read_text())["settings"]["seed"] == 1
     rc, _, err = run_main(["evaluate", *sampled, "--seed", "2", "--after", str(tmp_path / "s")], capsys)
-    assert rc == 2 and "it played with seed = 1, this evaluation with 2: continue an evaluation with the same" in err
+    assert rc == 2 and "it played with --seed 1, this evaluation with 2: continue an evaluation with the same" in err
     assert run_main(["evaluate", *sampled, "--seed", "1", "--after", str(tmp_path / "s"), "--out",
                      str(tmp_path / "s2")], capsys)[0] == 0
     report = json.loads((tmp_path / "s2" / "evaluation.json").read_text())
     report["settings"]["seed"] = 3
     (tmp_path / "s2" / "evaluation.json").write_text(json.dumps(report))
     rc, _, err = run_main(["join", str(tmp_path / "s"), str(tmp_path / "s2")], capsys)
-    assert rc == 2 and f"s2 played with seed = 3, {tmp_path / 's'} with 1" in err
+    assert rc == 2 and f"s2 played with --seed 3, {tmp_path / 's'} with 1" in err
 
 
 @pytest.mark.cyborg
@@ -384,9 +384,9 @@ def test_the_planners_settings_must_match_where_a_planned_mode_is_continued():
     b = {**a, "plan": {"particles": 256, "rollouts": 8}}
     check_same_play("A", a, b, {"greedy"})          # greedy play reads no planner setting
     check_same_play("A", None, b, {"planned"})       # an older evaluation.json keeps none: nothing to compare
-    with pytest.raises(ValueError, match="A played with plan particles = 1024, this evaluation with 256"):
+    with pytest.raises(ValueError, match="A played with --plan-particles 1024, this evaluation with 256"):
         check_same_play("A", a, b, {"greedy", "planned"})
-    with pytest.raises(ValueError, match="A played with plan_told_length = False, B with True"):
+    with pytest.raises(ValueError, match="A played with --plan-told-length False, B with True"):
         check_same_play("A", a, {**a, "plan_told_length": True}, {"planned_told_length"}, "B")
-    with pytest.raises(ValueError, match="A played with seed = 0, this evaluation with 1"):
+    with pytest.raises(ValueError, match="A played with --seed 0, this evaluation with 1"):
         check_same_play("A", a, {**a, "seed": 1}, {"greedy"})

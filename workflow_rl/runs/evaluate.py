@@ -379,11 +379,11 @@ def check_same_play(where: str, settings: dict | None, mine: dict | None, modes,
         if isinstance(a, dict) and isinstance(b, dict):
             diff = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
             if diff:
-                raise ValueError(f"{where} played with {k} {diff[0]} = {a.get(diff[0])!r}, {other} with "
-                                 f"{b.get(diff[0])!r}: continue an evaluation with the same settings")
+                raise ValueError(f"{where} played with --plan-{diff[0].replace('_', '-')} {a.get(diff[0])!r}, {other} "
+                                 f"with {b.get(diff[0])!r}: continue an evaluation with the same settings")
         elif a != b:
-            raise ValueError(f"{where} played with {k} = {a!r}, {other} with {b!r}: continue an evaluation with "
-                             "the same settings")
+            raise ValueError(f"{where} played with --{k.replace('_', '-')} {a!r}, {other} with {b!r}: continue an "
+                             "evaluation with the same settings")
 
 
 def _finish(label: str, workflow, engines: list[str], results: list[dict], played: list,
