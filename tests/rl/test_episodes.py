@@ -218,7 +218,8 @@ def test_join_refuses_parts_that_do_not_continue_each_other(tmp_path):
     with pytest.raises(ValueError, match="part 2: native greedy B_lineAgent 30 does not continue part 1: its episode "
                                          f"seed is 7, the episodes that follow are seeded {later}"):
         join([a, a])
-    with pytest.raises(ValueError, match="was played in rounds of 4 envs, part 1 in rounds of 2: evaluate it with --episodes 2"):
+    with pytest.raises(ValueError, match="was played in rounds of 4 envs, part 1 in rounds of 2: evaluate it with "
+                                         "--episodes 2"):
         join([a, _file(tmp_path, "c", [("native", "greedy", None, _result([5, 6, 7, 8], seed=later))])])
     odd = _file(tmp_path, "odd", [("native", "greedy", None, _result([1, 2, 3], seed=7, round_size=2))])
     with pytest.raises(ValueError, match="part 1: .* ends inside a round \\(3 episodes in rounds of 2\\)"):

@@ -117,7 +117,8 @@ def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
             raise ValueError(f"{f}: the rows of {_name(key)} are damaged (episodes not 0..{len(index) - 1} in order, "
                              "several episode seeds, a non-finite return or fix counts in some rows only): evaluate "
                              "again to rewrite it")
-        fixes = (np.asarray(compliant, np.int64), np.asarray(violating, np.int64)) if counted == {True} else (None, None)
+        fixes = ((np.asarray(compliant, np.int64), np.asarray(violating, np.int64)) if counted == {True}
+                 else (None, None))
         out[key] = CellEpisodes(seeds[0], np.stack([rounds, slots], 1), np.asarray(returns, float), *fixes)
     return out
 
@@ -133,12 +134,13 @@ def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None
     cell is the first part's; a later part may continue some of them only (a red agent continued by one part, the
     other by another). The joined cell is what one evaluation played in rounds of that size: on real CybORG (rounds
     of ``--workers``) one long run's episodes; on the native engine, whose round holds every episode of a run (up to
-    4,096), parts of 500 are rounds of 500, not the episodes of one run of 1,000 (``compare`` tells them apart). Why join rather than run once: real CybORG plays seconds per episode, so a
-    protocol of 1,000 episodes is hours that one machine, one session or one kill should not have to hold.
+    4,096), parts of 500 are rounds of 500, not the episodes of one run of 1,000 (``compare`` tells them apart).
+    Why join rather than run once: real CybORG plays seconds per episode, so a protocol of 1,000 episodes is hours
+    that one machine, one session or one kill should not have to hold.
 
-    Refused (ValueError, naming the part and the cell): a cell whose part does not continue it (another episode
-    seed, round size or an unfinished round before it), fix counts in some parts only, or a part whose cells were
-    not dealt in rounds (an evaluation across workflows)."""
+    Refused (ValueError, naming the part and the cell): a cell not in the first part, a cell whose part does not
+    continue it (another episode seed, round size or an unfinished round before it), fix counts in some parts only,
+    or a part whose cells were not dealt in rounds (an evaluation across workflows)."""
     from workflow_rl.rl.evaluate import ROUND_STRIDE, Episodes
 
     labels = labels or [f"part {k + 1}" for k in range(len(parts))]

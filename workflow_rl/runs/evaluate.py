@@ -366,7 +366,8 @@ def play_settings(cfg: EvaluateConfig) -> dict:
             "plan_told_length": cfg.plan_told_length}
 
 
-def check_same_play(where: str, settings: dict | None, mine: dict | None, modes, other: str = "this evaluation") -> None:
+def check_same_play(where: str, settings: dict | None, mine: dict | None, modes,
+                    other: str = "this evaluation") -> None:
     """One ValueError naming the first setting in which two evaluations' :func:`play_settings` differ for the
     ``modes`` continued: the seed always (a sampled or planned mode and the random baseline draw from it), the
     planner's where one of them plans. An evaluation.json written before they were kept has none: nothing to
