@@ -176,7 +176,7 @@ def gather(root: Path = ROOT) -> dict:
         for k, o in told.items():
             if any(o.get(f) != planned.get(f) for f in ("red_agent", "agent", "episode_seed", "episodes", "seed")) \
                     or o["length_known"] or o.get("told", "access") != k \
-                    or any(o["plan"].get(f) != v for f, v in planned["plan"].items()):
+                    or _plan(o["plan"]) != _plan(planned["plan"]):
                 raise ValueError(f"{files[k]} is not the planner of {files['planned']} told red's {k} on its episodes")
         cells = sorted(set(planned["cell_returns"]["planned"]) & set(truth["cell_returns"]["planned_true_state"]),
                        key=int)
@@ -504,6 +504,15 @@ def mean_ci(x: list[float]) -> tuple[float, float]:
 
 def _pm(m: float, ci: float, sign: bool = False) -> str:
     return f"{'+' if sign and m >= 0 else ''}{num(m)} ± {ci:.2f}"
+
+
+def _plan(plan: dict) -> dict:
+    """A result file's planner settings, the defaults filled in where it predates a setting (``PlanConfig``)."""
+    from dataclasses import asdict
+
+    from workflow_rl.rl.planning.planner import PlanConfig
+
+    return {**asdict(PlanConfig()), **plan}
 
 
 ORACLES = ("files", "access")

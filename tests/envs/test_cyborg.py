@@ -254,3 +254,37 @@ def test_an_interrupt_while_workers_start_stops_them_before_their_pipes_close(mo
     # `e` holds the half-built env alive, as the CLI's report did: no __del__ has closed it; the workers are gone
     assert len(started) == 2 and e.value is not None
     assert [p.exitcode for p in started] == [-signal.SIGTERM] * 2
+
+
+@pytest.mark.cyborg
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_a_process_group_ctrl_c_leaves_the_workers_to_the_parent(tmp_path, start_method):
+    """A terminal's Ctrl-C reaches the whole process group. The env workers ignore it (``_EnvFn``), so the parent,
+    which asked to finish its round (``GracefulInterrupt``), steps on: here a process in a session of its own sends
+    SIGINT to its group between two steps, and the second step still answers."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "group_sigint.py"
+    script.write_text(f"""
+import os, signal
+import numpy as np
+from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
+from workflow_rl.interrupt import GracefulInterrupt
+
+if __name__ == "__main__":
+    env = make_cyborg_vector_env(2, "B_lineAgent", 10, 1, vectorization="shared_memory",
+                                 start_method={start_method!r})
+    env.reset(seed=1)
+    with GracefulInterrupt("the step") as stop:
+        env.step(np.zeros(2, np.int64))
+        os.killpg(os.getpgid(0), signal.SIGINT)
+        env.step(np.zeros(2, np.int64))
+        print("stepped on, stop requested:", stop.requested, flush=True)
+    env.close()
+""")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "stepped on, stop requested: True" in r.stdout and "Traceback" not in r.stderr
+    assert r.stdout.count("interrupt: finishing") == 1   # the parent says it, not every worker too

@@ -285,6 +285,7 @@ def test_evaluate_after_then_join_on_the_command_line(tmp_path, capsys):
     # a damaged report is one error line
     for text in ("5", "null", '{"policy": "sleep", "workflow": null, "engines": ["native"], "results": 5}',
                  '{"policy": "sleep", "workflow": null, "engines": ["native"], "results": [{"engine": "native"}]}',
+                 '{"policy": "sleep", "workflow": null, "engines": ["native"], "settings": [], "results": []}',
                  "{not json"):
         (tmp_path / "b" / "evaluation.json").write_text(text)
         rc, _, err = run_main(["join", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
@@ -339,9 +340,8 @@ def test_a_stop_request_ends_the_evaluation_after_the_round_it_is_in():
 def test_ctrl_c_during_an_evaluation_writes_the_rounds_played_and_after_continues_them(tmp_path, capsys,
                                                                                       monkeypatch):
     """A Ctrl-C while real CybORG plays (here sent by the acting function itself, in the second round's first step)
-    finishes that round, writes the cells of the rounds played (a mode not started is left out), exits 130 and says
-    how to go on; `--after` then plays the rest and `join` makes the whole, return for return the uninterrupted
-    run's."""
+    finishes that round, writes the cells of the rounds played, exits 130 and says the command that plays the rest;
+    `--after` then plays it and `join` makes the whole, return for return the uninterrupted run's."""
     import os
     import signal
 
@@ -365,10 +365,10 @@ def test_ctrl_c_during_an_evaluation_writes_the_rounds_played_and_after_continue
     monkeypatch.setattr(job, "policies", interrupting)
     rc, out, _ = run_main(["evaluate", *base, "--episodes", "4", "--out", str(tmp_path / "a")], capsys)
     monkeypatch.setattr(job, "policies", real)
-    assert rc == 130 and "interrupted: the cells hold the rounds of episodes finished" in out
-    assert f"--after {tmp_path / 'a'}" in out
+    assert rc == 130 and "interrupted: the cells hold the rounds of episodes finished (cyborg greedy 2 of 4)" in out
+    assert f"the same command with --after {tmp_path / 'a'} --episodes 2 --out OTHER" in out   # what is run below
     cells = json.loads((tmp_path / "a" / "evaluation.json").read_text())["results"]
-    assert [(c["mode"], c["episodes"]) for c in cells] == [("greedy", 2)]   # sampled never started
+    assert [(c["mode"], c["episodes"]) for c in cells] == [("greedy", 2)]   # a baseline plays one mode
     assert run_main(["evaluate", *base, "--episodes", "2", "--mode", "greedy", "--after", str(tmp_path / "a"),
                      "--out", str(tmp_path / "b")], capsys)[0] == 0
     assert run_main(["join", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "ab")], capsys)[0] == 0
@@ -391,3 +391,54 @@ def test_the_planners_settings_must_match_where_a_planned_mode_is_continued():
         check_same_play("A", a, {**a, "plan_told_length": True}, {"planned_told_length"}, "B")
     with pytest.raises(ValueError, match="A played with --seed 0, this evaluation with 1"):
         check_same_play("A", a, {**a, "seed": 1}, {"greedy"})
+
+
+def test_ctrl_c_on_the_native_engine_finishes_the_run_in_play_and_skips_the_modes_after_it(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """On the native engine a round is the whole run: a Ctrl-C (here sent by the greedy acting function) lets the
+    greedy cells finish, leaves the sampled mode unplayed, writes the greedy cells, exits 130 and says so."""
+    import os
+    import signal
+
+    import workflow_rl.runs.evaluate as job
+
+    real = job.policies
+
+    def interrupting(*args, **kwargs):
+        acts, label, workflow = real(*args, **kwargs)
+        greedy = acts["greedy"]
+
+        def act(obs, t):
+            if t == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return greedy(obs, t)
+        return {**acts, "greedy": act}, label, workflow
+
+    monkeypatch.setattr(job, "policies", interrupting)
+    rc, out, _ = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--red-agents", "bline",
+                           "--lengths", "8", "--episodes", "3", "--out", str(tmp_path / "a")], capsys)
+    assert rc == 130 and "(native greedy 3 of 3, native sampled not started)" in out
+    assert "interrupt: finishing the round of episodes in play (on the native engine, the whole run)" in out
+    cells = json.loads((tmp_path / "a" / "evaluation.json").read_text())["results"]
+    assert [(c["mode"], c["episodes"]) for c in cells] == [("greedy", 3)]
+
+
+def test_an_interrupted_evaluation_says_the_command_that_plays_the_rest():
+    from pathlib import Path
+
+    from workflow_rl.runs.evaluate import EvaluateConfig, interrupted_hint
+
+    cfg = EvaluateConfig("pretrained:universal", out=Path("A"), after=Path("X"), engines=("cyborg",),
+                         episodes=10).resolved()
+    asked = {("cyborg", "greedy"): 10, ("cyborg", "planned"): 10}
+    text = interrupted_hint(cfg, asked, {("cyborg", "greedy"): 4, ("cyborg", "planned"): 4})
+    assert text.splitlines() == [
+        "interrupted: the cells hold the rounds of episodes finished (cyborg greedy 4 of 10, cyborg planned 4 of 10)",
+        "the rest: the same command with --after A --episodes 6 --out OTHER, then `workflow-rl join X A OTHER --out "
+        "ALL`"]
+    uneven = interrupted_hint(cfg, asked, {("cyborg", "greedy"): 10, ("cyborg", "planned"): 4})
+    assert "cyborg greedy 10 of 10, cyborg planned 4 of 10" in uneven and "continues the modes that stopped" in uneven
+    both = EvaluateConfig("sleep", out=Path("A"), engines=("native", "cyborg"), episodes=10).resolved()
+    text = interrupted_hint(both, {("native", "greedy"): 10, ("cyborg", "greedy"): 10},
+                            {("native", "greedy"): 8, ("cyborg", "greedy"): 2})
+    assert "--after A --episodes 2 --cyborg-episodes 8 --out OTHER" in text

@@ -42,9 +42,7 @@ def cmd_evaluate(args) -> int:
     if result.written:
         print(f"wrote {', '.join(str(p) for p in result.written)}")
     if result.interrupted:
-        print("interrupted: the cells hold the rounds of episodes finished" + (
-            f"; the rest: the same command with --after {args.out} --out OTHER, then `workflow-rl join {args.out} "
-            "OTHER --out ALL` (a mode not played yet: evaluate it on its own, --mode)" if args.out else ""))
+        print(result.hint)
     return result.exit_code
 
 

@@ -6,6 +6,7 @@ In-process, one process per env over pipes, or processes writing observations in
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 
 import gymnasium as gym
@@ -14,15 +15,20 @@ from gymnasium.vector import AutoresetMode
 
 from workflow_rl.envs.cyborg import CybORGEnv, install_scenario
 from workflow_rl.envs.names import START_METHODS, VECTORIZATIONS
+from workflow_rl.interrupt import threading_is_main
 
 
 class _EnvFn:
-    """Picklable env constructor (spawned workers rebuild the env from it)."""
+    """Picklable env constructor (spawned workers rebuild the env from it). In a worker process it first makes the
+    worker ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and a worker that died of it would
+    abort the parent's clean stop (finish the round or update, save) with a worker error."""
 
     def __init__(self, red: str, episode_length: int, scenario, seed):
         self.red, self.episode_length, self.scenario, self.seed = red, episode_length, scenario, seed
 
     def __call__(self):
+        if mp.parent_process() is not None and threading_is_main():   # a worker: Ctrl-C is its parent's
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         return CybORGEnv(self.red, self.episode_length, self.scenario, self.seed)
 
 

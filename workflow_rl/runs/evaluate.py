@@ -134,6 +134,8 @@ class EvaluateResult:
     written: list[Path] = field(default_factory=list)
     interrupted: bool = False
     """a Ctrl-C stopped it: the report holds the rounds of episodes it finished (``evaluate --after`` plays the rest)"""
+    hint: str = ""
+    """what an interrupted evaluation holds and how to play the rest (:func:`interrupted_hint`)"""
 
     @property
     def exit_code(self) -> int:
@@ -302,10 +304,11 @@ def _seeds(cfg: EvaluateConfig, label: str, workflow, cells: list[tuple]) -> dic
         raise ValueError(f"--after {where}: it evaluated {report['policy']} under workflow "
                          f"{report['workflow'] or 'none'}, this evaluation plays {label} under {names or 'none'}: "
                          "continue an evaluation with the same agent and workflow")
-    check_same_play(f"--after {where}: it", report.get("settings"), play_settings(cfg), {m for _, m, _, _ in cells})
     codes = workflow.codes if workflow else NO_WORKFLOW
-    return {(e, m): next_seed(done, [(e, m, red, L, codes) for e2, m2, red, L in cells if (e2, m2) == (e, m)],
-                              round_size(e, _episodes(cfg, e), cfg.workers), where) for e, m in pairs}
+    seeds = {(e, m): next_seed(done, [(e, m, red, L, codes) for e2, m2, red, L in cells if (e2, m2) == (e, m)],
+                               round_size(e, _episodes(cfg, e), cfg.workers), where) for e, m in pairs}
+    check_same_play(f"--after {where}: it", report.get("settings"), play_settings(cfg), {m for _, m in pairs})
+    return seeds
 
 
 def _episodes(cfg: EvaluateConfig, engine: str) -> int:
@@ -330,7 +333,8 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     seeds = _seeds(cfg, label, workflow, [(e, m, red, L) for e in engines for m in acts for red in reds
                                           for L in lengths])
     results, played = [], []
-    with GracefulInterrupt("this round of episodes") as stop:   # Ctrl-C: keep the rounds played, write them
+    # Ctrl-C: keep the rounds played, write them (on the native engine a round is every episode of the run)
+    with GracefulInterrupt("the round of episodes in play (on the native engine, the whole run)") as stop:
         for engine, (i, (mode, act)) in ((e, m) for e in engines for m in enumerate(acts.items())):
             if stop.requested:
                 break
@@ -348,11 +352,39 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
             results += [{"engine": engine, "mode": mode, **result_dict(r), "seconds": took} for r in cells]
             played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
             print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
-        interrupted = stop.requested
+        asked = {(e, m): _episodes(cfg, e) for e in engines for m in acts}
+        got = {(e, m): min(r.episodes for e2, m2, _, r in played if (e2, m2) == (e, m)) for e, m, _, _ in played}
+        interrupted = stop.requested and got != asked   # a Ctrl-C in the last round stopped nothing
     result = _finish(label, workflow, list(dict.fromkeys(e for e, _, _, _ in played)), results, played, cfg.out,
                      play_settings(cfg))
     result.interrupted = interrupted
+    result.hint = interrupted_hint(cfg, asked, got) if interrupted else ""
     return result
+
+
+def interrupted_hint(cfg: EvaluateConfig, asked: dict[tuple, int], got: dict[tuple, int]) -> str:
+    """What an interrupted evaluation says: what it holds and, with ``out``, how to play the rest. ``asked`` and
+    ``got``: the episodes each (engine, mode) was to play and played (absent: not started). ``--after`` continues
+    every mode it plays, so the exact command is given where every mode stopped at the same count; otherwise each
+    mode's count, to continue in separate evaluations."""
+    lines = ["interrupted: the cells hold the rounds of episodes finished ("
+             + ", ".join(f"{e} {m} {got[(e, m)]:,} of {n:,}" if (e, m) in got else f"{e} {m} not started"
+                         for (e, m), n in asked.items()) + ")"]
+    if cfg.out is None:
+        return lines[0]
+    left = {e: asked[(e, m)] - got.get((e, m), 0) for e, m in asked}
+    same = all((e, m) in got and asked[(e, m)] - got[(e, m)] == left[e] > 0 for e, m in asked)
+    join = " ".join(map(str, [*([cfg.after] if cfg.after else []), cfg.out, "OTHER"]))
+    if same:
+        counts = (f"--episodes {left['native']} --cyborg-episodes {left['cyborg']}" if len(left) == 2 else
+                  f"--{'cyborg-' if 'cyborg' in left and cfg.cyborg_episodes else ''}episodes {sum(left.values())}")
+        lines.append(f"the rest: the same command with --after {cfg.out} {counts} --out OTHER, then "
+                     f"`workflow-rl join {join} --out ALL`")
+    else:
+        lines.append(f"the rest: `--after {cfg.out}` with --episodes the count a cell lacks continues the modes that "
+                     "stopped at one count (a mode not started is an evaluation of its own), then "
+                     f"`workflow-rl join {join} --out ALL`")
+    return "\n".join(lines)
 
 
 def play_settings(cfg: EvaluateConfig) -> dict:
@@ -369,16 +401,17 @@ def play_settings(cfg: EvaluateConfig) -> dict:
 def check_same_play(where: str, settings: dict | None, mine: dict | None, modes,
                     other: str = "this evaluation") -> None:
     """One ValueError naming the first setting in which two evaluations' :func:`play_settings` differ for the
-    ``modes`` continued: the seed always (a sampled or planned mode and the random baseline draw from it), the
-    planner's where one of them plans. An evaluation.json written before they were kept has none: nothing to
+    ``modes`` continued: the seed always (a sampled or planned mode and the random baseline draw from it; greedy
+    parts must simply be given the same ``--seed``), the planner's where one of them plans (but ``--plan-device``:
+    CPU and CUDA rollouts choose alike). An evaluation.json written before they were kept has none: nothing to
     compare."""
     if settings is None or mine is None:
         return
     keys = ["seed"] + (["plan", "plan_told_length"] if any(m.startswith("planned") for m in modes) else [])
     for k in keys:
         a, b = settings.get(k), mine.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
-            diff = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+        if isinstance(a, dict) and isinstance(b, dict):   # the planner's settings; CPU and CUDA rollouts choose alike
+            diff = sorted(f for f in set(a) | set(b) if f != "device" and a.get(f) != b.get(f))
             if diff:
                 raise ValueError(f"{where} played with --plan-{diff[0].replace('_', '-')} {a.get(diff[0])!r}, {other} "
                                  f"with {b.get(diff[0])!r}: continue an evaluation with the same settings")
@@ -476,7 +509,7 @@ def _is_report(report) -> bool:
     return (isinstance(report, dict) and isinstance(report.get("policy"), str)
             and (report.get("workflow") is None or isinstance(report.get("workflow"), list))
             and isinstance(report.get("engines"), list) and all(isinstance(e, str) for e in report["engines"])
-            and isinstance(report.get("settings") or {}, dict)
+            and (report.get("settings") is None or isinstance(report["settings"], dict))
             and isinstance(report.get("results"), list) and all(map(cell, report["results"])))
 
 
