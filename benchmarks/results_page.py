@@ -512,7 +512,7 @@ def _plan(plan: dict) -> dict:
 
     from workflow_rl.rl.planning.planner import PlanConfig
 
-    return {**asdict(PlanConfig()), **plan}
+    return {k: v for k, v in {**asdict(PlanConfig()), **plan}.items() if k != "device"}   # CPU and CUDA choose alike
 
 
 ORACLES = ("files", "access")
@@ -571,8 +571,8 @@ def _limit_section(limit: dict) -> list[str]:
            "agent nothing: greedy and planned play one 100-step episode, its running returns the 30- and 50-step "
            "cells; the true-state planner plays each cell's own episodes of that length, from the same seeds, and "
            "is never told the length either. Differences are paired per episode; *left* is true-state − planned, the distance left; "
-           "*share* is (planned − greedy) / (true-state − greedy), the means'. The last two columns: the planner on "
-           "its belief, told at every decision which hosts hold a red file (what Analyse of all 13 hosts would show, "
+           "*share* is (planned − greedy) / (true-state − greedy), the means'. The last two columns: the planner "
+           "on its belief, told at every decision which hosts hold a red file (what Analyse of all 13 hosts would show, "
            "at no cost: the most any information-gathering search could learn), or where red is (its access per "
            "host, which no blue action shows); their distance to the true-state column is what even that "
            "knowledge leaves.", "",

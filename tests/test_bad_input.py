@@ -851,6 +851,32 @@ def test_sigterm_stops_episode_workers_quietly(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()
 
 
+@pytest.mark.slow
+def test_a_process_group_ctrl_c_lets_training_with_episode_workers_save_and_stop(tmp_path):
+    """A terminal's Ctrl-C reaches the episode workers too (the process group): they ignore it, so the parent
+    finishes its update, saves and stops as after a Ctrl-C to it alone (130, its `interrupted` line), no worker
+    traceback, no worker left."""
+    args = ["train", "--vectorization", "episodes", "--n-envs", "4", "--n-workers", "2", "--update-every-steps",
+            "100", "--max-episodes", "500", "--min-episodes", "500", "--checkpoint-every", "1", "--eval-episodes", "0",
+            "--no-progress", "--out", str(tmp_path / "run")]
+    log = tmp_path / "run" / "training_log.csv"
+    p = subprocess.Popen([sys.executable, "-m", "workflow_rl.cli", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path, start_new_session=True,
+                         preexec_fn=sigint_default)
+    while p.poll() is None and not (log.exists() and len(log.read_text().splitlines()) > 2
+                                    and len(_children(p.pid)) >= 2):
+        time.sleep(0.2)
+    kids = _children(p.pid)
+    os.killpg(p.pid, signal.SIGINT)   # the whole group, as a terminal sends it
+    out, err = p.communicate(timeout=300)
+    time.sleep(1)
+    assert p.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "interrupted: saved" in out, (out[-1000:], err[-2000:])
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()
+    assert not [k for k in kids if Path(f"/proc/{k}").exists() and "zombie" not in
+                Path(f"/proc/{k}/status").read_text()], "a worker outlived its parent"
+
+
 @pytest.mark.cyborg
 def test_sigterm_stops_cyborg_evaluation_workers_quietly(tmp_path):
     r, kids = _sigterm_once_working(["evaluate", "sleep", "--engine", "cyborg", "--workers", "2", "--episodes", "40"],

@@ -42,6 +42,21 @@ class GracefulInterrupt:
         return False
 
 
+@contextmanager
+def children_ignore_sigint():
+    """Within the block (main thread only) this process ignores SIGINT, so the processes it starts inside are born
+    ignoring it (an ignored signal stays ignored across fork and exec, and Python then installs no handler of its
+    own): a terminal's Ctrl-C reaches the whole process group, and a worker that died of it while booting would
+    abort its parent's clean stop. Keep the block to the starts themselves (milliseconds): a Ctrl-C the parent gets
+    inside it is lost, not deferred (a signal mask would defer it, but spawn's fork-exec clears the mask)."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading_is_main() else None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
 def say_from_handler(text: str) -> None:
     """Print ``text`` from a signal handler. The handler runs wherever the main thread was, possibly inside a write
     to stdout (a run printing its log rows, blocked on a full pipe): there ``print`` raises "reentrant call inside

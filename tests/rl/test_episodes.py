@@ -232,6 +232,7 @@ def test_join_refuses_parts_that_do_not_continue_each_other(tmp_path):
     with pytest.raises(ValueError, match="rounds of 2 envs and these would be in rounds of 4: evaluate it with "
                                          "--episodes 2"):
         next_seed(a, [key], 4, "a")
+    assert next_seed(a, [key], 1, "a", one_round=True) == later   # the rest is less than a round: one smaller one
     # a short last part is one round's first envs; several smaller rounds are other episodes
     one = _file(tmp_path, "one", [("native", "greedy", None, _result([5], seed=later, round_size=1))])
     assert join([a, one])[key].returns.tolist() == [1, 2, 3, 4, 5]
@@ -366,7 +367,8 @@ def test_ctrl_c_during_an_evaluation_writes_the_rounds_played_and_after_continue
     rc, out, _ = run_main(["evaluate", *base, "--episodes", "4", "--out", str(tmp_path / "a")], capsys)
     monkeypatch.setattr(job, "policies", real)
     assert rc == 130 and "interrupted: the cells hold the rounds of episodes finished (cyborg greedy 2 of 4)" in out
-    assert f"the same command with --after {tmp_path / 'a'} --episodes 2 --out OTHER" in out   # what is run below
+    assert (f"the rest of cyborg greedy: the same command with --engine cyborg --episodes 2 --after {tmp_path / 'a'} "
+            "--out OTHER (--mode greedy and no --plan)") in out   # what is run below
     cells = json.loads((tmp_path / "a" / "evaluation.json").read_text())["results"]
     assert [(c["mode"], c["episodes"]) for c in cells] == [("greedy", 2)]   # a baseline plays one mode
     assert run_main(["evaluate", *base, "--episodes", "2", "--mode", "greedy", "--after", str(tmp_path / "a"),
@@ -418,27 +420,33 @@ def test_ctrl_c_on_the_native_engine_finishes_the_run_in_play_and_skips_the_mode
     rc, out, _ = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--red-agents", "bline",
                            "--lengths", "8", "--episodes", "3", "--out", str(tmp_path / "a")], capsys)
     assert rc == 130 and "(native greedy 3 of 3, native sampled not started)" in out
-    assert "interrupt: finishing the round of episodes in play (on the native engine, the whole run)" in out
+    assert "interrupt: finishing the round of episodes in play (on the native engine up to 4,096 episodes)" in out
+    assert "not started (native sampled): evaluate them on their own" in out and "the rest of" not in out
     cells = json.loads((tmp_path / "a" / "evaluation.json").read_text())["results"]
     assert [(c["mode"], c["episodes"]) for c in cells] == [("greedy", 3)]
 
 
 def test_an_interrupted_evaluation_says_the_command_that_plays_the_rest():
+    """Engines and modes play one after another: one at most stopped part-way, and the hint names its engine, mode
+    and the episodes it lacks (a planned mode through --mode greedy and --plan), the join with every part."""
     from pathlib import Path
 
     from workflow_rl.runs.evaluate import EvaluateConfig, interrupted_hint
 
-    cfg = EvaluateConfig("pretrained:universal", out=Path("A"), after=Path("X"), engines=("cyborg",),
-                         episodes=10).resolved()
-    asked = {("cyborg", "greedy"): 10, ("cyborg", "planned"): 10}
-    text = interrupted_hint(cfg, asked, {("cyborg", "greedy"): 4, ("cyborg", "planned"): 4})
+    cfg = EvaluateConfig("pretrained:universal", out=Path("A"), after=Path("X"), engines=("native", "cyborg"),
+                         episodes=10, cyborg_episodes=6).resolved()
+    asked = {(e, m): 10 if e == "native" else 6 for e in ("native", "cyborg") for m in ("greedy", "planned")}
+    text = interrupted_hint(cfg, asked, {("native", "greedy"): 10, ("native", "planned"): 10,
+                                         ("cyborg", "greedy"): 4})
     assert text.splitlines() == [
-        "interrupted: the cells hold the rounds of episodes finished (cyborg greedy 4 of 10, cyborg planned 4 of 10)",
-        "the rest: the same command with --after A --episodes 6 --out OTHER, then `workflow-rl join X A OTHER --out "
-        "ALL`"]
-    uneven = interrupted_hint(cfg, asked, {("cyborg", "greedy"): 10, ("cyborg", "planned"): 4})
-    assert "cyborg greedy 10 of 10, cyborg planned 4 of 10" in uneven and "continues the modes that stopped" in uneven
-    both = EvaluateConfig("sleep", out=Path("A"), engines=("native", "cyborg"), episodes=10).resolved()
-    text = interrupted_hint(both, {("native", "greedy"): 10, ("cyborg", "greedy"): 10},
-                            {("native", "greedy"): 8, ("cyborg", "greedy"): 2})
-    assert "--after A --episodes 2 --cyborg-episodes 8 --out OTHER" in text
+        "interrupted: the cells hold the rounds of episodes finished (native greedy 10 of 10, native planned 10 of 10,"
+        " cyborg greedy 4 of 6, cyborg planned not started)",
+        "the rest of cyborg greedy: the same command with --engine cyborg --cyborg-episodes 2 --after A --out OTHER "
+        "(--mode greedy and no --plan), then `workflow-rl join X A OTHER --out ALL` (and every part before X, first "
+        "first)",
+        "not started (cyborg planned): evaluate them on their own (--engine, --mode), a separate evaluation"]
+    planned = interrupted_hint(cfg, asked, {**{k: n for k, n in asked.items() if k[0] == "native"},
+                                            ("cyborg", "greedy"): 6, ("cyborg", "planned"): 2})
+    assert ("the rest of cyborg planned: the same command with --engine cyborg --cyborg-episodes 4 --after A --out "
+            "OTHER (--mode greedy and its --plan flags: the 4 greedy episodes it plays beside join the greedy "
+            "cells)") in planned

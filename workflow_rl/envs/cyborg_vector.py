@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode
 
 from workflow_rl.envs.cyborg import CybORGEnv, install_scenario
 from workflow_rl.envs.names import START_METHODS, VECTORIZATIONS
-from workflow_rl.interrupt import threading_is_main
+from workflow_rl.interrupt import children_ignore_sigint, threading_is_main
 
 
 class _EnvFn:
@@ -65,11 +65,27 @@ class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
 
     def __init__(self, env_fns, timeout: float | None = 120.0, **kwargs):
         self.timeout = timeout
+        # The workers are born ignoring SIGINT (``_EnvFn`` keeps it so): a terminal's Ctrl-C reaches the whole
+        # process group, and a worker that died of it would abort the parent's clean stop. The parent ignores it
+        # only while it starts them, until :meth:`_check_spaces` (which waits while they build their envs).
+        self._ignoring = children_ignore_sigint()
+        self._ignoring.__enter__()
         try:
             super().__init__(env_fns, **kwargs)
         except BaseException:
             self._abort_start()
             raise
+        finally:
+            self._heed_sigint()
+
+    def _heed_sigint(self) -> None:
+        if self._ignoring is not None:
+            self._ignoring, ignoring = None, self._ignoring
+            ignoring.__exit__(None, None, None)
+
+    def _check_spaces(self):
+        self._heed_sigint()   # every worker started: a Ctrl-C is the parent's again while they build their envs
+        return super()._check_spaces()
 
     def _abort_start(self) -> None:
         """An interrupt (Ctrl-C, SIGTERM) or a failed space check while the workers start: stop the ones started

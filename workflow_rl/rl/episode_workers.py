@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import queue
+import signal
 import traceback
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.cyborg_vector import EngineWorkerError, stop_processes
+from workflow_rl.interrupt import children_ignore_sigint
 from workflow_rl.rl.actor import Actor
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS, ComplianceTracker, fix_hosts
 from workflow_rl.rl.memory import Memory
@@ -91,6 +93,7 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
 def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, memory):
     from workflow_rl import threads
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a terminal's Ctrl-C reaches the group: the parent's to handle
     threads.configure(cores=1)   # one env at a time, beside the other workers: a thread each, not one per core
     try:
         env = _make_single_env(engine, red, length, scenario)
@@ -130,14 +133,15 @@ class EpisodeWorkerPool:
         self.timeout = timeout
         self.tasks, self.results = ctx.Queue(), ctx.Queue()
         self.conns, self.procs = [], []
-        for w in range(n_workers):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_worker, args=(w, child, self.tasks, self.results, engine, red, episode_length,
-                                                  scenario, tuple(hidden), memory), daemon=True)
-            p.start()
-            child.close()
-            self.conns.append(parent)
-            self.procs.append(p)
+        with children_ignore_sigint():   # the workers are born deaf to Ctrl-C, as ``_worker`` keeps them
+            for w in range(n_workers):
+                parent, child = ctx.Pipe()
+                p = ctx.Process(target=_worker, args=(w, child, self.tasks, self.results, engine, red,
+                                                      episode_length, scenario, tuple(hidden), memory), daemon=True)
+                p.start()
+                child.close()
+                self.conns.append(parent)
+                self.procs.append(p)
         for c, p in zip(self.conns, self.procs):
             if not c.poll(timeout):
                 self.close()

@@ -180,12 +180,14 @@ def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None
     return out
 
 
-def next_seed(cells: dict[tuple, CellEpisodes], keys: list[tuple], size: int, label: str) -> int:
+def next_seed(cells: dict[tuple, CellEpisodes], keys: list[tuple], size: int, label: str,
+              one_round: bool = False) -> int:
     """The episode seed of the episodes that follow the cells ``keys`` of ``cells`` (:func:`read_episodes` of an
     evaluation ``label``), for a part played in rounds of ``size`` envs: their seed plus ``ROUND_STRIDE`` times the
-    rounds they played, which :func:`join` then accepts as their continuation. Refused (ValueError): a cell the
-    evaluation does not hold, cells that do not end on one whole round of one seed (a ``--time-limit`` cut them at
-    different rounds), or rounds of another size."""
+    rounds they played, which :func:`join` then accepts as their continuation. ``one_round``: the part is one round
+    of ``size`` envs, so it may be smaller than the earlier rounds (their first envs: the rest of an evaluation
+    that lacks less than a round). Refused (ValueError): a cell the evaluation does not hold, cells that do not end
+    on one whole round of one seed (a ``--time-limit`` cut them at different rounds), or rounds of another size."""
     from workflow_rl.rl.evaluate import ROUND_STRIDE
 
     missing = [k for k in keys if k not in cells]
@@ -196,7 +198,7 @@ def next_seed(cells: dict[tuple, CellEpisodes], keys: list[tuple], size: int, la
     for key in keys:
         c = cells[key]
         got = round_size(c, label, key, "--after")
-        if got != size:
+        if got != size and not (one_round and size < got):
             raise ValueError(f"--after {label}: its {_name(key)} episodes were played in rounds of {got} envs and "
                              f"these would be in rounds of {size}: {_same_rounds(key[0], got)}")
         if len(c.returns) % got:

@@ -305,8 +305,9 @@ def _seeds(cfg: EvaluateConfig, label: str, workflow, cells: list[tuple]) -> dic
                          f"{report['workflow'] or 'none'}, this evaluation plays {label} under {names or 'none'}: "
                          "continue an evaluation with the same agent and workflow")
     codes = workflow.codes if workflow else NO_WORKFLOW
+    size = {e: round_size(e, _episodes(cfg, e), cfg.workers) for e, _ in pairs}
     seeds = {(e, m): next_seed(done, [(e, m, red, L, codes) for e2, m2, red, L in cells if (e2, m2) == (e, m)],
-                               round_size(e, _episodes(cfg, e), cfg.workers), where) for e, m in pairs}
+                               size[e], where, one_round=size[e] == _episodes(cfg, e)) for e, m in pairs}
     check_same_play(f"--after {where}: it", report.get("settings"), play_settings(cfg), {m for _, m in pairs})
     return seeds
 
@@ -333,8 +334,8 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     seeds = _seeds(cfg, label, workflow, [(e, m, red, L) for e in engines for m in acts for red in reds
                                           for L in lengths])
     results, played = [], []
-    # Ctrl-C: keep the rounds played, write them (on the native engine a round is every episode of the run)
-    with GracefulInterrupt("the round of episodes in play (on the native engine, the whole run)") as stop:
+    # Ctrl-C: keep the rounds played, write them (a native round is a whole run of up to 4,096 episodes)
+    with GracefulInterrupt("the round of episodes in play (on the native engine up to 4,096 episodes)") as stop:
         for engine, (i, (mode, act)) in ((e, m) for e in engines for m in enumerate(acts.items())):
             if stop.requested:
                 break
@@ -363,27 +364,30 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
 
 
 def interrupted_hint(cfg: EvaluateConfig, asked: dict[tuple, int], got: dict[tuple, int]) -> str:
-    """What an interrupted evaluation says: what it holds and, with ``out``, how to play the rest. ``asked`` and
-    ``got``: the episodes each (engine, mode) was to play and played (absent: not started). ``--after`` continues
-    every mode it plays, so the exact command is given where every mode stopped at the same count; otherwise each
-    mode's count, to continue in separate evaluations."""
+    """What an interrupted evaluation says: what each (engine, mode) holds of what it was to play (``asked``,
+    ``got``; absent from ``got``: not started) and, with ``out``, the command that plays the rest. Engines and modes
+    play one after another, so one of them at most stopped part-way; ``--after`` continues what ``--engine`` and
+    ``--mode`` pick, and a planned mode plays beside a greedy one (those extra greedy episodes join the greedy
+    cells)."""
     lines = ["interrupted: the cells hold the rounds of episodes finished ("
              + ", ".join(f"{e} {m} {got[(e, m)]:,} of {n:,}" if (e, m) in got else f"{e} {m} not started"
                          for (e, m), n in asked.items()) + ")"]
     if cfg.out is None:
         return lines[0]
-    left = {e: asked[(e, m)] - got.get((e, m), 0) for e, m in asked}
-    same = all((e, m) in got and asked[(e, m)] - got[(e, m)] == left[e] > 0 for e, m in asked)
-    join = " ".join(map(str, [*([cfg.after] if cfg.after else []), cfg.out, "OTHER"]))
-    if same:
-        counts = (f"--episodes {left['native']} --cyborg-episodes {left['cyborg']}" if len(left) == 2 else
-                  f"--{'cyborg-' if 'cyborg' in left and cfg.cyborg_episodes else ''}episodes {sum(left.values())}")
-        lines.append(f"the rest: the same command with --after {cfg.out} {counts} --out OTHER, then "
-                     f"`workflow-rl join {join} --out ALL`")
-    else:
-        lines.append(f"the rest: `--after {cfg.out}` with --episodes the count a cell lacks continues the modes that "
-                     "stopped at one count (a mode not started is an evaluation of its own), then "
-                     f"`workflow-rl join {join} --out ALL`")
+    parts = " ".join(map(str, [*([cfg.after] if cfg.after else []), cfg.out, "OTHER"]))
+    before = f" (and every part before {cfg.after}, first first)" if cfg.after else ""
+    for (e, m), n in asked.items():
+        if (e, m) in got and got[(e, m)] < n:
+            count = f"--{'cyborg-' if e == 'cyborg' and cfg.cyborg_episodes else ''}episodes {n - got[(e, m)]}"
+            mode = (f"--mode {m} and no --plan" if m in MODES else
+                    f"--mode greedy and its --plan flags: the {n - got[(e, m)]} greedy episodes it plays beside join "
+                    "the greedy cells")
+            lines.append(f"the rest of {e} {m}: the same command with --engine {e} {count} --after {cfg.out} --out "
+                         f"OTHER ({mode}), then `workflow-rl join {parts} --out ALL`{before}")
+    later = [f"{e} {m}" for e, m in asked if (e, m) not in got]
+    if later:
+        lines.append(f"not started ({', '.join(later)}): evaluate them on their own (--engine, --mode), a separate "
+                     "evaluation")
     return "\n".join(lines)
 
 
