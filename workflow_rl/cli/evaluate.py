@@ -37,23 +37,23 @@ def evaluate_config(args) -> EvaluateConfig:
 def cmd_evaluate(args) -> int:
     from workflow_rl.runs.evaluate import evaluate
 
-    result = evaluate(evaluate_config(args))
+    return _shown(evaluate(evaluate_config(args)))
+
+
+def cmd_join(args) -> int:
+    from workflow_rl.runs.evaluate import join_evaluations
+
+    return _shown(join_evaluations(args.parts, args.out, args.overwrite))
+
+
+def _shown(result) -> int:
+    """Print an evaluation's tables, the files it wrote and, if interrupted, how to play the rest; its exit status."""
     print(result.text)
     if result.written:
         print(f"wrote {', '.join(str(p) for p in result.written)}")
     if result.interrupted:
         print(result.hint)
     return result.exit_code
-
-
-def cmd_join(args) -> int:
-    from workflow_rl.runs.evaluate import join_evaluations
-
-    result = join_evaluations(args.parts, args.out, args.overwrite)
-    print(result.text)
-    if result.written:
-        print(f"wrote {', '.join(str(p) for p in result.written)}")
-    return 0
 
 
 def _defaults(key: str) -> str:

@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from workflow_rl.rl.evaluate import EvalResult, Episodes, across_seeds
+from workflow_rl.rl.evaluate import ROUND_STRIDE, EvalResult, Episodes, across_seeds
 from workflow_rl.files import atomic_write
 
 FILE = "episodes.csv"
@@ -84,6 +84,15 @@ def episodes_file(where: str | Path) -> Path:
     return f
 
 
+def episodes_file_read(where: str | Path) -> Path | None:
+    """The episodes.csv a command reads for its argument ``where`` (``compare A B``, ``evaluate --after DIR``), for
+    the check that nothing it writes is its input; None where there is none (reading it then says so)."""
+    try:
+        return episodes_file(where)
+    except ValueError:
+        return None
+
+
 def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
     """{(engine, mode, red agent, length, workflow): its episodes} of an evaluation folder's ``episodes.csv``; a
     file that is not one (columns missing, a value that does not parse, a cell's indices not 0..n-1) is refused."""
@@ -141,8 +150,6 @@ def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None
     Refused (ValueError, naming the part and the cell): a cell not in the first part, a cell whose part does not
     continue it (another episode seed, round size or an unfinished round before it), fix counts in some parts only,
     or a part whose cells were not dealt in rounds (an evaluation across workflows)."""
-    from workflow_rl.rl.evaluate import ROUND_STRIDE, Episodes
-
     labels = labels or [f"part {k + 1}" for k in range(len(parts))]
     out: dict[tuple, Episodes] = {}
     kept: dict[tuple, list[tuple[str, CellEpisodes]]] = {}
@@ -188,8 +195,6 @@ def next_seed(cells: dict[tuple, CellEpisodes], keys: list[tuple], size: int, la
     of ``size`` envs, so it may be smaller than the earlier rounds (their first envs: the rest of an evaluation
     that lacks less than a round). Refused (ValueError): a cell the evaluation does not hold, cells that do not end
     on one whole round of one seed (a ``--time-limit`` cut them at different rounds), or rounds of another size."""
-    from workflow_rl.rl.evaluate import ROUND_STRIDE
-
     missing = [k for k in keys if k not in cells]
     if missing:
         raise ValueError(f"--after {label}: it has no {_name(missing[0])} cell to continue: continue the cells it "

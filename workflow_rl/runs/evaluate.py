@@ -77,9 +77,10 @@ class EvaluateConfig:
     """seed of the evaluation episodes (default: the fixed held-out evaluation seed; another one gives a separate
     set, e.g. to select among agents before evaluating the chosen one)"""
     after: Path | None = field(default=None, metadata={"metavar": "DIR"})
-    """continue the evaluation in DIR (an earlier --out): play the episodes that follow its episodes, per engine
-    (the same --workers, every cell of DIR ending on the same round), then `workflow-rl join DIR THIS --out ALL`
-    makes them one evaluation; with the same agent and settings, as --episode-seed cannot be given with it"""
+    """continue the evaluation in DIR (an earlier --out): play the episodes that follow its episodes, per engine and
+    mode (rounds as large as DIR's, or one smaller round for what is left; the cells continued ending on one round),
+    then `workflow-rl join DIR THIS --out ALL` makes them one evaluation; with the same agent and settings, as
+    --episode-seed cannot be given with it"""
     vectorization: str | None = None
     """real CybORG's (default shared_memory)"""
     parallel_start_method: str | None = None
@@ -120,8 +121,10 @@ class EvaluateConfig:
 
     def read_files(self) -> list[Path | None]:
         """The files the evaluation reads, which nothing it writes may be."""
-        return read_files(self.agent, self.scenario, self.ground_truth) + ([_after_file(self.after)] if self.after
-                                                                            else [])
+        from workflow_rl.rl.episodes import episodes_file_read
+
+        return read_files(self.agent, self.scenario, self.ground_truth) + ([episodes_file_read(self.after)]
+                                                                            if self.after else [])
 
 
 @dataclass
@@ -140,16 +143,6 @@ class EvaluateResult:
     @property
     def exit_code(self) -> int:
         return 130 if self.interrupted else 0
-
-
-def _after_file(after) -> Path | None:
-    """The episodes.csv ``--after`` reads (None where there is none: reading it says so)."""
-    from workflow_rl.rl.episodes import episodes_file
-
-    try:
-        return episodes_file(after)
-    except ValueError:
-        return None
 
 
 def read_files(agent: str, scenario: str | None, ground_truth=()) -> list[Path | None]:

@@ -57,22 +57,12 @@ def compare_report(a: str | Path, b: str | Path, modes: tuple[str, str] | None =
                    common: bool = False, out: str | Path | None = None) -> Report:
     """``workflow-rl compare``: two evaluations of the same episodes (each an ``evaluate --out`` folder or its
     episodes.csv), paired episode by episode (``rl.episodes.compare``): B - A per cell with its 95% interval."""
-    from workflow_rl.rl.episodes import compare, markdown, read_episodes
+    from workflow_rl.rl.episodes import compare, episodes_file_read, markdown, read_episodes
 
     if out:
-        check_out_file("--out", out, [_episodes_read(a), _episodes_read(b)], mine="compare")
+        check_out_file("--out", out, [episodes_file_read(a), episodes_file_read(b)], mine="compare")
     rows = compare(read_episodes(a), read_episodes(b), tuple(modes) if modes else None, any_workflow, common)
     text = markdown(rows, a, b)
     if out:
         write_report(out, text, "compare")
     return Report(text, out or None)
-
-
-def _episodes_read(where: str | Path) -> Path | None:
-    """The episodes.csv ``compare`` reads for its argument ``where`` (None where there is none: reading it says so)."""
-    from workflow_rl.rl.episodes import episodes_file
-
-    try:
-        return episodes_file(where)
-    except ValueError:
-        return None
