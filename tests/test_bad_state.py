@@ -16,6 +16,7 @@ import torch
 from helpers import interrupting_executor, run_in_process
 from test_bad_input import ENV, TINY, _assert_one_error_line, _run_main
 
+from workflow_rl.sim import attackers
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.search.batched_executor import STATE_FILE
 from workflow_rl.search.search import SearchConfig, SearchInterrupted, WorkflowSearch
@@ -562,7 +563,7 @@ def test_every_state_the_engine_writes_passes_its_range_check(red):
     from workflow_rl.sim.native import check_state
 
     length = 30
-    kind = np.array([0.2, 0.4, 0.4]) if red == "mixture" else T.RED_AGENT_NAMES[red]
+    kind = np.array([0.2, 0.4, 0.4]) if red == "mixture" else attackers.kind_of(red)
     env = NativeVectorEnv(64, kind, episode_length=length, seed=3)
     env.reset()
     rng = np.random.default_rng(0)

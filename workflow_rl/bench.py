@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl.files import staged_outputs
-from workflow_rl.sim import tables
+from workflow_rl.sim import attackers, tables
 
 TABLES = ("engines", "native")
 """The two tables ``bench`` writes (``--tables``)."""
@@ -45,7 +45,7 @@ CUDA_SIZES = (65536, 1 << 20)
 """The native table's batch sizes for the CUDA kernel, timed only where torch sees a GPU (``--cuda-sizes``)."""
 KERNEL_MIN_STEPS = 2_000_000
 """Env-steps per timed run of the native table (at least 20 steps; the CUDA kernel 20 times as many)."""
-RED_AGENTS = ("B_lineAgent", "RedMeanderAgent")
+RED_AGENTS = attackers.cage2(attacking=True)
 
 
 def time_native(red: str, n_envs: int, steps: int, seed: int = 0, device: str = "cpu") -> float:
@@ -180,7 +180,7 @@ def time_kernel(red: str, n_envs: int, steps: int, seed: int = 0) -> float:
     from workflow_rl.sim import native as N
 
     s, b = N.allocate_state(n_envs), N.allocate_buffers(n_envs)
-    N.seed_state(s, seed, tables.RED_AGENT_NAMES[red])
+    N.seed_state(s, seed, attackers.kind_of(red))
     N.reset_envs(s, b)
     pool = np.random.default_rng(seed).integers(0, tables.N_ACTIONS, (16, n_envs), dtype=np.int64)
     t0 = time.perf_counter()

@@ -30,10 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl import seeding
 from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
 from workflow_rl.files import atomic_write, path_kind
+from workflow_rl.sim import attackers
 from workflow_rl.sim import tables as T
 
 HORIZON = 100
@@ -160,7 +162,7 @@ def native_counts(red: str, policy: str, episodes: int, seed: int, batch: int = 
     while done < episodes:
         k = min(batch, episodes - done)
         s, b = N.allocate_state(k), N.allocate_buffers(k)
-        N.seed_state(s, seed + 100_003 * rnd, T.RED_AGENT_NAMES[red])
+        N.seed_state(s, seeding.engine_round_seed(seed, rnd), attackers.kind_of(red))
         N.reset_envs(s, b)
         rng = np.random.default_rng([seed, rnd])
         obs = b.obs.copy()
@@ -471,7 +473,7 @@ class CurvesConfig:
     """The settings of one curves run (``workflow-rl curves`` makes its flags from these fields); numbers are
     checked in :func:`run`, so bad values are refused with one line naming the flag."""
 
-    red_agents: list[str] = field(default_factory=lambda: ["B_lineAgent", "RedMeanderAgent"])
+    red_agents: list[str] = field(default_factory=lambda: list(attackers.cage2(attacking=True)))
     """red agents, one panel each with every policy"""
     policies: list[str] | None = None
     """reference policies (default: all six)"""

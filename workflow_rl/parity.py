@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workflow_rl import seeding
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.policies import POLICIES
 
@@ -41,9 +42,10 @@ class Cell:
 def running_returns(engine: str, red: str, policy: str, episodes: int, seed: int, lengths=(30, 50, 100),
                     n_envs: int | None = None, **engine_options) -> dict[int, np.ndarray]:
     """Blue returns after each of ``lengths`` steps of ``episodes`` episodes of max(lengths) steps, played in rounds
-    of ``n_envs`` (default: all at once); round ``k`` resets its envs with the seed ``seed + 100_003 k`` (env ``i``:
-    that plus ``i``). The envs are built once and reset for each round: a reset with a seed starts the episode a
-    freshly built env would (real CybORG builds in ~0.13 s an env, a quarter of a 100-step episode's cost)."""
+    of ``n_envs`` (default: all at once); round ``k`` resets its envs with the seed ``seed + 100_003 k``
+    (``seeding.engine_round_seed``; env ``i``: that plus ``i``). The envs are built once and reset for each round: a
+    reset with a seed starts the episode a freshly built env would (real CybORG builds in ~0.13 s an env, a quarter of a
+    100-step episode's cost)."""
     horizon = max(lengths)
     pol = POLICIES[policy]
     rng = np.random.default_rng(seed)
@@ -56,7 +58,7 @@ def running_returns(engine: str, red: str, policy: str, episodes: int, seed: int
             if k not in envs:
                 envs[k] = make_vector_env(k, red, engine=engine, episode_length=horizon, **engine_options)
             env = envs[k]
-            obs, _ = env.reset(seed=seed + 100_003 * rnd)
+            obs, _ = env.reset(seed=seeding.engine_round_seed(seed, rnd))
             ret = np.zeros(k)
             for t in range(horizon):
                 obs, r, *_ = env.step(np.asarray(pol(t, obs, rng), np.int64))

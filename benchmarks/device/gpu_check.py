@@ -200,7 +200,7 @@ def _kernel_resources() -> dict:
     the memory roofline)."""
     from workflow_rl.sim import cuda as C
 
-    k, out = C._step_kernel, {"max_registers_cap": C.MAX_REGISTERS}
+    k, out = C.kernel(), {"max_registers_cap": C.MAX_REGISTERS}
     for sig, compiled in list(k.overloads.items()):
         layout = "F" if "2d, F" in str(sig) else "C"   # which GPU layout this compilation is for (numba's array type)
         row = out.setdefault(layout, {})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from workflow_rl.sim import attackers
 from workflow_rl.sim import native as N
 from workflow_rl.sim import tables as T
 
@@ -115,7 +116,7 @@ def write_state(s: N.SimState, f: dict) -> None:
 def native_probabilities(env, policy, episodes: int, seed: int, copies: int = 4096):
     """For every step of ``episodes`` CybORG episodes of ``policy``: (episode, step, blue action, share of native
     copies whose access, red memory, observation and reward equal CybORG's)."""
-    red_kind = T.RED_AGENT_NAMES[env.red_agent]
+    red_kind = attackers.kind_of(env.red_agent)
     s, b = N.allocate_state(copies), N.allocate_buffers(copies)
     out = []
     for e in range(episodes):

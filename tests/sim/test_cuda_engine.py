@@ -23,7 +23,7 @@ import sys, warnings
 warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)  # uint64 hashing in plain Python wraps
 from workflow_rl.policies import POLICIES
 from workflow_rl.sim import cuda as C
-assert "simulator" in type(C._step_kernel).__module__, type(C._step_kernel)
+assert "simulator" in type(C.kernel()).__module__, type(C.kernel())
 print(C.lockstep_mismatch(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "True", list(POLICIES.values()),
                           seed=3, episode_length=int(sys.argv[4]), threads_per_block=8,
                           layout=sys.argv[5] if len(sys.argv) > 5 else "C"))
@@ -120,7 +120,7 @@ print(""", 1)
 def test_cpu_kernel_is_compiled_from_the_shared_rules():
     """Every rule the CPU kernel runs is the code object written in sim/rules.py (the CUDA build uses the same)."""
     for f in rules.RULES:
-        assert N._CPU[f.__name__].py_func.__code__ is f.__code__, f.__name__
+        assert N.kernels().rules[f.__name__].py_func.__code__ is f.__code__, f.__name__
 
 
 def test_rewards_are_tenths_rounded_once():
@@ -151,7 +151,7 @@ s, b = N.allocate_state(2), N.allocate_buffers(2)
 ports, trapped = rules.kernel_tables(True)
 sig = tuple(numba.typeof(x) for x in (s, np.zeros(2, np.int64))) + (numba.int32, numba.boolean) + tuple(
     numba.typeof(x) for x in (ports, trapped, b))
-ptx, _ = cuda.compile_ptx(C._step_kernel.py_func, sig, device=False, cc=(9, 0))
+ptx, _ = cuda.compile_ptx(C.kernel().py_func, sig, device=False, cc=(9, 0))
 print("ptx", len(ptx))
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)

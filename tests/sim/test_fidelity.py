@@ -3,7 +3,7 @@ import pytest
 from helpers import load_reference, run_policy, within_reference
 
 from workflow_rl.policies import POLICIES
-from workflow_rl.sim import tables as T
+from workflow_rl.sim import attackers
 
 N_ENVS = 8192
 REF = load_reference()
@@ -17,7 +17,7 @@ def test_reference_data_is_complete():
 @pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_native_matches_cyborg_reference(red, policy):
-    returns = run_policy(POLICIES[policy], T.RED_AGENT_NAMES[red], N_ENVS, seed=11)
+    returns = run_policy(POLICIES[policy], attackers.kind_of(red), N_ENVS, seed=11)
     for length in (30, 50, 100):
         ours, ref = returns[length], REF[(red, policy, length)]
         ok, tol = within_reference(ours, ref)

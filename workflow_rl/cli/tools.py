@@ -8,6 +8,7 @@ from __future__ import annotations
 from workflow_rl.cli.flags import add_flags, settings
 from workflow_rl.cli.numbers import episode_count, ranged, seed_int
 from workflow_rl.cli.train import add_cyborg_flags
+from workflow_rl.sim import attackers
 
 
 def cmd_demo(args) -> int:
@@ -82,13 +83,13 @@ def add_tools(sub) -> None:
     d.add_argument("--n-envs", type=ranged("n_envs"), default=4096)
     d.add_argument("--episodes", type=episode_count, default=8192, help="episodes per red agent")
     d.add_argument("--policy", default="restore_compromised")
-    d.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
+    d.add_argument("--red-agents", nargs="+", default=list(attackers.cage2(attacking=True)))
     d.add_argument("--seed", type=seed_int, default=0)
     d.add_argument("--no-progress", action="store_true", help="print a line per round instead of a progress bar")
     d.set_defaults(func=cmd_demo)
 
     q = sub.add_parser("parity", help="native vs real CybORG on the same scripted defenders")
-    q.add_argument("--red-agents", nargs="+", default=["B_lineAgent", "RedMeanderAgent"])
+    q.add_argument("--red-agents", nargs="+", default=list(attackers.cage2(attacking=True)))
     q.add_argument("--policies", nargs="+", default=None, help="default: all six reference policies")
     q.add_argument("--episodes", type=episode_count, default=200, help="CybORG episodes per cell")
     q.add_argument("--native-episodes", type=episode_count, default=20_000)

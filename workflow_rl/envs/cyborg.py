@@ -20,15 +20,25 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from workflow_rl.sim import tables
+from workflow_rl.sim import attackers, tables
 
 SCENARIO_ENV_VAR = "WORKFLOW_RL_CAGE2_SCENARIO"
-_RED_CLASS = {"B_lineAgent": "B_lineAgent", "RedMeanderAgent": "RedMeanderAgent", "SleepAgent": "SleepAgent"}
 _PRIVILEGED_USERS = ("root", "SYSTEM")
 
 
 class CybORGUnavailable(RuntimeError):
     """csle-cyborg or its scenario data is missing; the message says how to fix it."""
+
+
+def cyborg_red_class(name: str, agents_mod):
+    """The CybORG red agent class that plays attacker ``name`` (its ``Attacker.cyborg_class``: a class of
+    csle-cyborg's ``agents`` module, or ``module:Class``); a ValueError for an attacker with none."""
+    from workflow_rl.envs.names import check_engine_plays
+
+    check_engine_plays(name, "cyborg")
+    cls = attackers.get(name).cyborg_class
+    module, sep, attr = cls.partition(":")
+    return getattr(importlib.import_module(module), attr) if sep else getattr(agents_mod, cls)
 
 
 def _import_csle_cyborg():
@@ -135,7 +145,7 @@ class CybORGEnv(gym.Env):
         self._engines = {}
         with self._own_random():
             for name in self._mix:
-                red_cls = getattr(agents_mod, _RED_CLASS[name])
+                red_cls = cyborg_red_class(name, agents_mod)
                 cyborg = main.Main(scenario_dict(scenario), "sim", agents={"Red": red_cls})
                 wrapper = wrap_mod.ChallengeWrapper(env=cyborg, agent_name="Blue", max_steps=None)
                 self._engines[name] = (cyborg, wrapper)

@@ -9,8 +9,8 @@ from workflow_rl.checks import check_bool, check_episode_length
 
 from workflow_rl.resources import check_memory
 from workflow_rl.devices import check_device
-from workflow_rl.envs.names import (ENGINES, RED_AGENTS, is_mixture, parse_red_agent,  # noqa: F401
-                                    red_weights)  # (re-exported)
+from workflow_rl.envs.names import (ENGINES, RED_AGENTS, check_engine_plays, is_mixture,  # noqa: F401
+                                    parse_red_agent, red_weights)  # (re-exported)
 
 
 def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str = "native",
@@ -66,6 +66,7 @@ def make_vector_env(num_envs: int, red_agent: str = "B_lineAgent", engine: str =
     _check_options(engine_options, {"vectorization", "start_method", "scenario", "timeout"}, engine)
     if device != "cpu":
         raise ValueError(f"the cyborg engine runs on the CPU: use device='cpu', not {device!r}")
+    check_engine_plays(red, engine)
     from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
 
     return make_cyborg_vector_env(num_envs, red, episode_length, seed, **engine_options)

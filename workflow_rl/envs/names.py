@@ -6,14 +6,39 @@ that imports them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+from workflow_rl.sim import attackers
 
 
-RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
-_ALIASES = {
-    "b_lineagent": "B_lineAgent", "b_line": "B_lineAgent", "bline": "B_lineAgent",
-    "redmeanderagent": "RedMeanderAgent", "meander": "RedMeanderAgent",
-    "sleepagent": "SleepAgent", "sleep": "SleepAgent",
-}
+class _Registered(Sequence):
+    """The registered attackers' names (``sim.attackers``), read from the registry at every use: an attacker
+    registered after this module was imported is in it. Compares equal to the tuple of the same names."""
+
+    def __getitem__(self, i):
+        return attackers.names()[i]
+
+    def __len__(self) -> int:
+        return len(attackers.names())
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, Sequence)) else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(attackers.names())
+
+
+RED_AGENTS = _Registered()
+"""Every red agent's canonical name, in listing order (B_lineAgent, RedMeanderAgent, SleepAgent, then those
+registered): derived from :mod:`workflow_rl.sim.attackers`."""
+
+
+def _aliases() -> dict[str, str]:
+    return {spelling.lower(): a.name for a in attackers.attackers() for spelling in (a.name, *a.aliases)}
+
+
 ENGINES = ("native", "cyborg")
 VECTORIZATIONS = ("sync", "pipes", "shared_memory")
 START_METHODS = ("spawn", "fork", "forkserver", None)
@@ -21,19 +46,24 @@ START_METHODS = ("spawn", "fork", "forkserver", None)
 
 MIX = "mix"
 """The red-agent name that asks for the default mixture, :data:`DEFAULT_MIX`."""
-DEFAULT_MIX = {"B_lineAgent": 0.5, "RedMeanderAgent": 0.5}
+DEFAULT_MIX = {name: 1.0 / len(attackers.cage2(attacking=True)) for name in attackers.cage2(attacking=True)}
 """``--red-agent mix``: B_line or Meander with equal odds, one drawn per env episode (CAGE2's two evaluated red
-agents; blue is never told which one it faces)."""
-_FIX = (f"use one of {', '.join(RED_AGENTS)} (aliases: b_line/bline, meander, sleep; any case), {MIX!r} "
-        f"(= {','.join(f'{k}:{v:g}' for k, v in DEFAULT_MIX.items())}) or weights NAME:W,NAME:W")
+agents, ``Attacker.cage2``; blue is never told which one it faces)."""
+
+
+def _fix() -> str:
+    spellings = ", ".join("/".join(a.aliases) for a in attackers.attackers() if a.aliases)
+    return (f"use one of {', '.join(RED_AGENTS)} (aliases: {spellings}; any case), {MIX!r} "
+            f"(= {','.join(f'{k}:{v:g}' for k, v in DEFAULT_MIX.items())}) or weights NAME:W,NAME:W")
 
 
 def _single(name: str, whole: str) -> str:
     key = name.strip().lower()
-    if key not in _ALIASES:
-        raise ValueError(f"unknown red agent {name.strip()!r} in {whole!r}: {_FIX}" if name.strip() != whole.strip()
-                         else f"unknown red agent {whole!r}: {_FIX}")
-    return _ALIASES[key]
+    aliases = _aliases()
+    if key not in aliases:
+        raise ValueError(f"unknown red agent {name.strip()!r} in {whole!r}: {_fix()}" if name.strip() != whole.strip()
+                         else f"unknown red agent {whole!r}: {_fix()}")
+    return aliases[key]
 
 
 def red_weights(name: str) -> dict[str, float]:
@@ -79,6 +109,16 @@ def parse_red_agent(name: str) -> str:
     if len(weights) == 1:
         return next(iter(weights))
     return ",".join(f"{k}:{v:.6g}" for k, v in weights.items())
+
+
+def check_engine_plays(name: str, engine: str) -> None:
+    """A ValueError unless ``engine`` can play every red agent of ``name``: real CybORG only those with a CybORG
+    twin (``Attacker.cyborg_class``), checked before anything plays."""
+    if engine == "cyborg":
+        missing = [n for n in red_weights(name) if attackers.get(n).cyborg_class is None]
+        if missing:
+            raise ValueError(f"red agent {missing[0]} has no CybORG twin (its Attacker.cyborg_class is None), so "
+                             "real CybORG cannot play it: play it on the native engine (--engine native)")
 
 
 def is_mixture(name: str) -> bool:

@@ -9,16 +9,17 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from workflow_rl.checks import check_bool, check_episode_length, check_int
 from workflow_rl.envs.names import red_weights
+from workflow_rl.sim import attackers
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 
 
 def red_kind_weights(red_agent: str) -> np.ndarray:
-    """(3,) float64 probabilities of the engine's red kinds (``sim.tables.RED_SLEEP``, ``RED_BLINE``,
-    ``RED_MEANDER``) for a red agent or mixture name (``envs.names.red_weights``)."""
-    w = np.zeros(3)
+    """(K,) float64 probabilities of the engine's K red kinds (``sim.attackers``: one per registered attacker, by
+    kind) for a red agent or mixture name (``envs.names.red_weights``)."""
+    w = np.zeros(attackers.n_kinds())
     for name, p in red_weights(red_agent).items():
-        w[T.RED_AGENT_NAMES[name]] = p
+        w[attackers.kind_of(name)] = p
     return w
 
 
@@ -51,7 +52,7 @@ class NativeVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int, red_agent: int | np.ndarray, episode_length: int = 100,
                  seed: int | None = None, official_bugs: bool = True, copy: bool = True):
-        """``red_agent``: a fixed red kind (``sim.tables.RED_*``, or one per env) or mixture weights over the three
+        """``red_agent``: a fixed red kind (``sim.tables.RED_*``, or one per env) or mixture weights over the
         kinds (floats, see :func:`red_kind_weights`), from which each env draws one red agent per episode."""
         # checked where every native env is built (``gym.make``, ``NativeEnv``, ``make_vector_env``, by hand), so a
         # negative length, a float or 'no' is refused here rather than stepping forever or meaning True

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from workflow_rl import seeding
 from workflow_rl.checks import check_episodes
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
 from workflow_rl.rl.actor import ActFn
@@ -28,8 +29,8 @@ CAGE2_WINNER = {("B_lineAgent", 30): -3.47, ("B_lineAgent", 50): -6.41, ("B_line
 """The CAGE2 leaderboard winner's scores (CardiffUni: two PPO specialists and red fingerprinting), per cell."""
 
 
-ROUND_STRIDE = 7919
-"""Round r of an evaluation is seeded ``seed + ROUND_STRIDE * r`` (a prime: rounds of different seeds do not meet)."""
+ROUND_STRIDE = seeding.EVAL_ROUND_STRIDE
+"""Round r of an evaluation is seeded ``seed + ROUND_STRIDE * r`` (``workflow_rl.seeding.eval_round_seed``)."""
 
 
 @dataclass
@@ -109,10 +110,10 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     cost of the 30/50/100 protocol from 180 to 100 steps per episode and pairs the cells' episodes.
 
     Episodes run in rounds of up to ``batch`` envs (real CybORG: ``workers`` processes, default the CPU count), the
-    red agents' rounds interleaved, round r seeded ``seed + 7919 r`` (env i of a round: that seed's stream i, so a
-    round's first k envs play what a k-env round would). ``deadline`` (a ``time.monotonic()`` value) stops starting
-    rounds once passed, and so does ``stop()`` returning True (a Ctrl-C): each cell then reports the episodes it
-    finished (``EvalResult.episodes``; at least one round's).
+    red agents' rounds interleaved, round r seeded ``seed + 7919 r`` (``seeding.eval_round_seed``; env i of a
+    round: that seed's stream i, so a round's first k envs play what a k-env round would). ``deadline`` (a
+    ``time.monotonic()`` value) stops starting rounds once passed, and so does ``stop()`` returning True (a Ctrl-C):
+    each cell then reports the episodes it finished (``EvalResult.episodes``; at least one round's).
     """
     check_episodes("episodes", episodes)
     reds = [parse_red_agent(r) for r in red_agents]
@@ -134,7 +135,7 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
                     envs[red] = make_vector_env(n, red, engine=engine, episode_length=horizon, device=device,
                                                 seed=seed, **engine_options)
                 take = min(n, episodes - done[red])
-                for L, cols in play_cells(envs[red], act, seed + ROUND_STRIDE * round_, lengths,
+                for L, cols in play_cells(envs[red], act, seeding.eval_round_seed(seed, round_), lengths,
                                           workflow is not None, rank, device).items():
                     for kept, col in zip(running[red][L], cols):
                         kept.append(col[:take])
@@ -227,8 +228,8 @@ def evaluate_workflows(act_for: Callable[[torch.Tensor], ActFn], workflows: list
                 wf, ep = flat % w_count, flat // w_count
                 take = min(n, total - start)
                 idx = torch.as_tensor(wf, device=device)
-                out = _play_round(env, act_for(enc[idx]), seed + ROUND_STRIDE * round_, lengths, True, ranks[idx],
-                                  device)
+                out = _play_round(env, act_for(enc[idx]), seeding.eval_round_seed(seed, round_), lengths, True,
+                                  ranks[idx], device)
                 for L, cols in out.items():
                     for i, col in enumerate(cols):
                         sums[(red, L)][i, wf[:take], ep[:take]] = col[:take]

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from workflow_rl import seeding
 from workflow_rl.checks import check_episode_length, check_float, check_int, check_seed, check_types, flag
 from workflow_rl.envs.native_env import NativeVectorEnv, red_kind_weights
 from workflow_rl.rl.compliance import classify_fixes
@@ -180,9 +181,10 @@ def episode_workflows(cfg: ExpertConfig, round_: int) -> list[Workflow | None]:
     return out
 
 
-def round_seed(cfg: ExpertConfig, round_: int, what: int) -> int:
-    """A seed for part ``what`` (0 episodes, 1 planner, 2 split, 3 minibatches) of round ``round_``."""
-    return int(np.random.SeedSequence([cfg.seed, 2, round_, what]).generate_state(1, np.uint64)[0] >> 1)
+def round_seed(cfg: ExpertConfig, round_: int, what: int | str) -> int:
+    """A seed for part ``what`` (0 episodes, 1 planner, 2 split, 3 minibatches, or its name) of round ``round_``
+    (``workflow_rl.seeding.expert_round_seed``)."""
+    return seeding.expert_round_seed(cfg.seed, round_, what)
 
 
 @dataclass
@@ -231,12 +233,12 @@ def play_round(agent: Agent, cfg: ExpertConfig, round_: int, gamma: float, rewar
     E, L = cfg.episodes_per_round, cfg.episode_length
     wfs = episode_workflows(cfg, round_)
     planners: dict = {}
-    planner_seed = round_seed(cfg, round_, 1)
+    planner_seed = round_seed(cfg, round_, "planner")
     for w in wfs:
         if w not in planners:
             planners[w] = Planner(agent, w, cfg.plan, planner_seed, official_bugs=True)
     actors = [planners[w].actor for w in wfs]
-    env = NativeVectorEnv(E, red_kind_weights(cfg.red_agent), L, seed=round_seed(cfg, round_, 0))
+    env = NativeVectorEnv(E, red_kind_weights(cfg.red_agent), L, seed=round_seed(cfg, round_, "episodes"))
     obs, info = env.reset()
     access = info["red_access"]
     beliefs = [ParticleBelief(cfg.plan.belief(True), _sub_seed(planner_seed, i)) for i in range(E)]
@@ -312,7 +314,7 @@ def split_episodes(cfg: ExpertConfig, round_: int, episodes: int) -> np.ndarray:
     held = np.zeros(episodes, bool)
     if cfg.held_out > 0 and episodes > 1:
         n = min(episodes - 1, max(1, int(round(cfg.held_out * episodes))))
-        held[np.random.default_rng(round_seed(cfg, round_, 2)).permutation(episodes)[:n]] = True
+        held[np.random.default_rng(round_seed(cfg, round_, "split")).permutation(episodes)[:n]] = True
     return held
 
 
@@ -370,7 +372,7 @@ def train_round(agent: Agent, data: RoundData, cfg: ExpertConfig, round_: int) -
     for p in old.parameters():
         p.requires_grad_(False)
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
-    gen = torch.Generator().manual_seed(round_seed(cfg, round_, 3))
+    gen = torch.Generator().manual_seed(round_seed(cfg, round_, "minibatches"))
     n = len(train_rows)
     names = ("ce_loss", "kl", "keep_loss", "value_loss")
     sums = {k: [0.0, 0] for k in names}

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workflow_rl.sim import attackers
+
 LENGTHS = (30, 50, 100)
 """The CAGE2 episode lengths whose running returns the demo reports (one 100-step episode gives all three)."""
 
@@ -22,7 +24,7 @@ class DemoRow:
     steps_per_s: float
 
 
-def demo(policy: str = "restore_compromised", red_agents=("B_lineAgent", "RedMeanderAgent"), n_envs: int = 4096,
+def demo(policy: str = "restore_compromised", red_agents=attackers.cage2(attacking=True), n_envs: int = 4096,
          episodes: int = 8192, seed: int = 0, progress: bool = True, threads: int | str | None = None) -> list[DemoRow]:
     """Play ``episodes`` 100-step episodes per red agent with the scripted ``policy`` (``workflow_rl.policies``) in
     rounds of ``n_envs`` native envs; each length's running return and the engine's env-steps per second. Threads

@@ -18,15 +18,16 @@ from workflow_rl.files import check_out_files, staged_outputs
 from workflow_rl.interrupt import GracefulInterrupt
 from workflow_rl.resources import check_memory
 from workflow_rl.runs.engines import engine_opts
+from workflow_rl.sim import attackers
 
 MODES = ("greedy", "sampled", "both")
 """How an evaluation plays the agent (``mode``): its greedy action, a sampled one, or both side by side."""
 BASELINES = ("sleep", "random", "greedy_workflow", "restore_compromised")
 """The scripted defenders an evaluation or a replay plays by name instead of an agent."""
-ONE_DEFAULTS = {"red_agents": ("B_lineAgent", "RedMeanderAgent", "SleepAgent"), "lengths": (30, 50, 100),
+ONE_DEFAULTS = {"red_agents": attackers.cage2(), "lengths": (30, 50, 100),
                 "episodes": 1000, "mode": "both"}
 """What an evaluation of one workflow (or none) uses where the setting is not given: CAGE2's protocol."""
-LIST_DEFAULTS = {"red_agents": ("B_lineAgent", "RedMeanderAgent"), "lengths": (100,), "episodes": 100,
+LIST_DEFAULTS = {"red_agents": attackers.cage2(attacking=True), "lengths": (100,), "episodes": 100,
                  "mode": "greedy"}
 """What an evaluation across workflows uses where the setting is not given (per workflow, so fewer episodes)."""
 CYBORG_ONLY = ("cyborg_episodes", "workers", "time_limit", "vectorization", "parallel_start_method", "scenario")
@@ -218,7 +219,7 @@ def _baseline(name: str, workflow, seed: int, per_env: bool, scripted_act, greed
     return {"greedy": scripted_act(name, seed)}, name, workflow
 
 
-SUBMISSION_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
+SUBMISSION_REDS = attackers.cage2()
 """The red agents CAGE2's evaluation names, in its order."""
 
 
@@ -312,12 +313,16 @@ def _episodes(cfg: EvaluateConfig, engine: str) -> int:
 
 def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     from workflow_rl import parse_red_agent
+    from workflow_rl.envs.names import check_engine_plays
     from workflow_rl.rl.evaluate import evaluate_cells, result_dict
     from workflow_rl.workflow import parse_workflow_arg
 
     reds = [parse_red_agent(r) for r in cfg.red_agents]
     lengths = sorted(set(cfg.lengths))
     engines = list(dict.fromkeys(cfg.engines))
+    for engine in engines:
+        for red in reds:
+            check_engine_plays(red, engine)
     acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=_modes(cfg.mode),
                                      device=cfg.device, seed=cfg.seed, plan=cfg.plan,
                                      lengths=lengths if cfg.plan_told_length else None,
@@ -592,8 +597,8 @@ def evaluation_markdown(label: str, workflow, results: list[dict]) -> str:
                      f"{r['mean']:.2f} | ± {r['ci95']:.2f} | {comp} |")
     cells = [c for c in CAGE2_WINNER if any((r["red_agent"], r["length"]) == c for r in results)]
     if cells:
-        short = {"B_lineAgent": "B_line", "RedMeanderAgent": "Meander"}
-        lines += ["", "| engine | mode | " + " | ".join(f"{short[red]} {n}" for red, n in cells) + " | sum |",
+        heads = " | ".join(f"{attackers.get(red).label} {n}" for red, n in cells)
+        lines += ["", f"| engine | mode | {heads} | sum |",
                   "|---|---|" + "---:|" * (len(cells) + 1)]
         for engine, mode in dict.fromkeys((r["engine"], r["mode"]) for r in results):
             row = {(r["red_agent"], r["length"]): r for r in results if (r["engine"], r["mode"]) == (engine, mode)}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflow_rl.files import check_out_file, write_report
+from workflow_rl.sim import attackers
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Report:
         return 0 if self.passed else 1
 
 
-def parity_report(red_agents=("B_lineAgent", "RedMeanderAgent"), policies=None, episodes: int = 200,
+def parity_report(red_agents=attackers.cage2(attacking=True), policies=None, episodes: int = 200,
                   native_episodes: int = 20_000, seed: int = 0, vectorization: str = "shared_memory",
                   start_method: str | None = None, scenario=None, out: str | Path | None = None,
                   progress=print) -> Report:

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workflow_rl import seeding
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.rl.resumable import check_resumable, same_run
 from workflow_rl.search.answer import best_record, fit_records
@@ -59,8 +60,7 @@ from workflow_rl.search.outputs import append_logs, catch_up_logs, finalize, pro
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
 
-DESIGN_STREAM = 1_000_003
-"""Tag of the random stream that draws a 'random' design start (``_draw``'s streams are iteration numbers < 120)."""
+DESIGN_STREAM = seeding.SEARCH_DESIGN_STREAM   # the random design start's stream (workflow_rl.seeding)
 
 __all__ = ["SearchConfig", "SearchInterrupted", "WorkflowSearch"]   # what callers import from here
 
@@ -280,7 +280,7 @@ class WorkflowSearch:
         search starts where the uninterrupted one did."""
         if self.cfg.design_start != "random":
             return Workflow.parse(self.cfg.design_start)
-        rng = np.random.default_rng([self.cfg.train.seed, DESIGN_STREAM])
+        rng = seeding.design_rng(self.cfg.train.seed)
         return all_workflows()[int(rng.integers(N_CANDIDATES))]
 
     def _posterior(self, busy: set[int] = frozenset()):

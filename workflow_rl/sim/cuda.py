@@ -30,33 +30,40 @@ from numba import cuda  # noqa: E402 (after the guard above)
 from numba.cuda import config as cuda_config  # noqa: E402
 
 from workflow_rl.sim import native as N  # noqa: E402
-from workflow_rl.sim import rules  # noqa: E402
-from workflow_rl.sim import tables as T  # noqa: E402
+from workflow_rl.sim import attackers, rules  # noqa: E402
 from workflow_rl.sim.native import SimState, StepBuffers  # noqa: E402
 
 THREADS_PER_BLOCK = 128
 _SIMULATOR = bool(cuda_config.ENABLE_CUDASIM)   # NUMBA_ENABLE_CUDASIM=1: kernels run as Python, nothing to cache
-
-_DEV = rules.compile_rules(cuda.jit(device=True, inline="always"))
-
 
 @cuda.jit(device=True, inline="always")
 def _thread_index():
     return cuda.grid(1)
 
 
-_DEV["thread_index"] = _thread_index
-
 MAX_REGISTERS = int(os.environ.get("WORKFLOW_RL_CUDA_MAX_REGISTERS") or 0) or None
 """A cap on the step kernel's registers per thread, read from ``WORKFLOW_RL_CUDA_MAX_REGISTERS`` at import: a probe
 for ``benchmarks/device/gpu_check.py`` (fewer registers, more warps in flight per SM, but spills; at 1M envs the kernel
 is latency-bound with 56 registers), not a setting for users. None (unset): no cap."""
 
-# cached on disk (keyed on rules.py, where the kernel is written): a new process loads the compiled kernel instead
-# of spending ~20-30 s compiling it (measured on an H100); not with a register cap, which that key does not hold
-_CAP = {"max_registers": MAX_REGISTERS} if MAX_REGISTERS and not _SIMULATOR else {}   # the simulator takes no cap
-_step_kernel = rules.compile_rules(cuda.jit(cache=not _SIMULATOR and MAX_REGISTERS is None, **_CAP), _DEV,
-                                   (rules.step_grid,))["step_grid"]
+_KERNELS: dict[int, object] = {}
+
+
+def kernel():
+    """The step kernel for the attackers registered now (``sim.attackers``), built once per registry. Cached on disk
+    (keyed on rules.py, where the kernel is written, and on the registry's fingerprint in its name): a new process
+    loads the compiled kernel instead of spending ~20-30 s compiling it (measured on an H100); not with a register
+    cap, which that key does not hold."""
+    v = attackers.version()
+    if v not in _KERNELS:
+        dev = rules.compile_rules(cuda.jit(device=True, inline="always"))
+        attackers.rule_namespace(cuda.jit(device=True, inline="always"), dev)
+        dev["thread_index"] = _thread_index
+        cap = {"max_registers": MAX_REGISTERS} if MAX_REGISTERS and not _SIMULATOR else {}   # the simulator: no cap
+        jit = cuda.jit(cache=not _SIMULATOR and MAX_REGISTERS is None, **cap)
+        _KERNELS.clear()
+        _KERNELS[v] = rules.compile_rules(jit, dev, (rules.step_grid,), attackers.fingerprint())["step_grid"]
+    return _KERNELS[v]
 
 
 _TABLES: dict[tuple, tuple] = {}
@@ -98,7 +105,7 @@ def step(state: SimState, actions, buffers: StepBuffers, episode_length: int, of
     n = actions.shape[0]
     ports, trapped = _device_tables(bool(official_bugs))
     blocks = (n + threads_per_block - 1) // threads_per_block
-    _step_kernel[blocks, threads_per_block, stream](state, actions, np.int32(episode_length), bool(official_bugs),
+    kernel()[blocks, threads_per_block, stream](state, actions, np.int32(episode_length), bool(official_bugs),
                                                     ports, trapped, buffers)
 
 
@@ -109,13 +116,15 @@ def lockstep_mismatch(num_envs: int, steps: int, official_bugs: bool, policies, 
     difference (step, and which output or state field), or None when every output and the whole state agree after
     every step.
 
-    Envs cycle through B_lineAgent, RedMeanderAgent and SleepAgent; env j is defended by ``policies[j %
-    len(policies)]``, each called as ``policy(t, obs, rng) -> actions`` on the CPU kernel's observations. The GPU
-    arrays are in ``layout`` (:data:`LAYOUTS`).
+    Envs cycle through every registered attacker (``sim.attackers``, in listing order: B_lineAgent,
+    RedMeanderAgent, SleepAgent, then the others); env j is defended by ``policies[j % len(policies)]``, each called
+    as ``policy(t, obs, rng) -> actions`` on the CPU kernel's observations. The GPU arrays are in ``layout``
+    (:data:`LAYOUTS`).
     """
     n = num_envs
     s, b = N.allocate_state(n), N.allocate_buffers(n)
-    N.seed_state(s, seed, np.array([T.RED_BLINE, T.RED_MEANDER, T.RED_SLEEP], np.int8)[np.arange(n) % 3])
+    kinds = np.array([a.kind for a in attackers.attackers()], np.int8)
+    N.seed_state(s, seed, kinds[np.arange(n) % len(kinds)])
     N.reset_envs(s, b)
     ds, db = to_device(s, layout=layout), to_device(b, layout=layout)
     rng = np.random.default_rng(seed)
@@ -132,4 +141,4 @@ def lockstep_mismatch(num_envs: int, steps: int, official_bugs: bool, policies, 
     return None
 
 
-__all__ = ["step", "to_device", "to_host", "lockstep_mismatch", "THREADS_PER_BLOCK", "LAYOUTS"]
+__all__ = ["kernel", "step", "to_device", "to_host", "lockstep_mismatch", "THREADS_PER_BLOCK", "LAYOUTS"]

@@ -13,13 +13,13 @@ trajectories. Randomness is counter-based (see :mod:`workflow_rl.sim.rules`).
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
 from numba import njit
 
-from workflow_rl.sim import rules
+from workflow_rl.sim import attackers, rules
 from workflow_rl.sim import tables as T
 
 if "NUMBA_THREADING_LAYER" not in os.environ:
@@ -31,9 +31,7 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 
 _N = T.N_HOSTS
 
-# the rules compiled for the CPU, inlined into the launchers below
-_CPU = rules.compile_rules(njit(inline="always"))
-_mix = _CPU["_mix"]
+_mix = rules.compile_rules(njit(inline="always"), functions=(rules._mix,))["_mix"]   # for the RNG keys below
 
 
 # ---------------------------------------------------------------------------------------------------------- state
@@ -47,8 +45,8 @@ class SimState(NamedTuple):
     key: np.ndarray            # (N,) uint64   per-env RNG key (from the run seed and env index)
     episode: np.ndarray        # (N,) int64    episodes started by this env (part of the RNG counter)
     t: np.ndarray              # (N,) int32    step within the episode
-    red_kind: np.ndarray       # (N,) int8     RED_SLEEP / RED_BLINE / RED_MEANDER of the current episode
-    red_cdf: np.ndarray        # (N,3) float64 cumulative odds of each red kind, drawn at every reset (red_cdf_of)
+    red_kind: np.ndarray       # (N,) int8     the attacker of the current episode (its kind: sim.attackers)
+    red_cdf: np.ndarray        # (N,K) float64 cumulative odds of each of the K red kinds, drawn at every reset
     sess_priv: np.ndarray      # (N,13) int16  red sessions as root/SYSTEM (User0's foothold not included)
     sess_rem: np.ndarray       # (N,13) int16  user-level sessions Remove can kill (detected non-SSH exploit)
     sess_user: np.ndarray      # (N,13) int16  other user-level sessions (SSH, or undetected)
@@ -118,7 +116,7 @@ def allocate_state(num_envs: int) -> SimState:
     z = np.zeros
     return SimState(
         key=z(n, np.uint64), episode=z(n, np.int64), t=z(n, np.int32), red_kind=z(n, np.int8),
-        red_cdf=z((n, 3), np.float64),
+        red_cdf=z((n, attackers.n_kinds()), np.float64),
         sess_priv=z((n, h), np.int16), sess_rem=z((n, h), np.int16), sess_user=z((n, h), np.int16),
         red_file=z((n, h), np.int8), decoys=z((n, h), np.int16), vsftpd=z((n, h), np.int8),
         ot_down=z(n, np.int8), ot_broken=z(n, np.int8), red_ports=z((n, h), np.int16),
@@ -156,7 +154,7 @@ def state_values(episode_length: int) -> dict[str, tuple[int, int] | tuple[int, 
         return (0, episode_length) if episode_length <= info.max else (int(info.min), int(info.max))
 
     values: dict = {"episode": (0, np.iinfo(np.int64).max), "t": (0, episode_length - 1),
-                    "red_kind": (T.RED_SLEEP, T.RED_MEANDER), "obs_comp": (0, 3), "bl_state": (0, _BLINE_LAST),
+                    "red_kind": (0, attackers.n_kinds() - 1), "obs_comp": (0, 3), "bl_state": (0, _BLINE_LAST),
                     "bl_target": (-1, T.USER1, T.USER2, T.USER3, T.USER4),
                     "m_last_ip": (-1, _N - 1), "m_last_host": (-1, _N - 1)}
     values.update({f: (0, 1) for f in _FLAGS})
@@ -252,11 +250,32 @@ def _keys_kernel(base, idx):
 
 
 # ----------------------------------------------------------------------------------------------------- launchers
-# Compiled from rules.py, where they are written, so that numba's cache (keyed on the source file of the function)
-# is rebuilt whenever a rule changes.
-rules.compile_rules(njit(cache=True), _CPU, (rules.step_range, rules.reset_range))
-_step_range, _reset_range = _CPU["step_range"], _CPU["reset_range"]
-_step_kernel = rules.compile_rules(njit(parallel=True, cache=True), _CPU, (rules.step_chunks,))["step_chunks"]
+class Kernels(NamedTuple):
+    """The CPU build of the rules for one attacker registry (:mod:`workflow_rl.sim.attackers`)."""
+
+    rules: dict              # every rule, the attackers' and the dispatch compiled inline (rules.compile_rules)
+    step_range: Callable     # serial launcher (rules.step_range)
+    reset_range: Callable    # rules.reset_range
+    step_chunks: Callable    # parallel launcher over chunks of envs (rules.step_chunks)
+
+
+_KERNELS: dict[int, Kernels] = {}
+
+
+def kernels() -> Kernels:
+    """The CPU kernels for the attackers registered now, built once per registry (numba compiles, or loads from its
+    disk cache, at the first call). The launchers are compiled from rules.py, where they are written, so that
+    numba's cache (keyed on the source file of the function) is rebuilt whenever a rule changes; their cached names
+    carry the registry's fingerprint (``sim.attackers``), so another registry is another cache entry."""
+    v = attackers.version()
+    if v not in _KERNELS:
+        ns = attackers.rule_namespace(njit(inline="always"), rules.compile_rules(njit(inline="always")))
+        suffix = attackers.fingerprint()
+        rules.compile_rules(njit(cache=True), ns, (rules.step_range, rules.reset_range), suffix)
+        rules.compile_rules(njit(parallel=True, cache=True), ns, (rules.step_chunks,), suffix)
+        _KERNELS.clear()   # an old registry's kernels are not used again
+        _KERNELS[v] = Kernels(ns, ns["step_range"], ns["reset_range"], ns["step_chunks"])
+    return _KERNELS[v]
 
 _SERIAL_BELOW = 512  # below this many envs threads cost more than they save
 _EVERY = np.zeros(0, np.bool_)   # the launchers' mask meaning "every env"
@@ -268,15 +287,19 @@ def _n_chunks(n: int) -> int:
 
 # ---------------------------------------------------------------------------------------------------- public API
 def red_weights_of(red, num_envs: int) -> np.ndarray:
-    """(num_envs, 3) probabilities of each red kind (RED_SLEEP, RED_BLINE, RED_MEANDER) per env: ``red`` is a fixed
-    kind (an integer, or an integer array with one per env) or mixture weights (floats, shape (3,) or (num_envs, 3):
-    finite, >= 0, a positive sum; normalised here)."""
+    """(num_envs, K) probabilities of each of the K red kinds (``sim.attackers``: RED_SLEEP, RED_BLINE, RED_MEANDER
+    and those registered) per env: ``red`` is a fixed kind (an integer, or an integer array with one per env) or
+    mixture weights (floats, shape (K,) or (num_envs, K): finite, >= 0, a positive sum; normalised here)."""
+    k = attackers.n_kinds()
     r = np.asarray(red)
     if np.issubdtype(r.dtype, np.integer):
-        if r.size and (r.min() < 0 or r.max() > 2):
-            raise ValueError(f"red kinds are 0..2 (RED_SLEEP, RED_BLINE, RED_MEANDER), got {r.min()}..{r.max()}")
-        return np.eye(3)[np.broadcast_to(r, (num_envs,))]
-    w = np.broadcast_to(r.astype(np.float64), (num_envs, 3))
+        if r.size and (r.min() < 0 or r.max() > k - 1):
+            raise ValueError(f"red kinds are 0..{k - 1} ({', '.join(attackers.kind_names())}), got "
+                             f"{r.min()}..{r.max()}")
+        return np.eye(k)[np.broadcast_to(r, (num_envs,))]
+    if r.shape[-1:] != (k,):
+        raise ValueError(f"red-agent weights need one weight per red kind ({k}), got shape {r.shape}")
+    w = np.broadcast_to(r.astype(np.float64), (num_envs, k))
     if not np.all(np.isfinite(w)) or (w < 0).any() or (w.sum(1) <= 0).any():
         raise ValueError(f"red-agent weights must be finite, >= 0 and not all 0, got {r}")
     return w / w.sum(1, keepdims=True)
@@ -305,7 +328,7 @@ def reset_envs(state: SimState, buffers: StepBuffers, mask: np.ndarray | None = 
     """Start a new episode in the envs selected by ``mask`` (all by default); writes obs and access."""
     if mask is None:
         mask = np.ones(len(state.key), np.bool_)
-    _reset_range(state, mask, 0, len(mask), buffers)
+    kernels().reset_range(state, mask, 0, len(mask), buffers)
 
 
 def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_length: int,
@@ -321,11 +344,13 @@ def step(state: SimState, actions: np.ndarray, buffers: StepBuffers, episode_len
     if mask is not None and np.shape(mask) != (n,):
         raise ValueError(f"mask must have one entry per env ({n}), got shape {np.shape(mask)}")
     mask = _EVERY if mask is None else np.require(mask, np.bool_, ("C", "W"))   # one compiled type
+    k = kernels()
     if n < _SERIAL_BELOW:
-        _step_range(state, actions, mask, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped, buffers)
+        k.step_range(state, actions, mask, 0, n, np.int32(episode_length), bool(official_bugs), ports, trapped,
+                     buffers)
     else:
-        _step_kernel(state, actions, mask, _n_chunks(n), np.int32(episode_length), bool(official_bugs), ports,
-                     trapped, buffers)
+        k.step_chunks(state, actions, mask, _n_chunks(n), np.int32(episode_length), bool(official_bugs), ports,
+                      trapped, buffers)
 
 
 # ----------------------------------------------------------------------------------------- copies and comparison
@@ -359,8 +384,8 @@ def obs_distance(obs: np.ndarray, target: np.ndarray) -> np.ndarray:
     return ((np.asarray(obs) > 0.5) != (np.asarray(target).reshape(1, -1) > 0.5)).sum(1)
 
 
-__all__ = ["GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers", "allocate_state",
-           "allocate_buffers", "state_values", "check_state", "check_outputs", "WORST_REWARD", "seed_state",
-           "red_weights_of", "red_cdf_of", "reset_envs", "step", "env_keys", "state_bytes_per_env", "take_state",
-           "put_state", "rekey", "obs_distance"]
+__all__ = ["Kernels", "kernels", "GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers",
+           "allocate_state", "allocate_buffers", "state_values", "check_state", "check_outputs", "WORST_REWARD",
+           "seed_state", "red_weights_of", "red_cdf_of", "reset_envs", "step", "env_keys", "state_bytes_per_env",
+           "take_state", "put_state", "rekey", "obs_distance"]
 

@@ -54,7 +54,8 @@ _SSHD_BIT = 1 << T.D_SSHD
 # draw slots of the counter-based RNG
 _SLOT_RED_TARGET, _SLOT_EXPLOIT_TOP, _SLOT_EXPLOIT_OTHER, _SLOT_DETECT, _SLOT_ESCALATE, _SLOT_BLINE = range(6)
 _SLOT_RED_AGENT = 6   # the episode's red agent, drawn at step 0 of the episode (no other draw uses this slot)
-_N_RED = 3            # red agent kinds: T.RED_SLEEP, T.RED_BLINE, T.RED_MEANDER
+# _N_RED (how many red kinds) and _red_choose (the dispatch to each attacker's rules) are not written
+# here: sim.attackers.rule_namespace adds them, for the attackers registered, to the namespace the rules compile in.
 
 ACT_NONE, ACT_SCAN, ACT_EXPLOIT = 0, 1, 2
 
@@ -449,7 +450,7 @@ def _draw_red_kind(s, i):
     are the ones they were before mixtures existed."""
     u = _uniform(s.key[i], s.episode[i], 0, _SLOT_RED_AGENT)
     k = 0
-    while k < _N_RED - 1 and u >= s.red_cdf[i, k]:
+    while k < _N_RED - 1 and u >= s.red_cdf[i, k]:  # noqa: F821 (sim.attackers.rule_namespace)
         k += 1
     return k
 
@@ -490,12 +491,7 @@ def _reset_env(s, i):
 def _step_env(s, i, action, episode_length, official_bugs, decoy_ports_tab, trapped_by, b):
     """One CAGE2 step of env i: red chooses, blue executes, red executes, reward, observation (§0)."""
     # red picks its action from its own view of the previous step
-    rk = s.red_kind[i]
-    r_kind, r_tgt = T.R_SLEEP, -1
-    if rk == T.RED_BLINE:
-        r_kind, r_tgt = _bline_choose(s, i)
-    elif rk == T.RED_MEANDER:
-        r_kind, r_tgt = _meander_choose(s, i)
+    r_kind, r_tgt = _red_choose(s, i, s.red_kind[i])  # noqa: F821 (sim.attackers.rule_namespace)
 
     # blue executes first
     restore_cost = 0
@@ -632,12 +628,17 @@ RULES = (_mix, _uniform, _popcount, _nth_bit, _uniform_bit, _n_sessions, _has_en
          _write_access, _draw_red_kind, _reset_env, _step_env)
 
 
-def compile_rules(jit: Callable, namespace: dict | None = None, functions: tuple = RULES) -> dict:
+def compile_rules(jit: Callable, namespace: dict | None = None, functions: tuple = RULES, suffix: str = "") -> dict:
     """``functions`` (every rule by default) decorated with ``jit`` (e.g. ``numba.njit(inline="always")``) and
     added to ``namespace`` (a fresh copy of this module's globals by default), which is also their globals: each
-    calls the versions in ``namespace``. Returns ``namespace``. Compilation itself happens at the first call."""
+    calls the versions in ``namespace``. Returns ``namespace``. Compilation itself happens at the first call.
+    ``suffix`` is added to each function's qualified name, which names its entry in numba's disk cache: the
+    launchers of another attacker registry (``sim.attackers.fingerprint``) are other entries."""
     if namespace is None:
         namespace = dict(globals())
     for f in functions:
-        namespace[f.__name__] = jit(types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__))
+        fn = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__)
+        if suffix:
+            fn.__qualname__ = f"{fn.__qualname__}_{suffix}"
+        namespace[f.__name__] = jit(fn)
     return namespace

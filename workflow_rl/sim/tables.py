@@ -144,9 +144,8 @@ ENT_HOSTS_MASK = _mask(ENT0, ENT1, ENT2)                 # hostnames containing 
 # True red access levels reported in info (SPEC §8).
 ACCESS_NONE, ACCESS_USER, ACCESS_PRIVILEGED = 0, 1, 2
 
-# Red agents.
+# The built-in red agents' kinds (SimState.red_kind); every attacker, these included, is declared in sim.attackers.
 RED_SLEEP, RED_BLINE, RED_MEANDER = 0, 1, 2
-RED_AGENT_NAMES = {"SleepAgent": RED_SLEEP, "B_lineAgent": RED_BLINE, "RedMeanderAgent": RED_MEANDER}
 
 
 def blue_action_name(action: int) -> str:

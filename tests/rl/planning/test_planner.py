@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from workflow_rl.sim import attackers
 from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.rl import pretrained
 from workflow_rl.rl.memory import policy_input
@@ -324,7 +325,7 @@ def test_a_cyborg_harness_drives_the_planned_agent_step_by_step(red):
         if t:
             (b,) = act.beliefs()
             assert b.distance.min() == 0 and b.reseeds == 0, t
-    assert b.red_posterior()[T.RED_AGENT_NAMES[red]] > 0.99
+    assert b.red_posterior()[attackers.kind_of(red)] > 0.99
     env.close()
 
 

@@ -28,7 +28,7 @@ from workflow_rl.rl.planning.planner import PlanConfig, Planner
 simulated = sys.argv[1] == "1"
 if simulated:
     from workflow_rl.sim import cuda as C
-    assert "simulator" in type(C._step_kernel).__module__, type(C._step_kernel)
+    assert "simulator" in type(C.kernel()).__module__, type(C.kernel())
 agent, _ = pretrained.load("pretrained:universal")
 # on a GPU the policy (and the critic) compute there, in cuBLAS's order of additions: returns equal to rounding
 tiny = dict(particles=32, top_k=3, fix_candidates=2, horizon=5, rollouts=3, value_scale=0.1 if simulated else 0.0)

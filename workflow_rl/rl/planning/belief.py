@@ -25,6 +25,7 @@ import numpy as np
 from workflow_rl.checks import check_seed
 from workflow_rl.ranges import check
 from workflow_rl.envs.native_env import red_kind_weights
+from workflow_rl.sim import attackers
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 
@@ -95,8 +96,8 @@ class ParticleBelief:
         return rng.choice(self.n, size=m, p=self.weights)
 
     def red_posterior(self) -> np.ndarray:
-        """(3,) probability of each red kind (``tables.RED_SLEEP``, ``RED_BLINE``, ``RED_MEANDER``)."""
-        return np.bincount(self.state.red_kind.astype(np.int64), self.weights, 3)
+        """(K,) probability of each red kind (``sim.attackers``: one per registered attacker, by kind)."""
+        return np.bincount(self.state.red_kind.astype(np.int64), self.weights, attackers.n_kinds())
 
     def access_probs(self) -> np.ndarray:
         """(13, 3) probability of each host's red access level (none, user, privileged)."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from workflow_rl import seeding
 from workflow_rl.checks import check_bool, check_episode_length, check_float, check_int, check_seed, check_types
 
 from workflow_rl.ranges import check_fields
@@ -498,9 +499,7 @@ def check_step(t) -> int:
     return int(t)
 
 
-def _sub_seed(seed: int, i: int) -> int:
-    """A seed for env ``i`` of a batch, independent of the others'."""
-    return int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint64)[0] >> 1)
+_sub_seed = seeding.sub_seed   # each env's belief seed (workflow_rl.seeding)
 
 
 def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
