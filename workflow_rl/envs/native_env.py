@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from workflow_rl.checks import check_bool, check_episode_length, check_int
+from workflow_rl.checks import check_bool, check_episode_length, check_int, check_seed
 from workflow_rl.envs.names import red_weights
 from workflow_rl.sim import attackers
 from workflow_rl.sim import native as sim
@@ -21,6 +21,18 @@ def red_kind_weights(red_agent: str) -> np.ndarray:
     for name, p in red_weights(red_agent).items():
         w[attackers.kind_of(name)] = p
     return w
+
+
+def reset_seed(seed, num_envs: int) -> int | tuple[int, ...]:
+    """A ``reset(seed=...)`` checked: an integer seed, or a list (tuple, array) of ``num_envs`` of them (numpy
+    integers as ints); one ValueError naming the fix otherwise."""
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        seeds = list(np.asarray(seed, dtype=object).ravel()) if isinstance(seed, np.ndarray) else list(seed)
+        if len(seeds) != num_envs or (isinstance(seed, np.ndarray) and seed.ndim != 1):
+            raise ValueError(f"reset(seed=...) takes one seed or a list of one seed per env ({num_envs}), got "
+                             f"{len(seeds)}")
+        return tuple(check_seed(f"seed[{i}]", _plain(s)) for i, s in enumerate(seeds))
+    return check_seed("seed", _plain(seed))
 
 
 def _fresh_seed() -> int:
@@ -67,15 +79,17 @@ class NativeVectorEnv(VectorEnv):
         self._red = sim.red_weights_of(red_agent, self.num_envs)
         self.state = sim.allocate_state(self.num_envs)
         self.buffers = sim.allocate_buffers(self.num_envs)
-        self._seed = _fresh_seed() if seed is None else int(seed)
+        self._seed = _fresh_seed() if seed is None else reset_seed(seed, self.num_envs)
         self._needs_reset = True
         self._tensors = None
 
     # ------------------------------------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start new episodes in every env. ``seed`` re-keys every env's random stream (None keeps the stream)."""
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        """Start new episodes in every env. ``seed`` re-keys every env's random stream (None keeps the stream): one
+        seed for the batch, or gymnasium's list of one seed per env (env i then plays what a one-env batch reset with
+        seed ``seed[i]`` plays)."""
         if seed is not None:
-            self._seed = int(seed)
+            self._seed = reset_seed(seed, self.num_envs)
         if seed is not None or self._needs_reset:
             sim.seed_state(self.state, self._seed, self._red)
             self._needs_reset = False

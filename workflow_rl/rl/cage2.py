@@ -64,14 +64,19 @@ class BlueAgent:
         if isinstance(observation, dict):
             raise ValueError("BlueAgent takes the ChallengeWrapper's 52-bit observation, got a dict (CybORG's raw "
                              "observation): wrap CybORG as ChallengeWrapper(env=cyborg, agent_name='Blue')")
-        n = getattr(action_space, "n", action_space)
-        if isinstance(n, int) and not isinstance(n, bool) and n != tables.N_ACTIONS:
+        n = getattr(action_space, "n", action_space)   # gymnasium's Discrete(n).n is a numpy integer
+        if isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n != tables.N_ACTIONS:
             raise ValueError(f"BlueAgent plays CAGE2 Scenario2's {tables.N_ACTIONS} blue actions (ChallengeWrapper("
                              f"env=cyborg, agent_name='Blue')), but the action space has {n}")
         if self.episode_length is not None and self.t >= self.episode_length:
             raise RuntimeError(f"get_action was called {self.t + 1} times in an episode of episode_length="
                                f"{self.episode_length}: call end_episode() after each episode")
-        action = self._act(np.asarray(observation, np.float32), self.t)
+        obs = np.asarray(observation, np.float32)
+        if obs.size != 4 * tables.N_HOSTS:
+            raise ValueError(f"BlueAgent plays one env: get_action takes one {4 * tables.N_HOSTS}-bit observation, "
+                             f"got shape {obs.shape}; for a batch of envs act with "
+                             "workflow_rl.rl.planning.planner.make_act (obs (N, 52))")
+        action = self._act(obs.reshape(4 * tables.N_HOSTS), self.t)
         self.t += 1
         return int(action)
 

@@ -315,11 +315,15 @@ def red_cdf_of(weights: np.ndarray) -> np.ndarray:
     return np.where(nothing_after, 2.0, cdf)
 
 
-def seed_state(state: SimState, seed: int, red) -> None:
+def seed_state(state: SimState, seed, red) -> None:
     """Give each env its RNG key and red agent (a fixed kind or mixture weights, as :func:`red_weights_of` takes;
     a mixture draws one kind per episode at each reset from the env's own stream); episode counters restart so a
-    seed fully defines a run."""
-    state.key[:] = env_keys(seed, len(state.key))
+    seed fully defines a run. ``seed``: one seed for the batch (env i: :func:`env_keys`' stream i), or one per env
+    (env i: the stream a one-env batch of seed ``seed[i]`` gets)."""
+    if np.ndim(seed):
+        state.key[:] = [env_keys(int(s), 1)[0] for s in seed]
+    else:
+        state.key[:] = env_keys(seed, len(state.key))
     state.episode[:] = -1  # the first reset makes it 0
     state.red_cdf[:] = red_cdf_of(red_weights_of(red, len(state.key)))
 

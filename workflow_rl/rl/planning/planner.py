@@ -33,7 +33,7 @@ from workflow_rl.envs.native_env import cuda_engine
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.config import check_choices, one_of
 from workflow_rl.rl.memory import MASKED
-from workflow_rl.rl.ppo import Agent
+from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
 from workflow_rl.rl.actor import ActFn, Actor
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
@@ -347,6 +347,8 @@ def make_act(name: str | Agent = "pretrained:universal", plan: PlanConfig | None
             obs, reward, done, info = wrapper.step(act(obs, t))
     """
     _check_make_act(name, plan, seed, greedy, generator)
+    check_bool("official_bugs", official_bugs)
+    encodings = _check_encodings(encodings)
     if isinstance(name, str):
         from workflow_rl.rl import pretrained
 
@@ -376,6 +378,24 @@ def _check_make_act(name, plan, seed, greedy, generator) -> None:
     check_bool("greedy", greedy)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator={generator!r}: use None or a torch.Generator")
+
+
+def _check_encodings(encodings) -> torch.Tensor | None:
+    """``make_act``'s per-env workflow encodings as a float32 tensor: (N, 25) finite numbers (numpy or torch);
+    None stays None. A wrong shape or a NaN is one ValueError here, not a torch error deep inside the network or a
+    silently NaN policy."""
+    if encodings is None:
+        return None
+    if not isinstance(encodings, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"encodings={type(encodings).__name__}: use an (N, {WORKFLOW_DIM}) tensor or array, one "
+                        "workflow encoding per env (Workflow.encode())")
+    enc = torch.as_tensor(encodings, dtype=torch.float32)
+    if enc.dim() != 2 or enc.shape[1] != WORKFLOW_DIM or enc.shape[0] < 1:
+        raise ValueError(f"encodings must be (N, {WORKFLOW_DIM}), one workflow encoding per env "
+                         f"(Workflow.encode()), got shape {tuple(enc.shape)}")
+    if not torch.isfinite(enc).all():
+        raise ValueError("encodings hold NaN or inf: use Workflow.encode() of each env's workflow")
+    return enc
 
 
 def resolve_workflow(workflow, own: Workflow | None) -> Workflow | None:
