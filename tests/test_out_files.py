@@ -372,3 +372,22 @@ def test_staged_outputs_replace_a_set_whole_and_clear_a_dead_writers_staging(tmp
     assert (tmp_path / "a.txt").read_text() == "new a" and (tmp_path / "b.txt").read_text() == "new b"
     assert not stale.exists() and live.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.txt", "b.txt", live.name])
+
+
+@pytest.mark.parametrize("args", [
+    ["evaluate", "sleep", "--episodes", "2", "--lengths", "5"],
+    ["train", *TINY],
+    ["search", "--total-episodes", "40", *TINY],
+    ["expert-iterate", "--rounds", "1"],
+    ["bench"],
+    ["curves"],
+], ids=lambda a: a[0])
+@pytest.mark.parametrize("where", ["out", "parent"])
+def test_a_dangling_link_as_the_output_folder_is_refused_before_anything_plays(args, where, tmp_path, capsys):
+    """``--out`` a symbolic link to nothing (or below one): it passed the pre-flight check, every episode was
+    played, then "File exists" and exit 2 (on real CybORG, hours). Now one line before the first episode."""
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone")
+    out = link if where == "out" else link / "run"
+    _refused([*args, "--out", str(out)], capsys, "symbolic link to nothing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not (tmp_path / "gone").exists()

@@ -51,6 +51,9 @@ def check_out_dir(name: str, path) -> Path:
         raise ValueError(f"{name} {p} is a file, not a folder: choose a folder (existing or new)")
     anc = p
     while not anc.exists():
+        if anc.is_symlink():   # a dangling link: exists() is False, yet mkdir there fails after all the work
+            raise ValueError(f"{name} {p} cannot be created: {anc} is a symbolic link to nothing "
+                             f"({os.readlink(anc)}); remove the link, or choose another folder")
         anc = anc.parent
     if not anc.is_dir():
         raise ValueError(f"{name} {p} cannot be created: {anc} is a file; choose another folder")
