@@ -1,6 +1,7 @@
 """Batched multi-workflow training: the stacked network and update against per-member ones, a one-slot batch
 against the single-workflow trainer, and checkpoints (the batched search is tested in tests/search)."""
 
+import numpy as np
 import pytest
 import torch
 from helpers import read_log, run_in_process, train_cfg
@@ -8,7 +9,7 @@ from helpers import read_log, run_in_process, train_cfg
 from workflow_rl.rl.stack import AgentStack, StackedAdam, stacked_ppo_update
 
 from workflow_rl.rl.trainer import BatchedTrainer
-from workflow_rl.rl.ppo import PPOConfig, Rollout, ppo_update
+from workflow_rl.rl.ppo import PPOConfig, Rollout, clipped_losses, ppo_update
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, CheckpointError, load_checkpoint
 from workflow_rl.rl.trainer import Trainer
 
@@ -45,14 +46,42 @@ def _rollout(q, n, seed=1):
                    torch.randn(q, n, generator=g), torch.randn(q, n, generator=g))
 
 
+def _cleanrl_update(agent, optimizer, batch, cfg, generator):
+    """CleanRL's PPO update of one network, written out apart from the training code (plain means, ``Tensor.std``,
+    ``clip_grad_norm_``, torch's Adam): the reference the stacked update is held to. Returns the last epoch's mean
+    policy loss."""
+    n = batch.actions.shape[0]
+    mb = max(1, n // cfg.num_minibatches)
+    losses = []
+    for _ in range(cfg.update_epochs):
+        perm = torch.randperm(n, generator=generator, device=generator.device)
+        for start in range(0, n, mb):
+            idx = perm[start:start + mb]
+            newlogp, entropy, newv = agent.evaluate(batch.x[idx], batch.actions[idx])
+            adv = batch.advantages[idx]
+            if cfg.norm_adv and adv.numel() > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pg_loss, v_loss, ent, _, _ = clipped_losses(newlogp, entropy, newv, batch.logprobs[idx], adv,
+                                                        batch.returns[idx], batch.values[idx], cfg, torch.mean)
+            optimizer.zero_grad(set_to_none=True)
+            (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).backward()
+            torch.nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            losses.append(pg_loss.item())
+    return float(np.mean(losses[-max(1, -(-n // mb)):]))
+
+
 def test_stacked_update_equals_separate_updates():
-    """One batched update of three members = three independent PPO updates (own rows, own Adam, own clipping)."""
+    """One batched update of three members = three independent CleanRL PPO updates (own rows, own Adam, own
+    clipping), and = ``ppo_update`` of each member alone (the same code on a stack of one: equal up to the rounding
+    of other GEMM and reduction shapes)."""
     q, n = 3, 64
     cfg = PPOConfig(num_minibatches=1, update_epochs=3, max_grad_norm=0.1)
     stack = _stack(q)
     with torch.no_grad():                         # distinct weights per member
         stack.flat += 0.05 * torch.arange(q).unsqueeze(1)
     singles = [stack.member(k) for k in range(q)]
+    alone = [stack.member(k) for k in range(q)]
     batch = _rollout(q, n)
     mask = torch.ones(q, n, dtype=torch.bool)
     mask[1, 40:] = False                         # member 1 trains on its first 40 rows only
@@ -63,10 +92,15 @@ def test_stacked_update_equals_separate_updates():
         sub = Rollout(*(getattr(batch, f)[k][rows] for f in ("x", "actions", "logprobs", "advantages", "returns",
                                                                "values")))
         lone = torch.optim.Adam(single.parameters(), lr=1e-3, eps=1e-5, foreach=True)
-        ref = ppo_update(single, lone, sub, cfg, torch.Generator().manual_seed(0))
+        ref = _cleanrl_update(single, lone, sub, cfg, torch.Generator().manual_seed(0))
         for p, r in zip(stack.member(k).parameters(), single.parameters()):
             assert torch.allclose(p, r, atol=2e-5), k
-        assert stats[k]["policy_loss"] == pytest.approx(ref["policy_loss"], abs=1e-4)
+        assert stats[k]["policy_loss"] == pytest.approx(ref, abs=1e-4)
+        own_adam = torch.optim.Adam(alone[k].parameters(), lr=1e-3, eps=1e-5, foreach=True)
+        one = ppo_update(alone[k], own_adam, sub, cfg, torch.Generator().manual_seed(0))
+        for p, r in zip(stack.member(k).parameters(), alone[k].parameters()):
+            assert torch.allclose(p, r, rtol=0, atol=1e-6), k
+        assert one == pytest.approx(stats[k], abs=1e-6)
         # the member's Adam state is the one the lone torch Adam holds, in its format (the checkpoint's)
         own, ref_sd = opt.member_state(stack, k), lone.state_dict()
         assert own["param_groups"] == ref_sd["param_groups"]

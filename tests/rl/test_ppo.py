@@ -1,7 +1,10 @@
-"""GAE against exact answers, including the time-limit bootstrap, and the agent's shapes."""
+"""GAE against exact answers, including the time-limit bootstrap, the agent's shapes, and the single-network update
+against the trainer's (the stacked update's losses against CleanRL's: tests/rl/test_batched.py)."""
+import pytest
 import torch
 
-from workflow_rl.rl.ppo import Agent, gae
+from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae, ppo_update
+from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 
 
 def _t(x):
@@ -64,3 +67,45 @@ def test_agent_shapes_and_seeded_sampling():
     assert [m.out_features for m in agent.actor if isinstance(m, torch.nn.Linear)] == [64, 64, 145]
     lp2, ent, _ = agent.evaluate(x, a1)
     assert torch.allclose(lp, lp2) and (ent > 0).all()
+
+
+def _rollout(n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return Rollout(torch.randn(n, 77, generator=g), torch.randint(0, 145, (n,), generator=g),
+                   -5 + torch.rand(n, generator=g), torch.randn(n, generator=g), torch.randn(n, generator=g),
+                   torch.randn(n, generator=g))
+
+
+def test_ppo_update_is_the_trainers_update_of_a_stack_of_one():
+    """``ppo_update`` (one Agent, a torch Adam) runs the trainer's update (``StackedUpdate``, ``ppo_step``) on a
+    stack of one: equal bit for bit by design (the same code on the same shapes), also in the second update, which
+    starts from the Adam state the first handed back to the torch optimiser."""
+    cfg = PPOConfig(num_minibatches=4, update_epochs=2)
+    torch.manual_seed(0)
+    agent = Agent()
+    stack = AgentStack(1)
+    stack.load_member(0, agent.state_dict())
+    opt = StackedAdam(stack.flat, lr=1e-3)
+    upd = StackedUpdate(stack, opt, cfg)
+    params = list(agent.parameters())
+    lone = torch.optim.Adam(params, lr=1e-3, eps=1e-5)
+    g_stack, g_lone = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    for seed in (1, 2):
+        batch = _rollout(64, seed)
+        ref = upd.run(Rollout(*(t.unsqueeze(0) for t in vars(batch).values())), torch.ones(1, 64, dtype=torch.bool),
+                      g_stack)[0]
+        assert ppo_update(agent, lone, batch, cfg, g_lone) == ref
+    assert all(torch.equal(v, agent.state_dict()[k]) for k, v in stack.member_state(0).items())
+    assert list(agent.parameters()) == params and all(a is b for a, b in zip(agent.parameters(), params))
+    own, sd = opt.member_state(stack, 0)["state"], lone.state_dict()
+    assert sd["param_groups"][0]["lr"] == 1e-3 and sd["param_groups"][0]["eps"] == 1e-5
+    for i, st in sd["state"].items():
+        assert float(st["step"]) == float(own[i]["step"]) == 2 * cfg.update_epochs * cfg.num_minibatches
+        assert torch.equal(st["exp_avg"], own[i]["exp_avg"]) and torch.equal(st["exp_avg_sq"], own[i]["exp_avg_sq"])
+
+
+def test_ppo_update_refuses_an_optimiser_it_does_not_implement():
+    agent = Agent()
+    with pytest.raises(ValueError, match="plain Adam"):
+        ppo_update(agent, torch.optim.Adam(agent.parameters(), weight_decay=0.1), _rollout(8), PPOConfig(),
+                   torch.Generator().manual_seed(0))

@@ -1,22 +1,28 @@
 """Workflow-conditioned PPO: the agent network, GAE with time-limit bootstrapping, and the clipped-surrogate update.
 
-CleanRL's PPO (orthogonal init, Adam eps 1e-5, advantage normalisation, clipped value loss, entropy bonus, global
-gradient clipping, minibatch epochs), with GAE and the loss as pure functions.
+CleanRL's PPO (orthogonal init, Adam eps 1e-5, advantage normalisation, clipped value loss, entropy bonus, gradient
+clipping, minibatch epochs), with GAE and the loss as pure functions. :func:`ppo_step` is the minibatch step that
+trains: ``rl.stack.StackedUpdate`` (the trainer's update) runs it over the epochs and minibatches for a stack of
+networks at once, and :func:`ppo_update`, one network's update, is that update for a stack of one.
 
 Truncation: CAGE2 episodes end only at the time limit, and the observation carries no clock, so the policy faces a
 stationary, infinite-horizon discounted task. A truncated step is therefore *bootstrapped* with the value of the
 episode's last observation (SB3's treatment), and the GAE recursion stops at the episode boundary; a real
-termination (none in CAGE2) would bootstrap with 0. ``tests/test_ppo.py`` pins both against exact answers.
+termination (none in CAGE2) would bootstrap with 0. ``tests/rl/test_ppo.py`` pins both against exact answers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
 from workflow_rl.rl.memory import Memory
+
+if TYPE_CHECKING:
+    from workflow_rl.rl.stack import AgentStack, StackedAdam
 
 OBS_DIM, WORKFLOW_DIM, N_ACTIONS = 52, 25, 145
 
@@ -205,8 +211,8 @@ def bootstrapped_gae(rewards: torch.Tensor, values: torch.Tensor, last_value: to
 
 
 def clipped_losses(newlogp, entropy, newv, old_logp, adv, ret, old_v, cfg: "PPOConfig", reduce):
-    """PPO's clipped surrogate, (optionally clipped) value loss and entropy, each reduced by ``reduce`` (a mean over
-    the minibatch, or over each member's own rows); also returns (logratio, ratio) for the statistics."""
+    """PPO's clipped surrogate, (optionally clipped) value loss and entropy, each reduced by ``reduce`` (in training:
+    :func:`masked_mean`, each member's mean over its own rows); also returns (logratio, ratio) for the statistics."""
     logratio = newlogp - old_logp
     ratio = logratio.exp()
     pg_loss = reduce(torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)))
@@ -220,7 +226,7 @@ def clipped_losses(newlogp, entropy, newv, old_logp, adv, ret, old_v, cfg: "PPOC
 
 @dataclass
 class Rollout:
-    """Flattened rollout tensors for one update."""
+    """Flattened rollout tensors for one update: (N, ...) for one network, (n, N, ...) for a stack of n."""
 
     x: torch.Tensor
     actions: torch.Tensor
@@ -230,33 +236,91 @@ class Rollout:
     values: torch.Tensor
 
 
-def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, batch: Rollout, cfg: PPOConfig,
-               generator: torch.Generator) -> dict[str, float]:
-    """Clipped-surrogate PPO epochs over minibatches; returns loss statistics of the last epoch."""
-    n = batch.actions.shape[0]
-    mb = max(1, n // cfg.num_minibatches)
-    stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [],
-                                     "clipfrac": []}
-    for _ in range(cfg.update_epochs):
-        perm = torch.randperm(n, generator=generator, device=generator.device).to(batch.actions.device)
-        for start in range(0, n, mb):
-            idx = perm[start:start + mb]
-            newlogp, entropy, newv = agent.evaluate(batch.x[idx], batch.actions[idx])
-            adv = batch.advantages[idx]
-            if cfg.norm_adv and adv.numel() > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
-                newlogp, entropy, newv, batch.logprobs[idx], adv, batch.returns[idx], batch.values[idx], cfg,
-                torch.mean)
-            loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            with torch.no_grad():
-                stats["policy_loss"].append(pg_loss.item())
-                stats["value_loss"].append(v_loss.item())
-                stats["entropy"].append(ent.item())
-                stats["approx_kl"].append(((ratio - 1) - logratio).mean().item())
-                stats["clipfrac"].append(((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item())
-    return {k: float(np.mean(v[-max(1, -(-n // mb)):])) for k, v in stats.items()}
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+"""the loss statistics :func:`ppo_step` returns, in its order."""
+
+
+def masked_mean(x: torch.Tensor, m: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
+    """Each member's mean of ``x`` (n, B) over its own rows (``m`` (n, B) of 0/1, ``cnt`` = m.sum(1)); 0 where a
+    member has none."""
+    return (x * m).sum(1) / cnt.clamp(min=1)
+
+
+@torch.no_grad()
+def clip_rows(grad: torch.Tensor, max_norm: float) -> None:
+    """``clip_grad_norm_`` applied to each member's gradient (a row of ``grad``) on its own."""
+    coef = (max_norm / (grad.norm(dim=1) + 1e-6)).clamp(max=1.0)
+    grad.mul_(coef.unsqueeze(1))
+
+
+def ppo_step(net: AgentStack, optimizer: StackedAdam, mb: Rollout, mask: torch.Tensor, cfg: PPOConfig,
+             members: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One PPO minibatch step: the update that trains (``rl.stack.StackedUpdate`` runs it for every minibatch of every
+    epoch, eagerly or replayed as a CUDA graph; :func:`ppo_update` is it for one network).
+
+    Why a stack: training updates ``n`` independent networks at once, the rows of one (n, P) parameter ``net.flat``
+    (``rl.stack.AgentStack``; a single run is a stack of one), so every tensor here is (n, B): ``mb``'s fields are a
+    minibatch's B rows of each member's rollout and ``mask`` (n, B, 0/1 floats) marks the rows a member trains on (a
+    member whose budget covers fewer envs has rows masked out). ``members`` (indices into the stack): ``mb`` holds
+    only those members' rows, the others are left out of the forward pass (the eager update of a partial batch).
+
+    Per member, CleanRL's step: advantages normalised over its own rows (unbiased std), the clipped surrogate, the
+    clipped value loss and the entropy as means over its own rows, ``loss = pg - ent_coef * entropy + vf_coef * v``.
+    The members' losses are summed for one backward pass (they share no weights, so each row of the gradient is its
+    own member's), each row is clipped to ``max_grad_norm`` on its own, and Adam steps the members with rows in this
+    minibatch only (one with none keeps its weights and Adam state). No host synchronisation, so a CUDA graph can
+    capture it: the gradient is dropped first, the captured backward then allocates the one every replay rewrites.
+
+    Returns the members' statistics, (5, n) in :data:`STAT_NAMES` order, and their row counts (n,)."""
+    optimizer.zero_grad()
+    cnt = mask.sum(1)
+    newlogp, entropy, newv = net.evaluate(mb.x, mb.actions, members)
+    adv = mb.advantages
+    if cfg.norm_adv:
+        mean = masked_mean(adv, mask, cnt).unsqueeze(1)
+        var = (((adv - mean) ** 2) * mask).sum(1) / (cnt - 1).clamp(min=1)
+        adv = (adv - mean) / (var.sqrt().unsqueeze(1) + 1e-8)
+    pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
+        newlogp, entropy, newv, mb.logprobs, adv, mb.returns, mb.values, cfg, lambda x: masked_mean(x, mask, cnt))
+    loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
+    loss.backward()
+    stepped = cnt > 0
+    if members is not None:
+        stepped = torch.zeros(net.n, dtype=torch.bool, device=mask.device).index_copy_(0, members, stepped)
+    clip_rows(net.flat.grad, cfg.max_grad_norm)
+    optimizer.step(stepped)
+    with torch.no_grad():
+        stats = torch.stack([pg_loss, v_loss, ent, masked_mean((ratio - 1) - logratio, mask, cnt),
+                             masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), mask, cnt)])
+    return stats, cnt
+
+
+def ppo_update(agent: Agent, optimizer: torch.optim.Adam, batch: Rollout, cfg: PPOConfig,
+               generator: torch.Generator) -> dict[str, float] | None:
+    """PPO epochs over minibatches of one network's rollout (fields (N, ...)); returns the loss statistics of the
+    last epoch (None for an empty rollout).
+
+    Why a stack of one: so that a lone network trains by the very code batches train by (:func:`ppo_step` under
+    ``rl.stack.StackedUpdate``), not by a look-alike. ``agent``'s weights and ``optimizer``'s Adam state (a plain
+    ``torch.optim.Adam`` over ``agent.parameters()``, its moments and step count) go into a one-member stack and
+    come back updated in place; its param groups (learning rate, betas, eps) are read, not changed."""
+    from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate  # rl.stack builds on this module
+
+    group = optimizer.param_groups[0]
+    if (len(optimizer.param_groups) != 1 or group["weight_decay"] or group.get("amsgrad") or group.get("maximize")
+            or list(group["params"]) != list(agent.parameters())):
+        raise ValueError("ppo_update trains with plain Adam over agent.parameters() in one param group")
+    with torch.random.fork_rng(devices=[]):   # building a stack draws an init; keep the global stream as is
+        stack = AgentStack(1, agent.hidden, agent.memory)
+    stack = stack.to(agent.device)
+    stack.load_member(0, agent.state_dict())
+    opt = StackedAdam(stack.flat, float(group["lr"]), tuple(group["betas"]), float(group["eps"]))
+    opt.load_member_state(stack, 0, optimizer.state_dict())
+    one = Rollout(*(getattr(batch, f.name).unsqueeze(0) for f in fields(Rollout)))
+    mask = torch.ones(batch.actions.shape, dtype=torch.bool, device=batch.actions.device).unsqueeze(0)
+    stats = StackedUpdate(stack, opt, cfg).run(one, mask, generator)[0]
+    with torch.no_grad():
+        agent.load_state_dict(stack.member_state(0))
+    state = opt.member_state(stack, 0)
+    optimizer.load_state_dict({**state, "param_groups": optimizer.state_dict()["param_groups"]})
+    return stats

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from workflow_rl.rl.memory import Memory
-from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, clipped_losses, logp_entropy, sample_actions
+from workflow_rl.rl.ppo import STAT_NAMES, Agent, PPOConfig, Rollout, logp_entropy, ppo_step, sample_actions
 
 NETS = ("actor", "critic")
 
@@ -49,7 +49,7 @@ class AgentStack(nn.Module):
     def n(self) -> int:
         return self.flat.shape[0]
 
-    def params(self, members: list[int] | None = None) -> dict[str, Layers]:
+    def params(self, members: list[int] | torch.Tensor | None = None) -> dict[str, Layers]:
         """Per network, its layers as views of ``flat`` (all members, or copies of the listed members' rows)."""
         flat = self.flat if members is None else self.flat[members]
         parts = {name: p.view(flat.shape[0], *shape)
@@ -65,7 +65,7 @@ class AgentStack(nn.Module):
     def value(self, x: torch.Tensor, params: dict | None = None) -> torch.Tensor:
         return _mlp((params or self.params())["critic"], x).squeeze(-1)
 
-    def evaluate(self, x: torch.Tensor, action: torch.Tensor, members: list[int] | None = None):
+    def evaluate(self, x: torch.Tensor, action: torch.Tensor, members: list[int] | torch.Tensor | None = None):
         """(log_prob, entropy, value) of given actions, each (n, B) (or (len(members), B))."""
         p = self.params(members)
         return (*logp_entropy(self.memory.mask(_mlp(p["actor"], x), x), action), _mlp(p["critic"], x).squeeze(-1))
@@ -195,20 +195,17 @@ def _adam_defaults() -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------- update
-def _masked_mean(x: torch.Tensor, m: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
-    return (x * m).sum(1) / cnt.clamp(min=1)
-
-
 def stacked_ppo_update(agents: AgentStack, optimizer: StackedAdam, batch: Rollout, mask: torch.Tensor,
                        cfg: PPOConfig, generator: torch.Generator, members: list[int] | None = None
                        ) -> list[dict[str, float] | None]:
-    """:func:`~workflow_rl.rl.ppo.ppo_update` for several members at once (all, or the listed ones), eagerly: see
-    :class:`StackedUpdate`, which the trainer keeps (and which replays CUDA graphs on a GPU)."""
+    """One PPO update of several members at once (all, or the listed ones), eagerly: see :class:`StackedUpdate`,
+    which the trainer keeps (and which replays CUDA graphs on a GPU)."""
     return StackedUpdate(agents, optimizer, cfg, graphs=False).run(batch, mask, generator, members)
 
 
 class StackedUpdate:
-    """PPO epochs over minibatches for every member at once.
+    """PPO epochs over minibatches for every member at once; each minibatch is :func:`~workflow_rl.rl.ppo.ppo_step`
+    (the loss, clipping and Adam step; ``rl.ppo.ppo_update`` is this update for one network).
 
     ``batch`` fields are (n, N, ...) for all n members of the stack; ``mask`` (n, N) marks the rows a member trains
     on (a member whose budget covers fewer envs has rows masked out, an empty slot has none); ``members`` may list
@@ -253,12 +250,10 @@ class StackedUpdate:
                     static_idx.copy_(idx)
                     graph.replay()
                 else:
-                    self.opt.zero_grad()
                     self._step(buf, idx)
         means = (buf["sums"] / buf["steps_last"].clamp(min=1)).T.tolist()
         live = mask.any(1).tolist()
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-        stats = [dict(zip(names, means[k])) if live[k] else None for k in range(q)]
+        stats = [dict(zip(STAT_NAMES, means[k])) if live[k] else None for k in range(q)]
         return [stats[k] for k in members] if members is not None and self.graphs else stats
 
     def _buffers(self, batch: Rollout, mask: torch.Tensor, members: list[int] | None) -> dict:
@@ -270,40 +265,20 @@ class StackedUpdate:
                "steps_last": torch.zeros(mask.shape[0], device=dev),
                "record": torch.zeros((), device=dev)}
         if not self.graphs:
-            return {**new, "members": members,
-                    "rows": None if members is None else torch.as_tensor(members, device=dev)}
-        static = self._static.setdefault(mask.shape[1], {**{k: v.clone() for k, v in new.items()},
-                                                         "members": None, "rows": None})
+            return {**new, "rows": None if members is None else torch.as_tensor(members, device=dev)}
+        static = self._static.setdefault(mask.shape[1], {**{k: v.clone() for k, v in new.items()}, "rows": None})
         for k, v in new.items():
             static[k].copy_(v)
         return static
 
     def _step(self, buf: dict, idx: torch.Tensor) -> None:
-        """One minibatch: forward, loss, backward, per-member clip and Adam step, last-epoch statistics."""
-        cfg = self.cfg
-        m = buf["mask"][:, idx]
-        cnt = m.sum(1)
-        newlogp, entropy, newv = self.agents.evaluate(buf["x"][:, idx], buf["actions"][:, idx], buf["members"])
-        adv = buf["advantages"][:, idx]
-        if cfg.norm_adv:
-            mean = _masked_mean(adv, m, cnt).unsqueeze(1)
-            var = (((adv - mean) ** 2) * m).sum(1) / (cnt - 1).clamp(min=1)
-            adv = (adv - mean) / (var.sqrt().unsqueeze(1) + 1e-8)
-        pg_loss, v_loss, ent, logratio, ratio = clipped_losses(
-            newlogp, entropy, newv, buf["logprobs"][:, idx], adv, buf["returns"][:, idx], buf["values"][:, idx], cfg,
-            lambda x: _masked_mean(x, m, cnt))
-        loss = (pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss).sum()
-        loss.backward()
-        stepped = cnt > 0
-        if buf["rows"] is not None:
-            stepped = torch.zeros(self.agents.n, dtype=torch.bool, device=m.device).index_copy_(0, buf["rows"],
-                                                                                               stepped)
-        clip_rows(self.agents.flat.grad, cfg.max_grad_norm)
-        self.opt.step(stepped)
+        """One minibatch (``rl.ppo.ppo_step``: forward, loss, backward, per-member clip and Adam step) on the rows
+        ``idx`` of every member, and its statistics added up in the last epoch."""
+        mb = Rollout(*(buf[f][:, idx] for f in _FIELDS))
+        stats, cnt = ppo_step(self.agents, self.opt, mb, buf["mask"][:, idx], self.cfg, buf["rows"])
         with torch.no_grad():
             used = (cnt > 0).float() * buf["record"]
-            buf["sums"] += used * torch.stack([pg_loss, v_loss, ent, _masked_mean((ratio - 1) - logratio, m, cnt),
-                                               _masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), m, cnt)])
+            buf["sums"] += used * stats
             buf["steps_last"] += used
 
     def _capture(self, buf: dict, idx: torch.Tensor) -> tuple:
@@ -317,10 +292,9 @@ class StackedUpdate:
         side.wait_stream(torch.cuda.current_stream(idx.device))
         with torch.cuda.stream(side):
             for _ in range(2):
-                self.opt.zero_grad()
                 self._step(buf, static_idx)
         torch.cuda.current_stream(idx.device).wait_stream(side)
-        self.opt.zero_grad()   # the captured backward allocates the gradient it then rewrites on every replay
+        # the step drops the gradient first: the captured backward allocates the one it rewrites on every replay
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._step(buf, static_idx)
@@ -332,10 +306,3 @@ class StackedUpdate:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Rollout))
-
-
-@torch.no_grad()
-def clip_rows(grad: torch.Tensor, max_norm: float) -> None:
-    """``clip_grad_norm_`` applied to each member's gradient (a row of ``grad``) on its own."""
-    coef = (max_norm / (grad.norm(dim=1) + 1e-6)).clamp(max=1.0)
-    grad.mul_(coef.unsqueeze(1))
