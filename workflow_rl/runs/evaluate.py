@@ -44,7 +44,10 @@ class EvaluateConfig:
     or real CybORG's own)."""
 
     agent: str
-    """a checkpoint file, pretrained:NAME or one of :data:`BASELINES`"""
+    """a checkpoint file, pretrained:NAME, one of :data:`BASELINES`, or any agent class with CybORG's agent
+    interface (get_action, end_episode): module:Class or path/to/file.py:Class"""
+    agent_kwargs: str | None = None
+    """an agent class's constructor arguments, a JSON object (e.g. '{"seed": 1}')"""
     workflow: str | None = None
     """workflow for compliance (default: the checkpoint's); or several: 'all' (the 120), 'named' or a ';'-separated
     list, each evaluated in one batched env per red agent and written to --out as workflows.csv (compliance, return
@@ -151,21 +154,42 @@ def read_files(agent: str, scenario: str | None, ground_truth=()) -> list[Path |
     a shipped agent's), the ground truths, the CybORG scenario folder."""
     from workflow_rl.rl.pretrained import spec_file
 
-    return [None if agent in BASELINES else spec_file(agent), *map(Path, ground_truth or ()),
-            Path(scenario) if scenario else None]
+    from workflow_rl.rl.interface import is_interface_agent
+
+    if is_interface_agent(agent):   # module:Class reads no file of ours; file.py:Class reads that file
+        where = agent.rpartition(":")[0]
+        agent_file = Path(where) if where.endswith(".py") else None
+    else:
+        agent_file = None if agent in BASELINES else spec_file(agent)
+    return [agent_file, *map(Path, ground_truth or ()), Path(scenario) if scenario else None]
 
 
 def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", seed: int = 0, plan=None,
-             lengths=None, per_env: bool = False, none_typed: bool = False, lists: bool = True):
+             lengths=None, per_env: bool = False, none_typed: bool = False, lists: bool = True,
+             agent_kwargs: str | None = None):
     """Resolve ``agent`` (a checkpoint, pretrained:NAME or a baseline) into ``({mode: acting function}, label,
     workflow)``: the workflow is the checkpoint's own unless ``workflow`` is given. With ``plan`` a 'planned' mode
     is added: one acting function for every length, or with ``lengths`` {length: acting function}, the planner told
     each length. With ``per_env`` each mode's value is ``act_for(encodings)`` instead, for
     ``rl.evaluate.evaluate_workflows``. ``none_typed``: ``--workflow none`` was asked for (an agent trained across
     workflows then plays unconstrained); ``lists``: whether the job takes a list of workflows (a replay does not,
-    so its error does not suggest one)."""
+    so its error does not suggest one). An agent class (``module:Class``, ``file.py:Class``: ``rl.interface``) is
+    built with ``agent_kwargs`` (JSON) once per env and acts one way whatever the mode, as a baseline does."""
+    from workflow_rl.rl import interface
     from workflow_rl.rl.evaluate import greedy_workflow_act, scripted_act
     from workflow_rl.rl.planning.planner import make_act
+
+    if interface.is_interface_agent(agent):
+        if plan is not None:
+            raise ValueError(f"--plan searches with one of our agents' policies: {agent} is a class of its own; "
+                             "drop --plan")
+        build = interface.make_agents(agent, interface.parse_kwargs(agent_kwargs))
+        if per_env:
+            return {"greedy": lambda enc: interface.interface_act(build)}, agent, None
+        return {"greedy": interface.interface_act(build)}, agent, workflow
+    if agent_kwargs is not None:
+        raise ValueError(f"--agent-kwargs are an agent class's constructor arguments; {agent} is not a class "
+                         "(module:Class or path/to/file.py:Class): drop --agent-kwargs")
 
     if plan is not None and agent in BASELINES:
         raise ValueError(f"--plan searches with an agent's own policy: give a checkpoint or pretrained:NAME, not "
@@ -326,7 +350,7 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=_modes(cfg.mode),
                                      device=cfg.device, seed=cfg.seed, plan=cfg.plan,
                                      lengths=lengths if cfg.plan_told_length else None,
-                                     none_typed=none_typed(cfg.workflow))
+                                     none_typed=none_typed(cfg.workflow), agent_kwargs=cfg.agent_kwargs)
     if "planned" in acts and cfg.plan_told_length:
         acts["planned_told_length"] = acts.pop("planned")
     seeds = _seeds(cfg, label, workflow, [(e, m, red, L) for e in engines for m in acts for red in reds
@@ -396,8 +420,9 @@ def play_settings(cfg: EvaluateConfig) -> dict:
     ``--after`` and ``join`` refuse to continue an evaluation with other ones."""
     from dataclasses import asdict
 
+    kwargs = {"agent_kwargs": cfg.agent_kwargs} if cfg.agent_kwargs is not None else {}   # only where given
     return {"seed": cfg.seed, "plan": asdict(cfg.plan) if cfg.plan is not None else None,
-            "plan_told_length": cfg.plan_told_length}
+            "plan_told_length": cfg.plan_told_length, **kwargs}
 
 
 def check_same_play(where: str, settings: dict | None, mine: dict | None, modes,
@@ -409,7 +434,8 @@ def check_same_play(where: str, settings: dict | None, mine: dict | None, modes,
     compare."""
     if settings is None or mine is None:
         return
-    keys = ["seed"] + (["plan", "plan_told_length"] if any(m.startswith("planned") for m in modes) else [])
+    keys = ["seed", "agent_kwargs"] + (["plan", "plan_told_length"] if any(m.startswith("planned") for m in modes)
+                                       else [])
     for k in keys:
         a, b = settings.get(k), mine.get(k)
         if isinstance(a, dict) and isinstance(b, dict):   # the planner's settings; CPU and CUDA rollouts choose alike
@@ -553,7 +579,7 @@ def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
     reds = [parse_red_agent(r) for r in cfg.red_agents]
     lengths = sorted(set(cfg.lengths))
     makers, label, _ = policies(cfg.agent, None, modes=_modes(cfg.mode), device=cfg.device, seed=cfg.seed,
-                                plan=cfg.plan, per_env=True)
+                                plan=cfg.plan, per_env=True, agent_kwargs=cfg.agent_kwargs)
     check_memory(f"{len(workflows)} workflows x {cfg.episodes} episodes", _WORKFLOWS_BYTES * len(workflows)
                  * cfg.episodes * len(reds) * len(lengths) * len(makers), "evaluate fewer --episodes per workflow")
     rows, played = [], []

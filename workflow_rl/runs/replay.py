@@ -26,7 +26,10 @@ class ReplayConfig:
     goes (``workflow-rl replay``'s flags)."""
 
     agent: str
-    """a checkpoint file, pretrained:NAME or one of ``runs.evaluate.BASELINES``"""
+    """a checkpoint file, pretrained:NAME, one of ``runs.evaluate.BASELINES`` or an agent class with CybORG's agent
+    interface (module:Class or path/to/file.py:Class)"""
+    agent_kwargs: str | None = None
+    """an agent class's constructor arguments, a JSON object"""
     workflow: str | None = None
     """workflow for compliance (default: the checkpoint's)"""
     red_agent: str = "B_lineAgent"
@@ -87,7 +90,8 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     plan = (cfg.plan or PlanConfig()) if cfg.mode == "planned" else None
     modes = ("greedy",) if cfg.mode == "planned" else (cfg.mode,)
     acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=modes, device=cfg.device,
-                                     seed=cfg.seed, plan=plan, none_typed=none_typed(cfg.workflow), lists=False)
+                                     seed=cfg.seed, plan=plan, none_typed=none_typed(cfg.workflow), lists=False,
+                                     agent_kwargs=cfg.agent_kwargs)
     act = acts.get(cfg.mode) or acts["greedy"]   # a baseline acts one way whatever the mode
     episodes = viewer.record_episodes(act, red, cfg.episodes, cfg.length, engine=cfg.engine, seed=cfg.seed,
                                       workflow=workflow, device=devices.engine_device(cfg.engine, cfg.device),
