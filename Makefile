@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 # (10 -> 40 episodes per env after the gate: no better answer, 2.6x the CPU; makerun_9k/), 44-48 s of search on the
 # quiet 2-core box. `make run RUN_FROM=` searches from scratch instead (every workflow trained from nothing; 60,000
 # episodes, 40 per env after the gate: slower, weaker answers).
-RUN_FROM ?= --init-checkpoint pretrained:universal --hidden 256 256 --decoy-memory --mask-decoys --post-gate-episodes 10
+RUN_FROM ?= --init-checkpoint pretrained:universal --post-gate-episodes 10
 ifeq ($(strip $(RUN_FROM)),)
 RUN_EPISODES ?= 60000
 else

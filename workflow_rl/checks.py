@@ -196,3 +196,20 @@ class ValidatedOnce:
         """``validate()``, unless these exact settings already passed it here."""
         if not self.validated:
             self.validate()
+
+
+def same_form(value):
+    """A setting as two runs' settings are compared: a list (JSON's form of a tuple) as a tuple."""
+    return tuple(same_form(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def check_same(saved: dict, now: dict, names, what: str, fix: str, verb: str = "was written with",
+               this: str = "this run has", spell=flag, error=ValueError) -> None:
+    """The one resume-identity rule: refuse (``error``) to continue ``what`` whose ``saved`` settings differ from
+    ``now`` in any of ``names`` (flat setting names, spelt by ``spell``), naming the first in one line: "checkpoint
+    was written with --seed 0, this run has 1: <fix>". A continued run under other settings would not be the run its
+    files name."""
+    for name in names:
+        was, has = same_form(saved.get(name)), same_form(now.get(name))
+        if was != has:
+            raise error(f"{what} {verb} {spell(name)} {was!r}, {this} {has!r}: {fix}")

@@ -5,8 +5,9 @@ A setting is a config field (``TrainConfig``, ``PPOConfig``, ``SearchConfig``, `
 (``n_envs``, ``plan_top_k``), or ``command.name`` where one command's flag means something else than the setting of
 that name (``replay.episodes``). The configs' ``validate()`` and the flags' argparse types (``cli.numbers.Ranged``,
 which ``cli.flags`` and ``cli.build_parser`` give every numeric flag) read their bounds here, so a value out of range
-is refused in one line naming the flag and its range, wherever it enters; a new numeric setting gets its range here
-(tests/test_ranges.py fails for one that has none). Other checks (memory, cores, a product of settings) come on top.
+is refused in one line naming the flag and its range, wherever it enters; a new numeric setting gets its range here,
+or, for ``TrainConfig`` and ``PPOConfig``, on its field (``rl.config.setting``; tests/test_ranges.py fails for one that
+has none). Other checks (memory, cores, a product of settings) come on top.
 """
 from __future__ import annotations
 
@@ -74,63 +75,86 @@ N_ACTIONS, N_HOSTS, N_WORKFLOWS = 145, 13, 120
 """CAGE2's blue actions and hosts, and the orders of its five host types (5! workflows): tests/test_ranges.py
 checks them against ``sim.tables`` and ``workflow.all_workflows``."""
 
-_seed = Range(0, MAX_SEED, "a 64-bit seed", grouped=False)
-_length = Range(1, MAX_EPISODE_LENGTH, "the engines count steps in 32 bits", grouped=False)
-_episodes = Range(1, MAX_EPISODES, "no evaluation needs more episodes per cell")
-_envs = Range(1, MAX_ENVS, "4x the largest batch benchmarked; 700 bytes of engine state per env")
-_env_episodes = Range(0, MAX_ENV_EPISODES, "per env; the run's budget, not this, should stop a long run")
-_training_episodes = Range(1, MAX_TRAINING_EPISODES, "10**12 env-steps: months on a GPU")
-_share = Range(0.0, 1.0, "a share", float)
-_workers = Range(1, MAX_WORKERS, "and at most 4 per usable core", grouped=False)
-_batch = Range(1, MAX_BATCH_RUNS, "runs in one batch; the studies use 5")
+class _Table(dict):
+    """:data:`RANGES`: the entries written here, completed on first read by the ranges ``TrainConfig`` and
+    ``PPOConfig`` declare on their fields (``rl.config.setting``, added by :func:`declare`). Those modules import
+    this one, so it cannot import them as it loads; it imports them the first time a range is read instead, and a
+    reader never sees the table without them."""
 
-RANGES: dict[str, Range] = {
-    # --------------------------------------------------------------------------------- TrainConfig (train, search)
-    "n_envs": _envs,
-    "episode_length": _length,
-    "update_every_steps": Range(1, MAX_EPISODE_LENGTH, "counted like an episode's steps; the memory check bounds "
-                                "n-envs x this", grouped=False),
-    "max_episodes": Range(1, MAX_ENV_EPISODES, _env_episodes.why),
-    "min_episodes": _env_episodes,
-    "post_gate_episodes": _env_episodes,
-    "num_episodes": _training_episodes,
-    "compliance_threshold": Range(0.0, 1.0, "a compliance ratio", float, lo_open=True),
-    "min_fixes": Range(0, 10**9, "more than one update of 4M envs x 100 steps can count"),
-    "alignment_lambda": Range(0.0, 10_000.0, "10,000 outweighs the worst CAGE2 return several times over "
-                              "(rl.config.MAX_ALIGNMENT_LAMBDA)", float),
-    "none_share": _share,
-    "seed": _seed,
-    "n_workers": _workers,
-    "checkpoint_every": Range(1, 10**6, "updates; past that only the final checkpoint would be written"),
-    # ---------------------------------------------------------------------------------------------------- PPOConfig
-    "learning_rate": Range(0.0, 1.0, "above 1 Adam drives the weights to inf and NaN (rl.config.MAX_LEARNING_RATE)",
-                           float, lo_open=True),
-    "gamma": Range(0.0, 1.0, "a discount", float),
-    "gae_lambda": Range(0.0, 1.0, "GAE's lambda", float),
-    "num_minibatches": Range(1, 10**9, "at most one per transition of an update (checked too)"),
-    "update_epochs": Range(1, 1000, "passes over a rollout: CleanRL uses 4 to 10; 1000 is minutes per update"),
-    "clip_coef": Range(0.0, 1000.0, "a ratio clip of 1 already lets the ratio reach 0; the value clip is in scaled "
-                       "returns, which stay below 1000", float, lo_open=True),
-    "ent_coef": Range(0.0, 100.0, "the entropy of 145 actions is at most 5; 100 already drowns every other term",
-                      float),
-    "vf_coef": Range(0.0, 100.0, "a loss weight: PPO uses 0.5; more only rescales the step size", float),
-    "max_grad_norm": Range(0.0, 1e6, "a gradient norm; 1e6 clips nothing", float, lo_open=True),
-    "reward_scale": Range(0.0, 100.0, "at 100 the squared value error still fits float32 "
-                          "(rl.config.MAX_REWARD_SCALE)", float, lo_open=True),
-    "hidden": Range(1, 2**20, "two layers of 2**20 are 4 TiB of weights", grouped=False),
-    "opening": Range(0, N_ACTIONS - 1, "CAGE2's blue action indices"),
+    declared = False
+
+    def _complete(self) -> None:
+        if not self.declared:
+            import workflow_rl.rl.config  # noqa: F401 - declares its fields' ranges as it finishes loading
+
+    def __getitem__(self, k):
+        self._complete()
+        return super().__getitem__(k)
+
+    def __contains__(self, k) -> bool:
+        self._complete()
+        return super().__contains__(k)
+
+    def __iter__(self):
+        self._complete()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._complete()
+        return super().__len__()
+
+    def get(self, k, default=None):
+        self._complete()
+        return super().get(k, default)
+
+    def keys(self):
+        self._complete()
+        return super().keys()
+
+    def items(self):
+        self._complete()
+        return super().items()
+
+    def values(self):
+        self._complete()
+        return super().values()
+
+
+def declare(ranges: dict[str, Range]) -> None:
+    """Add the ranges a config declares on its fields (``rl.config`` calls it once it has loaded); a setting is
+    declared once, so a key the table already holds is an error."""
+    clash = sorted(set(ranges) & set(dict.keys(RANGES)))
+    if clash:
+        raise KeyError(f"ranges declared twice: {', '.join(clash)}")
+    dict.update(RANGES, ranges)
+    RANGES.declared = True
+
+
+
+SEEDS = Range(0, MAX_SEED, "a 64-bit seed", grouped=False)
+LENGTHS = Range(1, MAX_EPISODE_LENGTH, "the engines count steps in 32 bits", grouped=False)
+EVAL_EPISODES = Range(1, MAX_EPISODES, "no evaluation needs more episodes per cell")
+ENVS = Range(1, MAX_ENVS, "4x the largest batch benchmarked; 700 bytes of engine state per env")
+ENV_EPISODES = Range(0, MAX_ENV_EPISODES, "per env; the run's budget, not this, should stop a long run")
+TRAINING_EPISODES = Range(1, MAX_TRAINING_EPISODES, "10**12 env-steps: months on a GPU")
+SHARE = Range(0.0, 1.0, "a share", float)
+WORKERS = Range(1, MAX_WORKERS, "and at most 4 per usable core", grouped=False)
+BATCH_RUNS = Range(1, MAX_BATCH_RUNS, "runs in one batch; the studies use 5")
+
+RANGES: dict[str, Range] = _Table({
+    # TrainConfig and PPOConfig: declared on their fields (rl.config, ``setting``), added by ``declare``
     # ------------------------------------------------------------------------------------------------ SearchConfig
-    "total_episodes": _training_episodes,
+    "total_episodes": TRAINING_EPISODES,
     "gp_beta": Range(0.0, 1e6, "the schedule's beta is 20 to 40; 1e6 already ranks by uncertainty alone", float),
     "n_init": Range(1, N_WORKFLOWS, "a design of more would be cut silently: there are 120 workflows"),
-    "eval_episodes": _episodes,
-    "eval_length": _length,
+    "eval_episodes": EVAL_EPISODES,
+    "eval_length": LENGTHS,
     "max_iterations": Range(1, 10**6, "the search stops when no workflow is left anyway (120)"),
     "batch_workflows": Range(1, N_WORKFLOWS, "there are 120 workflows; more slots can never fill"),
     "universal_fraction": Range(0.0, 1.0, "the share of --total-episodes that trains the universal agent", float,
                                 lo_open=True, hi_open=True),
     "pick_margin": Range(0.0, 1.0, "a compliance margin", float),
-    "seeds_per_workflow": _batch,
+    "seeds_per_workflow": BATCH_RUNS,
     # ------------------------------------------------------------------------------- PlanConfig (evaluate, replay)
     "plan_particles": Range(1, 1 << 20, "engine states per env's belief; the memory check bounds them too"),
     "plan_top_k": Range(1, N_ACTIONS, "CAGE2 has 145 actions"),
@@ -157,29 +181,29 @@ RANGES: dict[str, Range] = {
     "value_coef": Range(0.0, 1e6, "a loss weight", float),
     "held_out": Range(0.0, 0.9, "a share of the round's episodes; some must stay to train on", float),
     # ---------------------------------------------------------------------------- CurvesConfig (curves) and tools
-    "episodes": _episodes,
-    "native_episodes": _episodes,
-    "shard_episodes": _episodes,
-    "workers": _workers,
+    "episodes": EVAL_EPISODES,
+    "native_episodes": EVAL_EPISODES,
+    "shard_episodes": EVAL_EPISODES,
+    "workers": WORKERS,
     # --------------------------------------------------------------------------------------------- hand-written
     "threads": Range(1, MAX_THREADS, "more than any machine has cores; torch crashes on a million"),
-    "seeds": _batch,
+    "seeds": BATCH_RUNS,
     "train.eval_episodes": Range(0, MAX_EPISODES, "0 skips it; no evaluation needs more episodes"),
-    "lengths": _length,
-    "cyborg_episodes": _episodes,
+    "lengths": LENGTHS,
+    "cyborg_episodes": EVAL_EPISODES,
     "time_limit": Range(1, 30 * 86_400, "seconds: 30 days"),
-    "episode_seed": _seed,
-    "ray_workers": _workers,
+    "episode_seed": SEEDS,
+    "ray_workers": WORKERS,
     "ray_cpus_per_task": Range(0.0, float(MAX_THREADS), "no machine has more cores", float, lo_open=True),
-    "sizes": _envs,
-    "native_sizes": _envs,
-    "cuda_sizes": _envs,
+    "sizes": ENVS,
+    "native_sizes": ENVS,
+    "cuda_sizes": ENVS,
     "cyborg_steps": Range(1, MAX_BENCH_CYBORG_STEPS, "minutes of CybORG per cell"),
     "repeats": Range(1, MAX_BENCH_REPEATS, "the median stops moving after a few dozen"),
     "native_min_steps": Range(1, 10**10, "env-steps per timed run: minutes at the kernel's speed"),
     "replay.episodes": Range(1, MAX_REPLAY_STEPS, "a replay page holds 100,000 steps (episodes x length)"),
-    "replay.length": _length,   # and --episodes x --length at most 100,000 (checks.check_replay_steps)
-}
+    "replay.length": LENGTHS,   # and --episodes x --length at most 100,000 (checks.check_replay_steps)
+})
 """Every numeric setting's range, by key (see the module docstring)."""
 
 def key(name: str, command: str | None = None) -> str:

@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from workflow_rl.checks import check_int, flag
+from workflow_rl.checks import check_int, check_same
 from workflow_rl.rl.compliance import WorkflowWindow
-from workflow_rl.rl.config import TrainConfig
+from workflow_rl.rl.config import DECLARED, TrainConfig
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.files import atomic_write
@@ -318,24 +318,19 @@ def check_network(weights: dict, cfg: TrainConfig) -> None:
                          f"{got.get(diff, 'missing')}, the network's is {want.get(diff, 'absent')}")
 
 
-SAME_RUN = ("workflow", "hold_out", "red_agent", "engine", "n_envs", "episode_length", "update_every_steps", "seed",
-            "alignment_lambda", "alignment_reward", "anneal_lr", "official_bugs")
-"""The run settings a resumed run must share with its checkpoint (with every PPO setting): what it trains against,
-on what, how its reward is made. Budget, stop rule, device and bookkeeping may differ."""
+SAME_RUN = tuple(n for n, d in DECLARED.items() if d.resume == "must_match")
+"""The settings (flat: PPO's too) a resumed run must share with its checkpoint, those declared ``resume="must_match"``
+(``rl.config.setting``): what it trains against, on what, how its reward is made. Budget, stop rule, device and
+bookkeeping may differ."""
 
 
 def check_same_run(ck: dict, cfg: TrainConfig) -> None:
     """Refuse to continue a checkpoint under settings that would make it a different run: a resumed run that
     silently trained on with another learning rate or reward would not be the run its files name. Starting a new
     run from the checkpoint's weights under new settings is what ``--init-checkpoint`` is for."""
-    saved = TrainConfig.from_dict(ck["config"])
-    pairs = [(name, getattr(saved, name), getattr(cfg, name)) for name in SAME_RUN]
-    pairs += [(f.name, getattr(saved.ppo, f.name), getattr(cfg.ppo, f.name)) for f in fields(cfg.ppo)]
-    for name, was, now in pairs:
-        if (tuple(was) if isinstance(was, list) else was) != (tuple(now) if isinstance(now, list) else now):
-            raise CheckpointError(f"checkpoint was written with {flag(name)} {was!r}, this run has {now!r}: resume "
-                                  "with the original settings, or start a new run from its weights with "
-                                  "--init-checkpoint")
+    check_same(TrainConfig.from_dict(ck["config"]).flat(), cfg.flat(), SAME_RUN, "checkpoint",
+               "resume with the original settings, or start a new run from its weights with --init-checkpoint",
+               error=CheckpointError)
 
 
 def agent_from_checkpoint(ck: dict, device: str | torch.device) -> Agent:

@@ -6,18 +6,24 @@ fine-tunes a shipped agent gets the run the command line would start.
 """
 from __future__ import annotations
 
-from workflow_rl.checks import flag
+from workflow_rl.checks import same_form, flag
+from workflow_rl.rl.config import DECLARED
 
-INHERITED = {"alignment_reward": "the form", "opening": "the opening"}
-"""The settings a run starting from ``--init-checkpoint`` keeps from its starting agent unless typed, and how the
-one line that says so names them. A violations-trained agent fine-tuned under the ratio form is paid again for
-diluting a violation with extra fixes, the habit the violations form trained away (RESULTS.md, issue L); a policy
-trained after a fixed opening plays badly after another (RESULTS.md, issue M)."""
+INHERITED = {n: d.inherit for n, d in DECLARED.items() if d.inherit is not None}
+"""The settings a run starting from ``--init-checkpoint`` keeps from its starting agent unless typed (declared
+``inherit``, ``rl.config.setting``), and how the one line that says so names them. The network's shape and memory
+(``--hidden``, ``--decoy-memory``, ``--mask-decoys``...): the starting weights fit only that network, so a run from
+``pretrained:universal`` need not retype them (a typed one that does not fit is refused, ``starting_weights``). A
+violations-trained agent fine-tuned under the ratio form is paid again for diluting a violation with extra fixes,
+the habit the violations form trained away (RESULTS.md, issue L); a policy trained after a fixed opening plays
+badly after another (RESULTS.md, issue M)."""
 
 
 def shown_setting(value) -> str:
     """A setting as a line names it: a list's items space-separated as typed, an empty list or None as 'none' (an
     agent trained without an opening has the opening (), which printed as nothing)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
     if isinstance(value, (tuple, list)):
         return " ".join(map(str, value)) or "none"
     return "none" if value is None else str(value)
@@ -32,13 +38,14 @@ def inherit_settings(typed, spec: str | None, given: dict) -> dict:
     from workflow_rl.rl.pretrained import trained_config
 
     trained = trained_config(spec)   # one read of the checkpoint for every inherited setting
+    saved = trained.flat()
     for name, what in INHERITED.items():
-        if name in typed:
+        if name in typed or name not in given:   # typed, or no setting of this caller
             continue
-        value = getattr(trained.ppo, name) if hasattr(trained.ppo, name) else getattr(trained, name)
-        if value != given[name]:
-            print(f"{flag(name)[2:].replace('-', ' ')}: {shown_setting(value)}, {what} {spec} was trained with "
-                  f"({flag(name)} to choose another)")
+        value = saved[name]
+        if same_form(value) != same_form(given[name]):
+            choose = "" if isinstance(value, bool) else f" ({flag(name)} to choose another)"
+            print(f"{flag(name)[2:].replace('-', ' ')}: {shown_setting(value)}, {what} {spec} was trained with{choose}")
             given = {**given, name: value}
     return given
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from workflow_rl.checks import ValidatedOnce, check_int, check_types, flag
 from workflow_rl.ranges import check_fields, numeric_fields
 from workflow_rl.rl.pretrained import starting_weights
-from workflow_rl.rl.config import TrainConfig, check_choices, one_of
+from workflow_rl.rl.config import DECLARED, NOT_SET, TrainConfig, check_choices, one_of
 from workflow_rl.rl.schedule import check_first_update
 from workflow_rl.workflow import Workflow
 
-SEARCH_TRAINING_DEFAULTS = {"update_every_steps": 25, "post_gate_episodes": 40}
-"""Where a search trains differently from ``workflow-rl train`` by default, and the only place that says so:
+SEARCH_TRAINING_DEFAULTS = {n: d.search_default for n, d in DECLARED.items() if d.search_default is not NOT_SET}
+"""Where a search trains differently from ``workflow-rl train`` by default (declared on the fields, ``search_default``):
 4 PPO updates per episode of every env reach compliance in ~4x fewer episodes than 100 (RESULTS.md); and the
 value protocol (docs/search.md, "Search, exactly"): 40 more episodes per env after the compliance gate, so a workflow is
 judged after the same further training whatever it inherited, not at the moment its gate fired. Chosen by
@@ -28,8 +28,8 @@ seed >= 0.95 in evaluation. The 200 envs (TrainConfig's default) are part of it:
 episodes per env leave seed std 5.8-7.7 and evaluated compliance 0.85-0.92. (The learning rate, 5e-4, is
 PPOConfig's own default in both.)"""
 
-LEGACY_SETTINGS = {"post_gate_episodes": 0, "strategy": "gp-ucb", "design_start": "critical_first",
-                   "claims": "lowered", "pick_margin": 0.0}
+LEGACY_SETTINGS = {**{n: d.search_legacy for n, d in DECLARED.items() if d.search_legacy is not NOT_SET},
+                   "strategy": "gp-ucb", "design_start": "critical_first", "claims": "lowered", "pick_margin": 0.0}
 """What a search saved before these settings existed ran with: a resumed old ``search_state.json`` keeps them
 (not today's defaults), so its remaining workflows are measured as its first ones were."""
 
@@ -50,9 +50,9 @@ others train one at a time (serial) or hold whole claims (Ray)."""
 RETIRED = ("compile", "native_backend")
 """Settings older search states hold that no longer exist: the torch tensor path's (the device now picks the
 native engine's CPU or CUDA build of one rule source, with the same results)."""
-PER_WORKFLOW = ("workflow", "hold_out", "none_share", "num_episodes", "tensorboard")
-"""TrainConfig fields the search decides for each workflow (its order, its budget claim; no TensorBoard), so they
-are neither search settings nor flags of ``workflow-rl search``."""
+PER_WORKFLOW = tuple(n for n, d in DECLARED.items() if d.per_workflow)
+"""TrainConfig fields the search decides for each workflow (declared ``per_workflow``: its order, its budget claim; no
+TensorBoard), so they are neither search settings nor flags of ``workflow-rl search``."""
 
 
 def search_training() -> TrainConfig:
