@@ -1,7 +1,9 @@
 """Shared helpers for the tests: the real-CybORG reference returns, scripted policies on the native engine, and a
 small training configuration with its log reader."""
 import csv
+import os
 import pathlib
+import re
 import subprocess
 from collections import defaultdict
 
@@ -106,6 +108,36 @@ def run_in_process(args, script=None, cwd=None) -> subprocess.CompletedProcess:
         err.write(f"{rc}\n")
         rc = 1
     return subprocess.CompletedProcess(list(args), rc, out.getvalue(), err.getvalue())
+
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+"""The environment of a test's subprocess: this checkout's package first."""
+
+TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
+        "--no-progress"]
+"""A training run small enough for a test (its flags, shared by train and search)."""
+
+
+def tiny(**flags) -> list[str]:
+    """:data:`TINY` with flags changed or added: ``tiny(max_episodes=3, eval_episodes=0)``."""
+    out = list(TINY)
+    for name, value in flags.items():
+        flag = "--" + name.replace("_", "-")
+        if flag in out:
+            out[out.index(flag) + 1] = str(value)
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def assert_one_error_line(rc, err, match):
+    """The command ended in one ``error:`` line matching ``match`` (a regular expression), exit status 2, no
+    traceback."""
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert rc == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert "Traceback" not in err
+    assert re.search(match, lines[0]), lines[0]
 
 
 def run_main(args, capsys) -> tuple[int, str, str]:

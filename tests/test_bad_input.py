@@ -15,17 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, run_in_process, run_main, sigint_default
+from helpers import ENV, REPO, TINY, assert_one_error_line, run_in_process, run_main, sigint_default
 
 from workflow_rl.cli import main
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.runs.rundir import RunDirLock
 
 ROOT = REPO
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
-        "--no-progress"]
-"""A training run small enough for a test (its flags, shared by train and search)."""
 
 
 def _dead_pid() -> int:
@@ -335,25 +331,6 @@ def test_exhaustive_with_a_list_trains_every_listed_workflow(tmp_path):
     assert sorted(it["workflow"] for it in state["iterations"]) == sorted(listed)
 
 
-def _run_main(args, capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _assert_one_error_line(rc, err, match):
-    import re
-
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert rc == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    assert "Traceback" not in err
-    assert re.search(match, lines[0]), lines[0]
-
-
 @pytest.mark.parametrize("args,match", CASES, ids=[" ".join(a)[:60] or "no-command" for a, _ in CASES])
 def test_cli_refuses_in_one_line(args, match, files, capsys, tmp_path, monkeypatch):
     if os.geteuid() == 0 and "{d}/ro" in " ".join(args):
@@ -363,8 +340,8 @@ def test_cli_refuses_in_one_line(args, match, files, capsys, tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)   # a refused run must write nothing: default folders land here, checked below
     argv = [a.replace("{d}", str(files)) for a in args]
     before = {p: p.stat().st_mtime_ns for p in files.rglob("*") if p.is_file()}
-    rc, _, err = _run_main(argv, capsys)
-    _assert_one_error_line(rc, err, match)
+    rc, _, err = run_main(argv, capsys)
+    assert_one_error_line(rc, err, match)
     assert {p: p.stat().st_mtime_ns for p in files.rglob("*") if p.is_file()} == before, "a refused run wrote"
     assert not list(tmp_path.rglob("search_state.json")) and not list(tmp_path.rglob("config.json"))
 
@@ -372,8 +349,8 @@ def test_cli_refuses_in_one_line(args, match, files, capsys, tmp_path, monkeypat
 def test_bench_native_cuda_without_a_gpu(capsys, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    rc, _, err = _run_main(["bench", "--modes", "native-cuda", "--out", str(tmp_path)], capsys)
-    _assert_one_error_line(rc, err, "CUDA")
+    rc, _, err = run_main(["bench", "--modes", "native-cuda", "--out", str(tmp_path)], capsys)
+    assert_one_error_line(rc, err, "CUDA")
 
 
 @pytest.mark.parametrize("args,match", [
@@ -386,7 +363,7 @@ def test_bench_native_cuda_without_a_gpu(capsys, tmp_path):
 def test_cli_refuses_in_one_line_in_a_real_process(args, match, tmp_path):
     r = subprocess.run([sys.executable, "-m", "workflow_rl.cli", *args], capture_output=True, text=True,
                        env=ENV, cwd=tmp_path, timeout=300)
-    _assert_one_error_line(r.returncode, r.stderr, match)
+    assert_one_error_line(r.returncode, r.stderr, match)
 
 
 # ---------------------------------------------------------------------------------------------- Python API
@@ -453,8 +430,8 @@ def test_a_second_process_on_a_run_dir_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     with RunDirLock(out):   # another process (flock is per open file, so this holder counts as one)
         for argv in (["train", *TINY, "--out", str(out)], ["search", *TINY, "--out", str(out)]):
-            rc, _, err = _run_main(argv, capsys)
-            _assert_one_error_line(rc, err, f"in use by process {os.getpid()}")
+            rc, _, err = run_main(argv, capsys)
+            assert_one_error_line(rc, err, f"in use by process {os.getpid()}")
     assert not (out / "config.json").exists() and not (out / "search_state.json").exists()
 
 
@@ -520,7 +497,7 @@ def test_batch_slots_stop_at_what_the_budget_can_hold(tmp_path, capsys):
     assert SearchConfig(**kw, max_iterations=1).batch_slots == 1
     assert SearchConfig(**{**kw, "total_episodes": 9}).batch_slots == 3   # the last may hold what is left
     assert WorkflowSearch(SearchConfig(**kw), tmp_path / "s", progress=False)._default_executor().q == 2
-    rc, out, err = _run_main(["search", "--n-envs", "4", "--max-episodes", "1", "--min-episodes", "1",
+    rc, out, err = run_main(["search", "--n-envs", "4", "--max-episodes", "1", "--min-episodes", "1",
                               "--total-episodes", "8", "--eval-episodes", "2", "--batch-workflows", "40",
                               "--no-progress", "--out", str(tmp_path / "cli")], capsys)
     assert rc == 0, err
@@ -540,8 +517,8 @@ def test_an_os_error_mid_run_is_one_line(code, match, capsys, monkeypatch):
     from workflow_rl.cli import tools
 
     monkeypatch.setattr(tools, "cmd_demo", _raising(lambda: OSError(code, os.strerror(code), "/x/training_log.csv")))
-    rc, _, err = _run_main(["demo"], capsys)
-    _assert_one_error_line(rc, err, match)
+    rc, _, err = run_main(["demo"], capsys)
+    assert_one_error_line(rc, err, match)
 
 
 def test_a_failure_while_stopping_reports_the_stop(capsys, monkeypatch):
@@ -556,7 +533,7 @@ def test_a_failure_while_stopping_reports_the_stop(capsys, monkeypatch):
             raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(tools, "cmd_demo", cmd)
-    rc, _, err = _run_main(["demo"], capsys)
+    rc, _, err = run_main(["demo"], capsys)
     assert rc == 128 + signal.SIGTERM and err.strip() == "terminated"
 
 
@@ -576,12 +553,12 @@ def test_a_closed_stdout_ends_quietly():
 def test_train_onto_an_existing_run_needs_overwrite(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["train", *TINY, "--max-episodes", "1", "--eval-episodes", "0", "--out", str(out)]
-    assert _run_main(argv, capsys)[0] == 0
+    assert run_main(argv, capsys)[0] == 0
     first = (out / "checkpoints" / "latest.pt").read_bytes()
-    rc, _, err = _run_main(argv, capsys)
-    _assert_one_error_line(rc, err, "--overwrite")
+    rc, _, err = run_main(argv, capsys)
+    assert_one_error_line(rc, err, "--overwrite")
     assert (out / "checkpoints" / "latest.pt").read_bytes() == first
-    assert _run_main([*argv, "--overwrite", "--seed", "5"], capsys)[0] == 0
+    assert run_main([*argv, "--overwrite", "--seed", "5"], capsys)[0] == 0
     assert json.loads((out / "config.json").read_text())["seed"] == 5
 
 
@@ -593,8 +570,8 @@ def test_a_search_that_fails_leaves_nothing_that_blocks_the_next(tmp_path, capsy
 
     monkeypatch.setattr(search_module, "train_and_evaluate", fail)
     argv = ["search", *TINY, "--total-episodes", "8", "--eval-episodes", "2", "--out", str(tmp_path / "s")]
-    rc, _, err = _run_main(argv, capsys)
-    _assert_one_error_line(rc, err, "on purpose")
+    rc, _, err = run_main(argv, capsys)
+    assert_one_error_line(rc, err, "on purpose")
     assert not (tmp_path / "s" / "search_state.json").exists()
 
 
@@ -609,7 +586,7 @@ def test_a_report_that_could_not_be_written_is_not_named(monkeypatch, capsys, tm
         raise ValueError("damaged training_log.csv")
 
     monkeypatch.setattr(report, "write_report", broken)
-    rc, stdout, err = _run_main(["search", *TINY, "--total-episodes", "8", "--eval-episodes", "2", "--out", str(out)],
+    rc, stdout, err = run_main(["search", *TINY, "--total-episodes", "8", "--eval-episodes", "2", "--out", str(out)],
                              capsys)
     assert rc == 0, err
     assert "warning: report not written (ValueError: damaged training_log.csv)" in stdout
@@ -673,7 +650,7 @@ def test_ctrl_c_while_waiting_on_workers_stops_them_all():
 
 def test_demo_reports_each_round(capsys):
     """A demo of many episodes runs for minutes: it must say where it is (a line per round with --no-progress)."""
-    rc, out, _ = _run_main(["demo", "--n-envs", "2", "--episodes", "5", "--red-agents", "sleep", "--no-progress"],
+    rc, out, _ = run_main(["demo", "--n-envs", "2", "--episodes", "5", "--red-agents", "sleep", "--no-progress"],
                            capsys)
     assert rc == 0
     assert [ln.split(":")[1].strip() for ln in out.splitlines() if "round" in ln] == [
@@ -924,7 +901,7 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_identically(tmp_path):
     _wait_for(tmp_path / "part" / "training_log.csv", 3, p)
     resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
     _, err = p.communicate(timeout=300)
-    _assert_one_error_line(p.returncode, err, "File too large.*continues from its last checkpoint with --resume")
+    assert_one_error_line(p.returncode, err, "File too large.*continues from its last checkpoint with --resume")
     assert not list((tmp_path / "part").rglob("*.tmp*"))
     torch.load(tmp_path / "part" / "checkpoints" / "latest.pt", weights_only=False)   # whole
     r = run_in_process([*args, "--out", str(tmp_path / "part"), "--resume"])
@@ -1008,7 +985,7 @@ def test_a_full_disk_mid_evaluation_leaves_the_earlier_evaluation_whole(tmp_path
     from workflow_rl.rl import episodes
 
     out = tmp_path / "ev"
-    rc, _, err = _run_main(["evaluate", "sleep", "--episodes", "4", "--out", str(out)], capsys)
+    rc, _, err = run_main(["evaluate", "sleep", "--episodes", "4", "--out", str(out)], capsys)
     assert rc == 0, err
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert set(before) == {"evaluation.json", "evaluation.md", "episodes.csv"}
@@ -1019,8 +996,8 @@ def test_a_full_disk_mid_evaluation_leaves_the_earlier_evaluation_whole(tmp_path
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     monkeypatch.setattr(episodes, "write_episodes", full)
-    rc, _, err = _run_main(["evaluate", "sleep", "--episodes", "6", "--out", str(out), "--overwrite"], capsys)
-    _assert_one_error_line(rc, err, "No space left on device writing .*episodes.csv: make room")
+    rc, _, err = run_main(["evaluate", "sleep", "--episodes", "6", "--out", str(out), "--overwrite"], capsys)
+    assert_one_error_line(rc, err, "No space left on device writing .*episodes.csv: make room")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -1029,8 +1006,8 @@ def test_memory_running_out_is_one_line(capsys, monkeypatch):
     from workflow_rl.cli import tools
 
     monkeypatch.setattr(tools, "cmd_demo", _raising(MemoryError))
-    rc, _, err = _run_main(["demo"], capsys)
-    _assert_one_error_line(rc, err, "out of memory: .* lower its sizes .* --resume")
+    rc, _, err = run_main(["demo"], capsys)
+    assert_one_error_line(rc, err, "out of memory: .* lower its sizes .* --resume")
 
 
 @pytest.mark.parametrize("exc", [OSError("libllvmlite.so: failed to map segment from shared object"),
@@ -1044,8 +1021,8 @@ def test_a_library_that_will_not_load_is_one_line(exc, capsys, monkeypatch):
         raise exc
 
     monkeypatch.setattr(cli, "parse", parse)
-    rc, _, err = _run_main(["demo"], capsys)
-    _assert_one_error_line(rc, err, r"did not load \(.*\): under a memory limit \(ulimit -v\)")
+    rc, _, err = run_main(["demo"], capsys)
+    assert_one_error_line(rc, err, r"did not load \(.*\): under a memory limit \(ulimit -v\)")
 
 
 def test_torchs_allocation_failure_is_out_of_memory_and_a_missing_package_module_is_a_bug(capsys, monkeypatch):
@@ -1057,8 +1034,8 @@ def test_torchs_allocation_failure_is_out_of_memory_and_a_missing_package_module
 
     monkeypatch.setattr(tools, "cmd_demo", _raising(lambda: RuntimeError(
         "[enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory: you tried to allocate 4 TB")))
-    rc, _, err = _run_main(["demo"], capsys)
-    _assert_one_error_line(rc, err, "out of memory: ")
+    rc, _, err = run_main(["demo"], capsys)
+    assert_one_error_line(rc, err, "out of memory: ")
 
     def parse(argv=None):
         raise ModuleNotFoundError("No module named 'workflow_rl.rl.gone'", name="workflow_rl.rl.gone")

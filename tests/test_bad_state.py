@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import interrupting_executor, run_in_process
-from test_bad_input import ENV, TINY, _assert_one_error_line, _run_main
+from helpers import ENV, TINY, assert_one_error_line, run_main
 
 from workflow_rl.sim import attackers
 from workflow_rl.rl.checkpoint import load_checkpoint
@@ -205,8 +205,8 @@ def test_a_damaged_search_state_is_refused_before_anything_is_written(case, save
     edit, match = STATE_CASES[case]
     edit(d)
     before = _snapshot(d)
-    rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
-    _assert_one_error_line(rc, err, match)
+    rc, _, err = run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+    assert_one_error_line(rc, err, match)
     assert _snapshot(d) == before, "a refused resume wrote"
     assert not (tmp_path / "workflows").exists()
 
@@ -217,7 +217,7 @@ def test_the_saved_search_itself_resumes(saved_search, tmp_path, capsys):
     d = tmp_path / "s"
     shutil.copytree(saved_search, d, symlinks=True)
     for _ in range(2):
-        rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+        rc, _, err = run_main(["search", "--resume", str(d), "--no-progress"], capsys)
         assert rc == 0, err
     state = json.loads((d / "search_state.json").read_text())
     assert state["finished"] and state["episodes_used"] == SEARCH["total_episodes"]
@@ -264,11 +264,11 @@ def test_a_serial_search_checks_its_running_checkpoint_first(edit, match, saved_
     _edit_checkpoint(_pending_checkpoint(d), edit)
     assert torch.load(_pending_checkpoint(d), weights_only=False)["obs"] is not None
     before = _snapshot(d)
-    rc, _, err = _run_main(["search", "--resume", str(d), "--no-progress"], capsys)
+    rc, _, err = run_main(["search", "--resume", str(d), "--no-progress"], capsys)
     if match is None:
         assert rc == 0, err
         return
-    _assert_one_error_line(rc, err, match)
+    assert_one_error_line(rc, err, match)
     assert _snapshot(d) == before
 
 
@@ -357,8 +357,8 @@ def test_train_resume_refuses_a_damaged_checkpoint_before_rewriting_config_or_lo
     edit, match = TRAIN_CASES[case]
     _edit_checkpoint(d / "checkpoints" / "latest.pt", edit)
     before = _snapshot(d)
-    rc, _, err = _run_main(["train", *TINY, "--eval-episodes", "0", "--out", str(d), "--resume"], capsys)
-    _assert_one_error_line(rc, err, match)
+    rc, _, err = run_main(["train", *TINY, "--eval-episodes", "0", "--out", str(d), "--resume"], capsys)
+    assert_one_error_line(rc, err, match)
     assert _snapshot(d) == before
 
 
@@ -375,24 +375,24 @@ def test_train_seeds_resume_checks_the_batch_state_first(edit, match, trained, t
     edit(d / "batch.pt")
     before = _snapshot(d)
     argv = ["train", *TINY, "--eval-episodes", "0", "--seeds", "2", "--out", str(d), "--resume"]
-    rc, _, err = _run_main(argv, capsys)
+    rc, _, err = run_main(argv, capsys)
     if match is None:
         assert rc == 0, err
         return
-    _assert_one_error_line(rc, err, match)
+    assert_one_error_line(rc, err, match)
     assert _snapshot(d) == before
     _edit_checkpoint(seed_ck, lambda c: c.update(recent={"a": 1}))   # a seed's own checkpoint is checked too
-    rc, _, err = _run_main(argv, capsys)
-    _assert_one_error_line(rc, err, "recent")
+    rc, _, err = run_main(argv, capsys)
+    assert_one_error_line(rc, err, "recent")
 
 
 def test_train_resume_with_other_settings_is_refused_before_writing(trained, tmp_path, capsys):
     d = tmp_path / "one"
     shutil.copytree(trained / "one", d)
     before = _snapshot(d)
-    rc, _, err = _run_main(["train", *TINY, "--n-envs", "8", "--eval-episodes", "0", "--out", str(d), "--resume"],
+    rc, _, err = run_main(["train", *TINY, "--n-envs", "8", "--eval-episodes", "0", "--out", str(d), "--resume"],
                            capsys)
-    _assert_one_error_line(rc, err, "--n-envs")
+    assert_one_error_line(rc, err, "--n-envs")
     assert _snapshot(d) == before
 
 
@@ -401,8 +401,8 @@ def test_search_out_onto_a_train_run_is_refused(trained, tmp_path, capsys):
     d = tmp_path / "one"
     shutil.copytree(trained / "one", d)
     before = _snapshot(d)
-    rc, _, err = _run_main(["search", *TINY, "--total-episodes", "8", "--out", str(d)], capsys)
-    _assert_one_error_line(rc, err, "holds a `workflow-rl train` run.*--overwrite")
+    rc, _, err = run_main(["search", *TINY, "--total-episodes", "8", "--out", str(d)], capsys)
+    assert_one_error_line(rc, err, "holds a `workflow-rl train` run.*--overwrite")
     assert _snapshot(d) == before
 
 
@@ -411,8 +411,8 @@ def test_train_onto_a_search_is_refused_even_with_resume(saved_search, tmp_path,
     shutil.copytree(saved_search, d, symlinks=True)
     before = _snapshot(d)
     for extra, match in (([], "holds a `workflow-rl search` run"), (["--resume"], "not a train run")):
-        rc, _, err = _run_main(["train", *TINY, "--out", str(d), *extra], capsys)
-        _assert_one_error_line(rc, err, match)
+        rc, _, err = run_main(["train", *TINY, "--out", str(d), *extra], capsys)
+        assert_one_error_line(rc, err, match)
     assert _snapshot(d) == before
 
 
@@ -424,8 +424,8 @@ def test_out_with_foreign_files_is_refused_unless_overwrite(command, tmp_path, c
     argv = [command, *TINY, "--eval-episodes", "2", "--out", str(d)]
     if command == "search":
         argv += ["--total-episodes", "8", "--max-iterations", "1"]
-    rc, _, err = _run_main(argv, capsys)
-    _assert_one_error_line(rc, err, "not a workflow-rl run \\(thesis.tex\\)")
+    rc, _, err = run_main(argv, capsys)
+    assert_one_error_line(rc, err, "not a workflow-rl run \\(thesis.tex\\)")
     assert sorted(p.name for p in d.iterdir()) == ["thesis.tex"]
 
 
@@ -436,7 +436,7 @@ def test_overwrite_replaces_another_commands_run_and_keeps_foreign_files(trained
     (d / "notes.txt").write_text("keep me")
     argv = ["search", *TINY, "--total-episodes", "8", "--max-iterations", "1", "--eval-episodes", "2",
             "--out", str(d), "--overwrite"]
-    rc, _, err = _run_main(argv, capsys)
+    rc, _, err = run_main(argv, capsys)
     assert rc == 0, err
     assert (d / "notes.txt").read_text() == "keep me"
     assert not (d / "config.json").exists() and not (d / "checkpoints").exists()   # the train run is gone
@@ -444,8 +444,8 @@ def test_overwrite_replaces_another_commands_run_and_keeps_foreign_files(trained
 
 
 def test_overwrite_is_refused_beside_resume_on_a_search(saved_search, tmp_path, capsys):
-    rc, _, err = _run_main(["search", "--resume", str(saved_search), "--overwrite"], capsys)
-    _assert_one_error_line(rc, err, "drop --overwrite")
+    rc, _, err = run_main(["search", "--resume", str(saved_search), "--overwrite"], capsys)
+    assert_one_error_line(rc, err, "drop --overwrite")
 
 
 # ------------------------------------------------------------------------------- batched search resume identity
@@ -588,9 +588,9 @@ def test_compare_refuses_a_csv_field_over_the_csv_limit_in_one_line(tmp_path, ca
                         ("header", "x" * 200_000 + "," + good)):
         (tmp_path / where).mkdir()
         (tmp_path / where / "episodes.csv").write_text(text)
-        rc, _, err = _run_main(["compare", str(tmp_path / where), str(tmp_path / where), "--modes", "greedy",
+        rc, _, err = run_main(["compare", str(tmp_path / where), str(tmp_path / where), "--modes", "greedy",
                                 "greedy"], capsys)
-        _assert_one_error_line(rc, err, f"{where}/episodes.csv line \\d+ is damaged .*field larger than field limit")
+        assert_one_error_line(rc, err, f"{where}/episodes.csv line \\d+ is damaged .*field larger than field limit")
 
 
 def test_a_ground_truth_of_named_workflows_reads_as_their_codes(tmp_path):

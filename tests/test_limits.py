@@ -6,13 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import run_main
-from test_bad_input import _assert_one_error_line   # tests/ is on the path (conftest.py)
+from helpers import assert_one_error_line, run_main, tiny
 
 from workflow_rl import resources
 
-TINY = ["--n-envs", "4", "--max-episodes", "3", "--min-episodes", "1", "--update-every-steps", "50",
-        "--eval-episodes", "0", "--no-progress", "--checkpoint-every", "1"]
+TINY = tiny(max_episodes=3, eval_episodes=0, checkpoint_every=1)
 
 
 @pytest.mark.parametrize("args,match", [
@@ -42,7 +40,7 @@ def test_sizes_and_settings_refused_in_one_line(args, match, capsys, tmp_path, m
     monkeypatch.chdir(tmp_path)   # a refused command writes nothing: its default folders would land here
     monkeypatch.setattr(resources, "usable_cores", lambda: 2)
     rc, _, err = run_main(args, capsys)
-    _assert_one_error_line(rc, err, match)
+    assert_one_error_line(rc, err, match)
     assert not list(tmp_path.iterdir()), "a refused command wrote"
 
 
@@ -67,7 +65,7 @@ def test_training_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(
     monkeypatch.setattr(StackedUpdate, "run", run)
     out = tmp_path / "run"
     rc, _, err = run_main(["train", *TINY, "--reward-scale", "50", "--out", str(out)], capsys)
-    _assert_one_error_line(rc, err, "training diverged: update 2's " + ("value_loss" if poison == "loss" else "weights")
+    assert_one_error_line(rc, err, "training diverged: update 2's " + ("value_loss" if poison == "loss" else "weights")
                     + " is not finite .* lower --reward-scale \\(now 50, default 0.1\\), or --learning-rate")
     ck = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
     assert ck["counters"]["update"] == 1   # the first update's checkpoint, not the diverged one

@@ -13,14 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_main, sigint_default
+from helpers import ENV, REPO, run_main, sigint_default, tiny
 
 from workflow_rl.rl.config import TrainConfig
 
 ROOT = REPO
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-TINY = ["--n-envs", "4", "--max-episodes", "2", "--min-episodes", "1", "--update-every-steps", "50",
-        "--no-progress", "--eval-episodes", "2"]
+TINY = tiny(eval_episodes=2)
 
 
 def _refused(argv, capsys, match: str) -> None:

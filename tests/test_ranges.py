@@ -6,7 +6,7 @@ import math
 
 import pytest
 from helpers import run_main
-from test_bad_input import _assert_one_error_line   # tests/ is on the path (conftest.py)
+from helpers import assert_one_error_line   # tests/ is on the path (conftest.py)
 
 from workflow_rl import resources
 from workflow_rl.ranges import RANGES, key, numeric_fields
@@ -127,7 +127,7 @@ def test_a_value_outside_its_range_is_refused_in_one_line(command, option, value
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(resources, "usable_cores", lambda: 2)
     rc, _, err = run_main([command, *POSITIONAL.get(command, []), option, value], capsys)
-    _assert_one_error_line(rc, err, option)
+    assert_one_error_line(rc, err, option)
     if k is not None:
         r = RANGES[k]
         bounds = (f"{r.hi:,}", f"{r.hi}", f"{r.hi:g}", *(["use at most"] if k in ("workers", "n_workers") else []))
@@ -157,7 +157,7 @@ def test_a_value_outside_its_range_is_refused_in_one_line(command, option, value
 def test_absurd_values_are_refused_naming_the_flag_and_its_range(args, match, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc, _, err = run_main(args, capsys)
-    _assert_one_error_line(rc, err, match)
+    assert_one_error_line(rc, err, match)
 
 
 def test_the_python_api_reads_the_same_ranges():

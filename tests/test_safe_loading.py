@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 from helpers import run_in_process
-from test_bad_input import TINY
-from test_bad_input import _assert_one_error_line as _one_error_line
+from helpers import TINY
+from helpers import assert_one_error_line as _one_error_line
 
 from workflow_rl.cli import main
 from workflow_rl.rl import pretrained

@@ -14,7 +14,7 @@ from workflow_rl.rl.planning.planner import PlanConfig, Planner, make_act, play_
 from workflow_rl.rl.ppo import WORKFLOW_DIM
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
-from test_bad_input import _assert_one_error_line, _run_main   # tests/ is on the path (conftest.py)
+from helpers import assert_one_error_line, run_main   # tests/ is on the path (conftest.py)
 from helpers import REPO
 
 TINY = PlanConfig(particles=16, top_k=3, horizon=4, rollouts=4)
@@ -240,9 +240,9 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
                                          (["--plan-red-agent", "nobody"], "unknown red agent"),
                                          (["--lengths", "0"], "--lengths")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
-    rc, out, err = _run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--plan", *flags, "--out", str(tmp_path / "o")],
+    rc, out, err = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--plan", *flags, "--out", str(tmp_path / "o")],
                              capsys)
-    _assert_one_error_line(rc, err, match)
+    assert_one_error_line(rc, err, match)
     assert not (tmp_path / "o").exists()
 
 
@@ -250,12 +250,12 @@ def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path
                                        (["pretrained:universal", "--plan", "--workflow", "all"],
                                         "--plan evaluates one workflow at a time")])
 def test_cli_plan_needs_an_agent_and_one_workflow(args, match, capsys):
-    rc, _, err = _run_main(["evaluate", *args], capsys)
-    _assert_one_error_line(rc, err, match)
+    rc, _, err = run_main(["evaluate", *args], capsys)
+    assert_one_error_line(rc, err, match)
 
 
 def test_cli_evaluates_a_planned_mode_beside_greedy(capsys, tmp_path):
-    rc, out, err = _run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--mode", "greedy", "--plan",
+    rc, out, err = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--mode", "greedy", "--plan",
                               "--plan-particles", "8",
                          "--plan-rollouts", "2", "--plan-horizon", "2", "--episodes", "2", "--lengths", "4", "3",
                          "--red-agents", "B_lineAgent", "--out", str(tmp_path)], capsys)

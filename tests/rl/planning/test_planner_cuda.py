@@ -80,7 +80,7 @@ def test_cuda_rollouts_choose_as_cpu_rollouts_on_the_gpu():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_plan_device_cuda_without_a_gpu_is_one_error_line(capsys):
-    from test_bad_input import _assert_one_error_line, _run_main
+    from helpers import assert_one_error_line, run_main
 
-    rc, _, err = _run_main(["evaluate", "sleep", "--plan", "--plan-device", "cuda", "--episodes", "1"], capsys)
-    _assert_one_error_line(rc, err, "--plan-device cuda: no CUDA GPU here")
+    rc, _, err = run_main(["evaluate", "sleep", "--plan", "--plan-device", "cuda", "--episodes", "1"], capsys)
+    assert_one_error_line(rc, err, "--plan-device cuda: no CUDA GPU here")
