@@ -150,7 +150,7 @@ def gather(root: Path = ROOT) -> dict:
     :mod:`workflow_rl.rl.pretrained`, the CAGE2 winner from :mod:`workflow_rl.rl.evaluate`): plain data, so the
     rendering functions are pure."""
     from workflow_rl.rl import pretrained
-    from workflow_rl.rl.evaluate import CAGE2_WINNER
+    from workflow_rl import anchors
     from workflow_rl.rl.recipes import RECIPES
 
     gpu_files = _gpu_files(root)
@@ -198,7 +198,8 @@ def gather(root: Path = ROOT) -> dict:
                                  "same episodes)")
     return {
         "agents": {name: pretrained.card(name) for name in pretrained.names()},
-        "winner": [{"red_agent": red, "length": n, "mean": v} for (red, n), v in sorted(CAGE2_WINNER.items())],
+        "winner": [{"red_agent": red, "length": n, "mean": a.mean, "ci95": a.ci95, "episodes": a.episodes}
+                   for (red, n), a in sorted(anchors.winner().items())],
         "native_cpu": _csv(root, "benchmarks/results/native.csv"),
         "cyborg_cpu": _csv(root, "benchmarks/results/engines.csv"),
         "gpu": {"file": gpu[0], "gpu": gpu[1]["gpu"], "torch": gpu[1].get("torch"),
@@ -228,6 +229,15 @@ def _winner(facts: dict) -> dict:
     return {(w["red_agent"], w["length"]): w["mean"] for w in facts["winner"]}
 
 
+def _quadrature(cis: dict) -> float:
+    return math.sqrt(sum(v ** 2 for v in cis.values()))
+
+
+def _winner_ci(facts: dict) -> dict:
+    """The winner's 95% interval per cell (its 400 episodes on our CybORG: ``workflow_rl.anchors``)."""
+    return {(w["red_agent"], w["length"]): w["ci95"] for w in facts["winner"]}
+
+
 def _cells(facts: dict) -> list[tuple[str, int]]:
     return sorted(_winner(facts))
 
@@ -242,11 +252,13 @@ def _columns(card: dict) -> dict[tuple, dict]:
     return dict(sorted(cols.items(), key=lambda kv: (order.get(kv[0][0], 2), kv[0][1] != "greedy", str(kv[0][2]))))
 
 
-def mark(row: dict, winner: float) -> str:
-    """``ahead``/``behind`` when the winner's value is outside the row's 95% interval, ``level`` otherwise."""
-    if row["mean"] - row["ci95"] > winner:
+def mark(row: dict, winner: float, winner_ci: float = 0.0) -> str:
+    """``ahead``/``behind`` when the 95% interval of the difference to the winner (the row's and the winner's
+    intervals in quadrature: independent episodes) excludes 0, ``level`` otherwise."""
+    ci = math.hypot(row["ci95"], winner_ci)
+    if row["mean"] - ci > winner:
         return "ahead"
-    if row["mean"] + row["ci95"] < winner:
+    if row["mean"] + ci < winner:
         return "behind"
     return "level"
 
@@ -333,7 +345,7 @@ def _planned_cells(planned: dict) -> dict[tuple, dict]:
     return {(r["red_agent"], r["length"]): r for r in planned["rows"] if r["length"] in LENGTHS}
 
 
-def _versus_winner(col: dict, winner: dict, cells: list) -> str:
+def _versus_winner(col: dict, winner: dict, cells: list, wci: dict) -> str:
     """One README cell: the six returns beside the winner's, the sums, and which cells are ahead or behind beyond
     noise (:func:`mark`)."""
     parts = []
@@ -341,8 +353,8 @@ def _versus_winner(col: dict, winner: dict, cells: list) -> str:
         ours = " / ".join(num(col[(red, k)]["mean"]) for k in LENGTHS)
         theirs = " / ".join(num(winner[(red, k)]) for k in LENGTHS)
         parts.append(f"{label}{ours} (winner {theirs})")
-    ahead = [c for c in cells if mark(col[c], winner[c]) == "ahead"]
-    behind = [c for c in cells if mark(col[c], winner[c]) == "behind"]
+    ahead = [c for c in cells if mark(col[c], winner[c], wci[c]) == "ahead"]
+    behind = [c for c in cells if mark(col[c], winner[c], wci[c]) == "behind"]
     return ("; ".join(parts) + f"; six-cell sum {num(sum(col[c]['mean'] for c in cells))} vs "
             f"{num(sum(winner.values()))}: ahead beyond noise in {len(ahead)} cells"
             + (f" ({', '.join(map(_cell_name, ahead))})" if ahead else "")
@@ -352,7 +364,7 @@ def _versus_winner(col: dict, winner: dict, cells: list) -> str:
 
 def readme_block(facts: dict) -> str:
     """The README's results table, markers included: the rows the README has carried, each read from its file."""
-    winner, cells = _winner(facts), _cells(facts)
+    winner, cells, wci = _winner(facts), _cells(facts), _winner_ci(facts)
     rows = []
     fid = facts["fidelity"]
     counts = Counter((r["red"], r["policy"], r["length"]) for r in fid)
@@ -412,11 +424,11 @@ def readme_block(facts: dict) -> str:
         greedy = _columns(card).get(("cyborg", "greedy", None))
         if greedy and all(c in greedy for c in cells):
             n = sorted({greedy[c]["episodes"] for c in cells})
-            text = _versus_winner(greedy, winner, cells)
-            rows.append((f"`pretrained:{name}` unconstrained (`--workflow none`) vs the CAGE2 winner (real CybORG, "
-                         f"greedy, {'/'.join(f'{k:,}' for k in n)} episodes per cell)", text,
-                         f"`workflow_rl/pretrained/{name}.json`, `CAGE2_WINNER` in `workflow_rl/rl/evaluate.py`"))
-    planned_rows = (("planned", "planned vs the CAGE2 winner (`evaluate --plan`: a belief and rollouts on the native "
+            text = _versus_winner(greedy, winner, cells, wci)
+            rows.append((f"`pretrained:{name}` unconstrained (`--workflow none`) vs the CAGE2 winner's agent "
+                         f"(both on csle-cyborg 0.0.3, greedy, {'/'.join(f'{k:,}' for k in n)} episodes per cell)", text,
+                         f"`workflow_rl/pretrained/{name}.json`, `workflow_rl/data/winner_same_cyborg.csv`"))
+    planned_rows = (("planned", "planned vs the CAGE2 winner's agent (`evaluate --plan`: a belief and rollouts on the native "
                      "engine each step, not told the episode's length, as CAGE2's own loop; real CybORG, {n} episodes "
                      "per cell)"),
                     ("planned_told", "planned, told each cell's length (`evaluate --plan --plan-told-length "
@@ -427,7 +439,7 @@ def readme_block(facts: dict) -> str:
             cells_of = _planned_cells(planned)
             if all(c in cells_of for c in cells):
                 n = "/".join(f"{k:,}" for k in sorted({cells_of[c]["episodes"] for c in cells}))
-                rows.append((f"`pretrained:{name}` " + label.format(n=n), _versus_winner(cells_of, winner, cells),
+                rows.append((f"`pretrained:{name}` " + label.format(n=n), _versus_winner(cells_of, winner, cells, wci),
                              ", ".join(f"`{str(Path(f).parent)}/`" for f in planned["files"])))
     for name, card in facts["agents"].items():
         if not card.get("eval_workflows"):
@@ -601,7 +613,7 @@ def _limit_section(limit: dict) -> list[str]:
 
 def page(facts: dict) -> str:
     """``docs/results.md``: the current answer to each question, with its interval, n and source file."""
-    winner, cells = _winner(facts), _cells(facts)
+    winner, cells, wci = _winner(facts), _cells(facts), _winner_ci(facts)
     out = ["# Results (generated)", "",
            "<!-- generated by `make results` (benchmarks/results_page.py): do not edit by hand -->", "",
            "**Generated by `make results` from committed files; do not edit by hand.** Each number names the file it",
@@ -610,14 +622,16 @@ def page(facts: dict) -> str:
            "[RESULTS.md](../RESULTS.md) (experiments) and [BENCHMARKS.md](../BENCHMARKS.md) (speed measurements).",
            "",
            "Returns are mean reward per episode (0 is perfect, CybORG's scale); `±` is the 95% interval over",
-           "episodes (1.96 · SE), `n` the episodes. Against the CAGE2 winner (`CAGE2_WINNER` in",
-           "`workflow_rl/rl/evaluate.py`) a cell is **ahead** when mean − ci95 is above the winner's value,",
-           "**behind** when mean + ci95 is below it, **level** otherwise. A sum's interval is the cells' intervals",
+           "episodes (1.96 · SE), `n` the episodes. The CAGE2 winner is its published agent measured on the CybORG",
+           "we run (csle-cyborg 0.0.3; 400 episodes a cell, `workflow_rl/anchors.py`); the leaderboard's",
+           "numbers were another game (CybORG 2.1 before two August-2022 fixes) and are history only. A cell is",
+           "**ahead** when the 95% interval of the difference (both intervals in quadrature) lies above 0,",
+           "**behind** when it lies below, **level** otherwise. A sum's interval is the cells' intervals",
            "added in quadrature, as if independent: the cells of one evaluation are running returns of the same",
            "episodes, so where its episodes are at hand (the length-unknown planned column, from its `episodes.csv`)",
            "the sum's interval is per red agent the per-episode sum over the three cells, the red agents added in",
            "quadrature, and elsewhere the quadrature of the cells is narrower than the truth.", "",
-           "## The shipped agents against the CAGE2 winner", ""]
+           "## The shipped agents against the CAGE2 winner's agent (same CybORG)", ""]
     for name, card in facts["agents"].items():
         cols = _columns(card)
         src = f"`workflow_rl/pretrained/{name}.json`"
@@ -638,19 +652,20 @@ def page(facts: dict) -> str:
                 + ("unconstrained (`--workflow none`)." if card.get("eval_workflow") in (None, "none")
                    else f"under `--workflow {card['eval_workflow']}`."), ""]
         heads = [f"{'real CybORG' if e == 'cyborg' else e} {m}" + (f" ({w})" if w else "") for e, m, w in cols]
-        out += ["| cell | CAGE2 winner | " + " | ".join(heads) + " |",
+        out += ["| cell | CAGE2 winner's agent | " + " | ".join(heads) + " |",
                 "|---|---:|" + "---|" * len(cols)]
         for c in cells:
-            vals = [f"{_interval(col[c])} {mark(col[c], winner[c])}" if c in col else "—" for col in cols.values()]
-            out.append(f"| {_cell_name(c)} | {num(winner[c])} | " + " | ".join(vals) + " |")
+            vals = [f"{_interval(col[c])} {mark(col[c], winner[c], wci[c])}" if c in col else "—"
+                    for col in cols.values()]
+            out.append(f"| {_cell_name(c)} | {num(winner[c])} ± {wci[c]:.2f} | " + " | ".join(vals) + " |")
         sums, tallies = [], []
         for key, col in cols.items():
             if all(c in col for c in cells):
                 total = sum(col[c]["mean"] for c in cells)
                 ci = sum_cis.get(key) or math.sqrt(sum(col[c]["ci95"] ** 2 for c in cells))
                 sums.append(f"{num(total)} ± {ci:.2f} "
-                            f"{mark({'mean': total, 'ci95': ci}, sum(winner.values()))}")
-                marks = [mark(col[c], winner[c]) for c in cells]
+                            f"{mark({'mean': total, 'ci95': ci}, sum(winner.values()), _quadrature(wci))}")
+                marks = [mark(col[c], winner[c], wci[c]) for c in cells]
                 tallies.append(" / ".join(str(marks.count(k)) for k in ("ahead", "level", "behind")))
             else:
                 sums.append("—")

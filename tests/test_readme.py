@@ -14,6 +14,8 @@ from helpers import REPO
 
 ROOT = REPO
 README = (ROOT / "README.md").read_text()
+SEARCH_DOC = (ROOT / "docs" / "search.md").read_text()
+"""Where the README's former prose (the answer line read, the universal agent across workflows) now lives."""
 RESULTS = ROOT / "benchmarks" / "results"
 MAKERUN = [f"makerun-s{i}" for i in range(4)]   # `make run`: the search from pretrained:universal (issue P's agent)
 MAKERUN_DIR = RESULTS / "recipe" / "makerun"
@@ -59,11 +61,11 @@ def test_the_answer_line_is_a_committed_make_run_answer():
     assert summary["universal"]["agent"] == "pretrained:universal"
     shown = {k: v for k, v in summary.items() if k not in GROUND_TRUTH_KEYS}
     line = answer_line({**shown, "best_seeds": 1})   # make run fine-tunes one seed per workflow
-    assert f"\n{line}\n" in README
-    assert f"**`{summary['best_workflow_codes']}`**" in README and f"**`{summary['best_reward']:.2f}`**" in README
-    assert f"**`± {summary['best_ci95']:.2f}`**" in README
-    assert f"{len(summary['confidence_set'])} of 120 means" in README
-    assert f"winner scores {CAGE2_WINNER[('B_lineAgent', 100)]:.2f}".replace("-", "−") in README
+    assert f"\n{line}\n" in SEARCH_DOC
+    assert f"**`{summary['best_workflow_codes']}`**" in SEARCH_DOC and f"**`{summary['best_reward']:.2f}`**" in SEARCH_DOC
+    assert f"**`± {summary['best_ci95']:.2f}`**" in SEARCH_DOC
+    assert f"{len(summary['confidence_set'])} of 120 means" in SEARCH_DOC
+    assert f"winner's agent scores {CAGE2_WINNER[('B_lineAgent', 100)]:.2f}".replace("-", "−") in SEARCH_DOC
 
 
 def test_make_run_rows():
@@ -83,7 +85,7 @@ def test_make_run_rows():
     assert f"best eligible workflow: −{-gt_best:.2f}" in row
     both = _times(MAKERUN_DIR)
     secs = sorted(both.values())
-    text = " ".join(README.split())
+    text = " ".join(SEARCH_DOC.split())
     assert f"each of four runs took {secs[0]:.0f}–{secs[-1]:.0f} s of one core's CPU time" in text
     search = sorted(s["wall_time_s"] for s in runs)
     assert f"(the search itself {search[0]:.0f}–{search[-1]:.0f} s)" in text
@@ -132,7 +134,7 @@ def test_ground_truth_rows(label, folder):
     assert f"≤ {effect['between_sd_upper']:.2f}" in row and f"seed sd {effect['within_sd']:.2f}" in row
     assert f"F {effect['f']:.2f}, p {effect['p']:.2f}" in row
     if folder == "ground_truth":   # the prose quotes the B_line bound
-        assert f"spread by at most\n  {effect['between_sd_upper']:.2f} points" in README
+        assert f"spread by at most\n  {effect['between_sd_upper']:.2f} points" in SEARCH_DOC
 
 
 def test_fidelity_row():
@@ -159,6 +161,15 @@ def test_speed_rows():
     assert expected in _row("Speed, one H100")
 
 
+def _both(row, cell) -> float:
+    """The 95% interval of a difference to the winner's agent: ours and its (400 episodes) in quadrature."""
+    import math
+
+    from workflow_rl import anchors
+
+    return math.hypot(row["ci95"], anchors.winner()[cell].ci95)
+
+
 def test_shipped_agent_rows():
     """The one shipped agent on real CybORG against the winner, unconstrained greedy and planned."""
     cells = sorted(CAGE2_WINNER)   # (red, length), B_line first
@@ -172,13 +183,13 @@ def test_shipped_agent_rows():
         assert f"{name}{ours} (winner {theirs})" in row
     total = sum(one[c]["mean"] for c in cells)
     assert f"six-cell sum −{-total:.2f} vs −{-sum(CAGE2_WINNER.values()):.2f}" in row
-    ahead = [c for c in cells if one[c]["mean"] - one[c]["ci95"] > CAGE2_WINNER[c]]
-    behind = [c for c in cells if one[c]["mean"] + one[c]["ci95"] < CAGE2_WINNER[c]]
+    ahead = [c for c in cells if one[c]["mean"] - _both(one[c], c) > CAGE2_WINNER[c]]
+    behind = [c for c in cells if one[c]["mean"] + _both(one[c], c) < CAGE2_WINNER[c]]
     assert f"ahead beyond noise in {len(ahead)} cells" in row and f"behind beyond noise in {len(behind)}" in row
     unknown = _json(RESULTS / "planning" / "cyborg-length-unknown" / "evaluation.json")["results"]
     told = [r for run in ("cyborg-planned-3050", "cyborg-planned-100")
             for r in _json(RESULTS / "recipe" / "cpu-ns50-s1" / run / "evaluation.json")["results"]]
-    for rows, label in ((unknown, "`pretrained:universal` planned vs the CAGE2 winner"),
+    for rows, label in ((unknown, "`pretrained:universal` planned vs the CAGE2 winner's agent"),
                         (told, "`pretrained:universal` planned, told each cell's length")):
         planned = {(r["red_agent"], r["length"]): r for r in rows
                    if r["mode"] in ("planned", "planned_told_length") and r["engine"] == "cyborg"}
@@ -187,11 +198,11 @@ def test_shipped_agent_rows():
         assert f"{'/'.join(f'{k:,}' for k in n)} episodes per cell" in row
         for red, name in (("B_lineAgent", "B_line 30/50/100: "), ("RedMeanderAgent", "Meander: ")):
             assert name + " / ".join(f"−{-planned[(red, n)]['mean']:.2f}" for n in (30, 50, 100)) in row
-        ahead = [c for c in cells if planned[c]["mean"] - planned[c]["ci95"] > CAGE2_WINNER[c]]
-        behind = [c for c in cells if planned[c]["mean"] + planned[c]["ci95"] < CAGE2_WINNER[c]]
+        ahead = [c for c in cells if planned[c]["mean"] - _both(planned[c], c) > CAGE2_WINNER[c]]
+        behind = [c for c in cells if planned[c]["mean"] + _both(planned[c], c) < CAGE2_WINNER[c]]
         assert f"six-cell sum −{-sum(planned[c]['mean'] for c in cells):.2f} vs" in row
         assert f"ahead beyond noise in {len(ahead)} cells" in row and f"behind beyond noise in {len(behind)}" in row
-    assert "not told the episode's length" in _row("`pretrained:universal` planned vs the CAGE2 winner")
+    assert "not told the episode's length" in _row("`pretrained:universal` planned vs the CAGE2 winner's agent")
 
 
 def test_universal_row_and_section():
@@ -202,7 +213,7 @@ def test_universal_row_and_section():
     none = {r["red_agent"]: r["mean"] for r in card["eval_native"]
             if r["mode"] == "greedy" and r["length"] == 100 and r["workflow"] is None}
     rows, row = card["eval_workflows"]["rows"], _row("`pretrained:universal` under the workflows")
-    text = " ".join(README.split())
+    text = " ".join(SEARCH_DOC.split())
     assert {r["episodes"] for r in rows} == {500} and "500 episodes per workflow and red agent" in row
     for red, name in (("B_lineAgent", "B_line"), ("RedMeanderAgent", "Meander")):
         mine = [r for r in rows if r["red_agent"] == red]
@@ -242,7 +253,7 @@ def test_the_ratio_form_agent_shipped_before():
     assert len(rows) == 120 and all(float(r["compliance"]) >= 0.95 for r in rows)
     eligible = [float(r["mean"]) for r in rows if r["gt_eligible"] == "True"]
     price = cage2["B_lineAgent"] - sum(eligible) / len(eligible)
-    assert f'followed every order "at 0.95" that way, at {price:.1f} points' in " ".join(README.split())
+    assert f'followed every order "at 0.95" that way, at {price:.1f} points' in " ".join(SEARCH_DOC.split())
 
 
 def test_relative_links_resolve():
@@ -273,9 +284,24 @@ def test_quoted_results_paths_exist():
     for page, base, prefix in pages:
         text = page.read_text()
         for m in re.finditer(r"`(" + prefix + r"[^`\s]+)`", text):
-            if "git tag" in text[m.end():m.end() + 20]:
+            if re.search(r"git tag|commit [0-9a-f]{7}", text[m.end():m.end() + 30]):
                 continue
             for path in _expand(m.group(1)):
                 if not any(base.glob(path.rstrip("/"))):
                     missing.append(f"{page.relative_to(ROOT)}: {path}")
     assert not missing, "quoted results paths not in the tree: " + ", ".join(missing)
+
+
+def test_readme_is_short():
+    """A newcomer reads it in five minutes: at most 120 lines."""
+    assert len(README.splitlines()) <= 120
+
+
+def test_readme_python_example_runs(capsys):
+    """The README's Python block runs as written (the shipped agent, one 100-step episode) and prints a return."""
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert len(blocks) == 1 and len(blocks[0].splitlines()) <= 12
+    exec(compile(blocks[0], "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    value = float(re.search(r"return over 100 steps against B_line: (-?[0-9.]+)", out).group(1))
+    assert -1000 < value <= 0

@@ -1,5 +1,7 @@
-"""Any agent with CybORG's agent interface, played as an acting function: so ``evaluate``, ``replay`` and
-``compare`` put another CAGE2 agent beside ours, on the same episodes, on either engine.
+"""Any agent with CybORG's agent interface as an acting function, so evaluate, replay and compare can play it.
+
+``evaluate``, ``replay`` and ``compare`` then put another CAGE2 agent beside ours, on the same episodes, on either
+engine.
 
 Every CAGE2 submission is a class with ``get_action(observation, action_space)`` (the 52-bit ChallengeWrapper
 observation in, an action 0..144 out) and ``end_episode()``; CAGE2's evaluation loop builds one object, calls

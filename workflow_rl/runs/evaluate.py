@@ -610,7 +610,9 @@ def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
 
 def evaluation_markdown(label: str, workflow, results: list[dict]) -> str:
     """Two tables: every cell (engine, mode, red agent, length) with its episodes, mean, 95% CI and compliance; and
-    the CAGE2 cells side by side per engine and mode, with the leaderboard winner's row."""
+    the CAGE2 cells side by side per engine and mode, with the CAGE2 winner's agent measured on the same CybORG
+    (``workflow_rl.anchors``)."""
+    from workflow_rl import anchors
     from workflow_rl.rl.evaluate import CAGE2_WINNER
 
     lines = [f"# Evaluation of {label}", "", f"workflow {workflow.codes if workflow else 'none'}; fixed evaluation "
@@ -633,6 +635,10 @@ def evaluation_markdown(label: str, workflow, results: list[dict]) -> str:
             lines.append(f"| {engine} | {mode} | " + " | ".join(
                 f"{v['mean']:.2f} ± {v['ci95']:.2f} (n={v['episodes']})" if v else "" for v in vals)
                 + f" | {total:.2f} |")
-        lines.append("| CAGE2 winner | | " + " | ".join(f"{CAGE2_WINNER[c]:.2f}" for c in cells)
-                     + f" | {sum(CAGE2_WINNER[c] for c in cells):.2f} |")
+        w = anchors.winner()
+        total, ci = anchors.winner_sum(cells)
+        lines.append("| CAGE2 winner's agent, same CybORG | | " + " | ".join(
+            f"{w[c].mean:.2f} ± {w[c].ci95:.2f} (n={w[c].episodes})" for c in cells) + f" | {total:.2f} ± {ci:.2f} |")
+        lines += ["", f"The winner's row: {anchors.WINNER_SOURCE}, the game `--engine cyborg` plays (the CAGE2 "
+                  "leaderboard's numbers were measured on CybORG 2.1 before two August-2022 fixes: another game)."]
     return "\n".join(lines) + "\n"
