@@ -224,10 +224,11 @@ CASES = [
     (["search", "--workflows", "D,E"], "missing"),
     (["search", "--inherit", "bogus"], "--inherit"),
     (["search", "--init-checkpoint", "{d}/nonexistent.pt"], "no checkpoint"),
-    (["search", "--init-checkpoint", "pretrained:universal"], "same --hidden and memory flags"),
+    # the network comes with the checkpoint (not retyped); a typed one that does not fit it is refused
+    (["search", "--init-checkpoint", "pretrained:universal", "--hidden", "8"], "same --hidden and memory flags"),
     (["search", "--init-checkpoint", "pretrained:nobody"], "no pretrained agent 'nobody'"),
     (["train", "--init-checkpoint", "{d}/nonexistent.pt"], "no checkpoint"),
-    (["train", "--init-checkpoint", "pretrained:universal", "--hidden", "256", "256"], "--decoy-memory --mask-decoys"),
+    (["train", "--init-checkpoint", "pretrained:universal", "--hidden", "256"], "--decoy-memory --mask-decoys"),
     (["train", "--mask-decoys"], "add --decoy-memory"),
     (["train", "--opening", "51", "145"], "--opening must be in \\[0, 144\\], got 145"),
     (["train", "--opening", "1", "2", "3", "--episode-length", "3"], "the policy would never act"),

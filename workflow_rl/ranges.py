@@ -1,14 +1,13 @@
 """The range of every numeric setting, of every command and of the Python API: one table, :data:`RANGES`.
 
 A setting is a config field (``TrainConfig``, ``PPOConfig``, ``SearchConfig``, ``PlanConfig`` as ``plan_*``,
-``CurvesConfig``, ``BenchConfig``) or a flag written by hand (``demo --n-envs``); its key is its name as the flag's dest spells it
-(``n_envs``, ``plan_top_k``), or ``command.name`` where one command's flag means something else than the setting of
-that name (``replay.episodes``). The configs' ``validate()`` and the flags' argparse types (``cli.numbers.Ranged``,
-which ``cli.flags`` and ``cli.build_parser`` give every numeric flag) read their bounds here, so a value out of range
-is refused in one line naming the flag and its range, wherever it enters; a new numeric setting gets its range here,
-or, for ``TrainConfig`` and ``PPOConfig``, on its field (``rl.config.setting``; tests/test_ranges.py fails for one that
-has none). Other checks (memory, cores, a product of settings) come on top.
-"""
+``CurvesConfig``, ``BenchConfig``) or a flag written by hand (``demo --n-envs``); its key is its name as the flag's dest
+spells it (``n_envs``, ``plan_top_k``), or ``command.name`` where one command's flag means something else than the
+setting of that name (``replay.episodes``). The configs' ``validate()`` and the flags' argparse types
+(``cli.numbers.Ranged``, which ``cli.flags`` and ``cli.build_parser`` give every numeric flag) read their bounds here,
+so a value out of range is refused in one line naming the flag and its range, wherever it enters; a new numeric setting
+gets its range here, or, for ``TrainConfig`` and ``PPOConfig``, on its field (``rl.config.setting``;
+tests/test_ranges.py fails for one that has none). Other checks (memory, cores, a product of settings) come on top. """
 from __future__ import annotations
 
 import dataclasses
@@ -76,48 +75,19 @@ N_ACTIONS, N_HOSTS, N_WORKFLOWS = 145, 13, 120
 checks them against ``sim.tables`` and ``workflow.all_workflows``."""
 
 class _Table(dict):
-    """:data:`RANGES`: the entries written here, completed on first read by the ranges ``TrainConfig`` and
-    ``PPOConfig`` declare on their fields (``rl.config.setting``, added by :func:`declare`). Those modules import
-    this one, so it cannot import them as it loads; it imports them the first time a range is read instead, and a
-    reader never sees the table without them."""
+    """:data:`RANGES`: the entries written here, and the ranges ``TrainConfig`` and ``PPOConfig`` declare on their
+    fields (``rl.config.setting``), which ``rl.config`` adds (:func:`declare`) as it loads. This module cannot import
+    it (``rl.config`` imports this one: a cycle), so a training setting's range is there once ``rl.config`` is
+    imported, as every command and config that has such a setting does; reading one before is a KeyError saying
+    so."""
 
     declared = False
 
-    def _complete(self) -> None:
+    def __missing__(self, k):
         if not self.declared:
-            import workflow_rl.rl.config  # noqa: F401 - declares its fields' ranges as it finishes loading
-
-    def __getitem__(self, k):
-        self._complete()
-        return super().__getitem__(k)
-
-    def __contains__(self, k) -> bool:
-        self._complete()
-        return super().__contains__(k)
-
-    def __iter__(self):
-        self._complete()
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        self._complete()
-        return super().__len__()
-
-    def get(self, k, default=None):
-        self._complete()
-        return super().get(k, default)
-
-    def keys(self):
-        self._complete()
-        return super().keys()
-
-    def items(self):
-        self._complete()
-        return super().items()
-
-    def values(self):
-        self._complete()
-        return super().values()
+            raise KeyError(f"{k!r}: the training settings' ranges are declared by workflow_rl.rl.config: import it "
+                           "first")
+        raise KeyError(k)
 
 
 def declare(ranges: dict[str, Range]) -> None:

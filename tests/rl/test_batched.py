@@ -9,7 +9,8 @@ from helpers import read_log, run_in_process, train_cfg
 from workflow_rl.rl.stack import AgentStack, StackedAdam, stacked_ppo_update
 
 from workflow_rl.rl.trainer import BatchedTrainer
-from workflow_rl.rl.ppo import PPOConfig, Rollout, clipped_losses, ppo_update
+from workflow_rl.rl.ppo import PPOConfig, Rollout, clipped_losses
+from workflow_rl.rl.stack import ppo_update
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, CheckpointError, load_checkpoint
 from workflow_rl.rl.trainer import Trainer
 

@@ -207,7 +207,7 @@ def test_a_resume_with_other_settings_is_refused(tmp_path, capsys):
     assert run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, *out], capsys)[0] == 0
     rc, _, err = run_main(["expert-iterate", "--init", "none", "--rounds", "2", *TINY, "--seed", "1", "--resume",
                            *out], capsys)
-    assert rc == 2 and "other settings (seed" in err
+    assert rc == 2 and "was run with --seed 0, this run has 1: resume with its settings" in err, err
     rc, stdout, _ = run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--resume", *out], capsys)
     assert rc == 0 and "finished its 1 rounds" in stdout
 
@@ -233,4 +233,35 @@ def test_a_run_from_before_a_planner_setting_existed_resumes(tmp_path, capsys):
     rc, stdout, err = run_main([*argv, "--rounds", "1", "--resume"], capsys)
     assert rc == 0 and "finished its 1 rounds" in stdout, err
     rc, _, err = run_main([*argv, "--rounds", "1", "--resume", "--plan-top-k", "2"], capsys)
-    assert rc == 2 and "other settings (plan" in err   # a setting that changes what the planner computes still counts
+    assert rc == 2 and "was run with --plan-top-k" in err, err   # a setting that changes what the planner computes
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda run: (run / "expert_iteration.json").write_text("[1, 2]"), "expert_iteration.json is damaged"),
+    (lambda run: (run / "expert_iteration.json").write_text("null"), "expert_iteration.json is damaged"),
+    (lambda run: (run / "expert_iteration.json").write_text("[" * 100_000), "expert_iteration.json is damaged"),
+    (lambda run: _edit_rounds(run, 1.5), "rounds_done 1.5 is not the 1 rounds its log holds"),
+    (lambda run: _edit_rounds(run, 10**9), "rounds_done 1000000000 is not the 1 rounds"),
+    (lambda run: _edit_rounds(run, 1, log=None), "rounds_done 1 is not the unreadable rounds"),
+])
+def test_a_damaged_run_folder_is_one_error_line_on_resume(damage, says, tmp_path, capsys):
+    """What ``--resume`` reads back is checked, not trusted (issue Z, battery class 3): a list or null for the
+    settings, a rounds_done of 1.5 (it replayed rounds 2-3) or 10**9 ("has finished its 1000000000 rounds")."""
+    run = tmp_path / "run"
+    assert run_main(["expert-iterate", "--init", "none", "--rounds", "1", *TINY, "--out", str(run)], capsys)[0] == 0
+    damage(run)
+    rc, _, err = run_main(["expert-iterate", "--init", "none", "--rounds", "3", *TINY, "--resume", "--out",
+                           str(run)], capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], err
+
+
+def _edit_rounds(run, done, log="keep"):
+    path = run / "checkpoints" / "latest.pt"
+    ck = torch.load(path, weights_only=False)
+    mine = ck["counters"]["expert_iteration"] if "expert_iteration" in ck["counters"] else next(
+        v for v in ck["counters"].values() if isinstance(v, dict) and "rounds_done" in v)
+    mine["rounds_done"] = done
+    if log != "keep":
+        mine["log"] = log
+    torch.save(ck, path)

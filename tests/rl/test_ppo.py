@@ -3,7 +3,8 @@ against the trainer's (the stacked update's losses against CleanRL's: tests/rl/t
 import pytest
 import torch
 
-from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae, ppo_update
+from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
+from workflow_rl.rl.stack import ppo_update
 from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate
 
 

@@ -3,7 +3,7 @@
 CleanRL's PPO (orthogonal init, Adam eps 1e-5, advantage normalisation, clipped value loss, entropy bonus, gradient
 clipping, minibatch epochs), with GAE and the loss as pure functions. :func:`ppo_step` is the minibatch step that
 trains: ``rl.stack.StackedUpdate`` (the trainer's update) runs it over the epochs and minibatches for a stack of
-networks at once, and :func:`ppo_update`, one network's update, is that update for a stack of one.
+networks at once, and ``rl.stack.ppo_update``, one network's update, is that update for a stack of one.
 
 Truncation: CAGE2 episodes end only at the time limit, and the observation carries no clock, so the policy faces a
 stationary, infinite-horizon discounted task. A truncated step is therefore *bootstrapped* with the value of the
@@ -12,8 +12,7 @@ termination (none in CAGE2) would bootstrap with 0. ``tests/rl/test_ppo.py`` pin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -21,8 +20,6 @@ from torch import nn
 
 from workflow_rl.rl.memory import Memory
 
-if TYPE_CHECKING:
-    from workflow_rl.rl.stack import AgentStack, StackedAdam
 
 OBS_DIM, WORKFLOW_DIM, N_ACTIONS = 52, 25, 145
 
@@ -253,10 +250,10 @@ def clip_rows(grad: torch.Tensor, max_norm: float) -> None:
     grad.mul_(coef.unsqueeze(1))
 
 
-def ppo_step(net: AgentStack, optimizer: StackedAdam, mb: Rollout, mask: torch.Tensor, cfg: PPOConfig,
+def ppo_step(net: nn.Module, optimizer, mb: Rollout, mask: torch.Tensor, cfg: PPOConfig,
              members: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One PPO minibatch step: the update that trains (``rl.stack.StackedUpdate`` runs it for every minibatch of every
-    epoch, eagerly or replayed as a CUDA graph; :func:`ppo_update` is it for one network).
+    epoch, eagerly or replayed as a CUDA graph; ``rl.stack.ppo_update`` is it for one network).
 
     Why a stack: training updates ``n`` independent networks at once, the rows of one (n, P) parameter ``net.flat``
     (``rl.stack.AgentStack``; a single run is a stack of one), so every tensor here is (n, B): ``mb``'s fields are a
@@ -295,32 +292,3 @@ def ppo_step(net: AgentStack, optimizer: StackedAdam, mb: Rollout, mask: torch.T
     return stats, cnt
 
 
-def ppo_update(agent: Agent, optimizer: torch.optim.Adam, batch: Rollout, cfg: PPOConfig,
-               generator: torch.Generator) -> dict[str, float] | None:
-    """PPO epochs over minibatches of one network's rollout (fields (N, ...)); returns the loss statistics of the
-    last epoch (None for an empty rollout).
-
-    Why a stack of one: so that a lone network trains by the very code batches train by (:func:`ppo_step` under
-    ``rl.stack.StackedUpdate``), not by a look-alike. ``agent``'s weights and ``optimizer``'s Adam state (a plain
-    ``torch.optim.Adam`` over ``agent.parameters()``, its moments and step count) go into a one-member stack and
-    come back updated in place; its param groups (learning rate, betas, eps) are read, not changed."""
-    from workflow_rl.rl.stack import AgentStack, StackedAdam, StackedUpdate  # rl.stack builds on this module
-
-    group = optimizer.param_groups[0]
-    if (len(optimizer.param_groups) != 1 or group["weight_decay"] or group.get("amsgrad") or group.get("maximize")
-            or list(group["params"]) != list(agent.parameters())):
-        raise ValueError("ppo_update trains with plain Adam over agent.parameters() in one param group")
-    with torch.random.fork_rng(devices=[]):   # building a stack draws an init; keep the global stream as is
-        stack = AgentStack(1, agent.hidden, agent.memory)
-    stack = stack.to(agent.device)
-    stack.load_member(0, agent.state_dict())
-    opt = StackedAdam(stack.flat, float(group["lr"]), tuple(group["betas"]), float(group["eps"]))
-    opt.load_member_state(stack, 0, optimizer.state_dict())
-    one = Rollout(*(getattr(batch, f.name).unsqueeze(0) for f in fields(Rollout)))
-    mask = torch.ones(batch.actions.shape, dtype=torch.bool, device=batch.actions.device).unsqueeze(0)
-    stats = StackedUpdate(stack, opt, cfg).run(one, mask, generator)[0]
-    with torch.no_grad():
-        agent.load_state_dict(stack.member_state(0))
-    state = opt.member_state(stack, 0)
-    optimizer.load_state_dict({**state, "param_groups": optimizer.state_dict()["param_groups"]})
-    return stats

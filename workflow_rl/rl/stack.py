@@ -306,3 +306,33 @@ class StackedUpdate:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Rollout))
+
+
+def ppo_update(agent: Agent, optimizer: torch.optim.Adam, batch: Rollout, cfg: PPOConfig,
+               generator: torch.Generator) -> dict[str, float] | None:
+    """PPO epochs over minibatches of one network's rollout (fields (N, ...)); returns the loss statistics of the
+    last epoch (None for an empty rollout).
+
+    Why a stack of one: so that a lone network trains by the very code batches train by (:func:`ppo_step` under
+    ``rl.stack.StackedUpdate``), not by a look-alike. ``agent``'s weights and ``optimizer``'s Adam state (a plain
+    ``torch.optim.Adam`` over ``agent.parameters()``, its moments and step count) go into a one-member stack and
+    come back updated in place; its param groups (learning rate, betas, eps) are read, not changed."""
+
+    group = optimizer.param_groups[0]
+    if (len(optimizer.param_groups) != 1 or group["weight_decay"] or group.get("amsgrad") or group.get("maximize")
+            or list(group["params"]) != list(agent.parameters())):
+        raise ValueError("ppo_update trains with plain Adam over agent.parameters() in one param group")
+    with torch.random.fork_rng(devices=[]):   # building a stack draws an init; keep the global stream as is
+        stack = AgentStack(1, agent.hidden, agent.memory)
+    stack = stack.to(agent.device)
+    stack.load_member(0, agent.state_dict())
+    opt = StackedAdam(stack.flat, float(group["lr"]), tuple(group["betas"]), float(group["eps"]))
+    opt.load_member_state(stack, 0, optimizer.state_dict())
+    one = Rollout(*(getattr(batch, f.name).unsqueeze(0) for f in dataclasses.fields(Rollout)))
+    mask = torch.ones(batch.actions.shape, dtype=torch.bool, device=batch.actions.device).unsqueeze(0)
+    stats = StackedUpdate(stack, opt, cfg).run(one, mask, generator)[0]
+    with torch.no_grad():
+        agent.load_state_dict(stack.member_state(0))
+    state = opt.member_state(stack, 0)
+    optimizer.load_state_dict({**state, "param_groups": optimizer.state_dict()["param_groups"]})
+    return stats

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from workflow_rl import threads
+from workflow_rl.checks import check_same
 from workflow_rl.files import atomic_write, check_out_dir
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
 from workflow_rl.rl.expert_iteration import (RANDOM_INIT, ExpertConfig, finite_or_none, play_round, round_row,
@@ -166,22 +167,35 @@ def _check_folder(cfg: ExpertConfig, out: Path, run: ExpertRun, latest: Path) ->
                          "start one, or choose its folder")
     try:
         saved = json.loads((out / SETTINGS).read_text())
-    except (OSError, ValueError):
-        raise ValueError(f"{out / SETTINGS} is damaged: start a new run in another --out") from None
-    now = cfg.to_dict()
-    saved, mine_now = _as_compared(saved), _as_compared(now)
-    diff = [k for k in sorted(set(saved) | set(mine_now)) if saved.get(k) != mine_now.get(k)]
-    if diff:
-        raise ValueError(f"--resume: {out} was run with other settings ({', '.join(diff)}: "
-                         f"{', '.join(repr(saved.get(k)) for k in diff)}): resume with them, or choose another --out")
+    except (OSError, ValueError, RecursionError):
+        saved = None
+    if not isinstance(saved, dict) or not isinstance(saved.get("plan", {}), dict):
+        raise ValueError(f"{out / SETTINGS} is damaged: start a new run in another --out")
+    saved, mine_now = _as_compared(saved), _as_compared(cfg.to_dict())
+    was, now = _flat(saved), _flat(mine_now)
+    check_same(was, now, sorted(set(was) | set(now)), f"--resume: {out}", "resume with its settings, or choose "
+               "another --out", verb="was run with", spell=lambda n: "--" + n.replace("_", "-"))
     if not latest.exists():
         return 0   # killed in round 1: it is redone
     ck = load_checkpoint(latest)
-    mine = ck["counters"].get(KEY)
+    counters = ck.get("counters")
+    mine = counters.get(KEY) if isinstance(counters, dict) else None
     if not isinstance(mine, dict) or not isinstance(mine.get("settings"), dict) or \
             _as_compared(mine["settings"]) != mine_now:
         raise ValueError(f"{latest} is not this expert-iteration run's checkpoint: choose its folder")
-    return int(mine["rounds_done"])
+    done, log = mine.get("rounds_done"), mine.get("log")
+    if isinstance(done, bool) or not isinstance(done, int) or not isinstance(log, list) or done != len(log):
+        held = len(log) if isinstance(log, list) else "unreadable"
+        raise ValueError(f"{latest} is damaged (rounds_done {done!r} is not the {held} rounds its log holds): "
+                         "start a new run in another --out")
+    return done
+
+
+def _flat(settings: dict) -> dict:
+    """A run's settings with the planner's as ``plan_<field>`` (named as their ``--plan-*`` flags)."""
+    out = {k: v for k, v in settings.items() if k != "plan"}
+    out.update({f"plan_{k}": v for k, v in (settings.get("plan") or {}).items()})
+    return out
 
 
 def _as_compared(settings: dict) -> dict:
