@@ -58,7 +58,7 @@ from workflow_rl.envs.native_env import NativeVectorEnv, red_kind_weights
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.memory import MASKED
 from workflow_rl.rl.planning.belief import ParticleBelief
-from workflow_rl.rl.planning.planner import PlanConfig, Planner, _sub_seed
+from workflow_rl.rl.planning.planner import PlanConfig, Planner
 from workflow_rl.rl.ppo import Agent
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow, is_workflow_list, parse_workflow_arg, parse_workflow_list
@@ -241,7 +241,7 @@ def play_round(agent: Agent, cfg: ExpertConfig, round_: int, gamma: float, rewar
     env = NativeVectorEnv(E, red_kind_weights(cfg.red_agent), L, seed=round_seed(cfg, round_, "episodes"))
     obs, info = env.reset()
     access = info["red_access"]
-    beliefs = [ParticleBelief(cfg.plan.belief(True), _sub_seed(planner_seed, i)) for i in range(E)]
+    beliefs = [ParticleBelief(cfg.plan.belief(True), seeding.sub_seed(planner_seed, i)) for i in range(E)]
     mems = [a.reset(1) for a in actors]
     rewards = np.zeros((L, E))
     rec = {k: [] for k in ("x", "mask", "action", "greedy", "cands", "rets", "episode", "step")}

@@ -60,7 +60,6 @@ from workflow_rl.search.outputs import append_logs, catch_up_logs, finalize, pro
 from workflow_rl.search.records import Proposal, Record, SearchState
 from workflow_rl.workflow import Workflow, all_workflows, kendall
 
-DESIGN_STREAM = seeding.SEARCH_DESIGN_STREAM   # the random design start's stream (workflow_rl.seeding)
 
 __all__ = ["SearchConfig", "SearchInterrupted", "WorkflowSearch"]   # what callers import from here
 

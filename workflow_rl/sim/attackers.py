@@ -141,16 +141,13 @@ def n_kinds() -> int:
     return max(a.kind for a in _REGISTRY) + 1
 
 
+def _in_kind_order() -> list[Attacker]:
+    return sorted(_REGISTRY, key=lambda a: a.kind)
+
+
 def kind_names() -> tuple[str, ...]:
     """The attackers' names in the order of their kinds (the columns of mixture weights)."""
-    return tuple(a.name for a in sorted(_REGISTRY, key=lambda a: a.kind))
-
-
-def by_kind(kind: int) -> Attacker:
-    for a in _REGISTRY:
-        if a.kind == kind:
-            return a
-    raise KeyError(f"no attacker of kind {kind}")
+    return tuple(a.name for a in _in_kind_order())
 
 
 def _foreign(a: Attacker) -> tuple[Callable, ...]:
@@ -178,15 +175,14 @@ def fingerprint() -> str:
 
 
 def _fingerprint() -> str:
-    foreign = [(a, _foreign(a)) for a in _REGISTRY if _foreign(a)]
+    foreign = [f for a in _REGISTRY for f in _foreign(a)]
     if not foreign and {a.kind for a in _REGISTRY} == set(_BUILT_IN_KINDS):
         return ""
     h = hashlib.sha256()
-    for a in sorted(_REGISTRY, key=lambda a: a.kind):
+    for a in _in_kind_order():
         h.update(f"{a.kind}:{a.name};".encode())
-    for _, fs in foreign:
-        for f in fs:
-            _code_digest(f.__code__, h)
+    for f in foreign:
+        _code_digest(f.__code__, h)
     return h.hexdigest()[:16]
 
 
@@ -194,7 +190,7 @@ def _dispatch_source() -> str:
     """The source of ``_red_choose(s, i, rk)``, red's action of env ``i`` whose attacker is of kind ``rk``, for
     the registry of the moment (a kind without rules sleeps)."""
     choose = ["def _red_choose(s, i, rk):"]
-    for a in sorted(_REGISTRY, key=lambda a: a.kind):
+    for a in _in_kind_order():
         if a.choose is not None:
             choose += [f"    if rk == {a.kind}:", f"        return _choose_{a.kind}(s, i)"]
     choose.append(f"    return {T.R_SLEEP}, -1")
@@ -246,4 +242,4 @@ def cage2(attacking: bool = False) -> tuple[str, ...]:
 
 
 __all__ = ["Attacker", "register", "unregister", "attackers", "names", "get", "kind_of", "n_kinds", "kind_names",
-           "by_kind", "fingerprint", "version", "rule_namespace", "cage2", "RESERVED"]
+           "fingerprint", "version", "rule_namespace", "cage2", "RESERVED"]

@@ -450,7 +450,8 @@ def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
                 for b in st["beliefs"]:
                     b.reset()   # the next episode's particles: the belief's own next stream
             else:
-                st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), _sub_seed(seed, i)) for i in range(n)]
+                st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), seeding.sub_seed(seed, i))
+                                 for i in range(n)]
         else:
             for i, b in enumerate(st["beliefs"]):
                 b.update(int(st["last"][i]), o[i].numpy())
@@ -519,7 +520,6 @@ def check_step(t) -> int:
     return int(t)
 
 
-_sub_seed = seeding.sub_seed   # each env's belief seed (workflow_rl.seeding)
 
 
 def play_true_state(agent, workflow: Workflow | None, config: PlanConfig, red: int, episodes: int, steps: int,
