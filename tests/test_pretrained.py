@@ -34,7 +34,7 @@ def test_retired_names_are_refused_naming_what_plays_them(old, workflow, capsys)
             call()
     rc, _, err = run_main(["evaluate", f"pretrained:{old}", "--episodes", "2"], capsys)
     assert rc == 2 and err.strip().splitlines() == [
-        f"error: pretrained:{old} was retired (its file: git tag agents-before-p): use pretrained:universal "
+        f"error: pretrained:{old} was retired (its file: commit 7404f75fc5): use pretrained:universal "
         f"--workflow {workflow} (in Python: workflow={workflow!r})"]
     assert old not in pretrained.names()
 

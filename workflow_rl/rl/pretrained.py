@@ -35,7 +35,7 @@ def names() -> list[str]:
 
 
 RETIRED = {"cage2": "none", "cage2-opening": "none", "cage2-compliant": "D,OS,E,OH,U"}
-"""Names of agents replaced by ``pretrained:universal`` (their files: git tag agents-before-p), each with the
+"""Names of agents replaced by ``pretrained:universal`` (their files: commit 7404f75fc5), each with the
 ``--workflow`` under which the one agent plays what it played; naming one is an error that says so."""
 
 
@@ -48,7 +48,7 @@ def path(name: str) -> Path:
     name and workflow play it now)."""
     name = _bare(name)
     if name in RETIRED:
-        raise ValueError(f"{PREFIX}{name} was retired (its file: git tag agents-before-p): use {PREFIX}universal "
+        raise ValueError(f"{PREFIX}{name} was retired (its file: commit 7404f75fc5): use {PREFIX}universal "
                          f"--workflow {RETIRED[name]} (in Python: workflow={RETIRED[name]!r})")
     if name not in names():
         raise ValueError(f"no pretrained agent {name!r}: the shipped ones are {', '.join(names()) or 'none'} "
