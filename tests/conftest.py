@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-# the suite mirrors the package (tests/sim, tests/envs, tests/rl, tests/search); shared helpers live here
+# the suite mirrors the package (tests/sim, tests/envs, tests/rl, tests/search, tests/runs, tests/cli; top level: the
+# top-level modules and the repository); shared helpers live in tests/helpers.py
 sys.path.insert(0, str(Path(__file__).parent))
 
 

@@ -34,12 +34,14 @@ def run_policy(policy, red_kind, n_envs, seed=7, length=100, checkpoints=(30, 50
 # between folders cannot point it at a wrong root (a moved test once looked for benchmarks/ under tests/).
 REPO = pathlib.Path(__file__).resolve().parent.parent
 REFERENCE_CSV = REPO / "tests" / "data" / "cyborg_returns.csv"
+FAMILY_REFERENCE_CSV = REPO / "tests" / "data" / "cyborg_returns_family.csv"   # the attacker family (sim/family.py)
 
 
-def load_reference() -> dict:
-    """{(red, policy, length): returns of the 400 real-CybORG episodes}."""
+def load_reference(path=REFERENCE_CSV) -> dict:
+    """{(red, policy, length): returns of its real-CybORG episodes} of a reference file (B_line and Meander: 400
+    episodes a cell; the family's: tests/data/cyborg_summary_family.md)."""
     cells = defaultdict(list)
-    with open(REFERENCE_CSV) as f:
+    with open(path) as f:
         for r in csv.DictReader(f):
             cells[(r["red"], r["policy"], int(r["length"]))].append(float(r["total_reward"]))
     return {k: np.array(v) for k, v in cells.items()}

@@ -240,6 +240,22 @@ def check_native_sizes(sizes, cuda_sizes=(), cuda: bool | None = None) -> None:
                      *device_memory("cuda"))
 
 
+def check_cyborg_sizes(sizes, modes, red: str = "B_lineAgent") -> None:
+    """Every CybORG cell of the engines table fits in this machine's memory: ``--sizes`` envs, each real CybORG's
+    megabytes (``envs.factory.cyborg_bytes_per_env``) in this process (sequential, sync) or a worker process each
+    (pipes, shm; episode workers: one per core, whatever the size), not the native engine's 700 bytes an env."""
+    from workflow_rl.envs.factory import cyborg_bytes_per_env
+    from workflow_rl.resources import check_memory, usable_cores
+
+    for mode in modes:
+        if mode not in CYBORG_MODES:
+            continue
+        n = max(sizes) if mode != "cyborg-episodes" else min(max(sizes), usable_cores())
+        processes = mode in ("cyborg-pipes", "cyborg-shm", "cyborg-episodes")
+        check_memory(f"--modes {mode} --sizes {max(sizes):,}", n * cyborg_bytes_per_env(processes, red),
+                     "use smaller --sizes")
+
+
 def run_native(sizes=KERNEL_SIZES, repeats: int = 3, min_steps: int = KERNEL_MIN_STEPS, cuda_sizes=CUDA_SIZES,
                cyborg_steps: int = 300, scenario=None, out: str | Path = "benchmarks/results", log=print,
                cuda: bool | None = None) -> list[dict]:
@@ -337,6 +353,8 @@ def run(cfg: BenchConfig, threads: int | str | None = None) -> list[str]:
     check_out_files("--out", cfg.out, files, [cfg.scenario], replace=cfg.overwrite)
     if "native" in wanted:   # before the engines table spends its minutes
         check_native_sizes(cfg.native_sizes, cfg.cuda_sizes)
+    if "engines" in wanted:
+        check_cyborg_sizes(cfg.sizes, cfg.modes or CYBORG_MODES, cfg.red_agent)
     if "engines" in wanted and cfg.modes and "native-cuda" in cfg.modes:
         check_device_available("cuda")
     largest = max(*cfg.sizes, *NATIVE_SIZES, *cfg.native_sizes)

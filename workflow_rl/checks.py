@@ -38,6 +38,49 @@ and past a few dozen the median no longer moves, so 2**31 can only be a typo (it
 MAX_BENCH_CYBORG_STEPS = 100_000
 """Most vector steps x envs of one real-CybORG ``bench`` cell: CybORG steps run in the thousands per second, so
 100,000 is minutes per cell; more adds nothing to a throughput figure."""
+MAX_PLAY_STEPS = 10**10
+"""Most env-steps one evaluation may play in all (``evaluate``: episodes x steps per episode x red agents x modes x
+engines, x workflows across workflows; ``train``'s closing evaluation: seeds x ``--eval-episodes`` x
+``--eval-length``; a search's evaluation of one workflow): each factor has its own range, but their product does
+not (``--episodes 10000000 --lengths 2147483647`` is 2*10**16 steps, ages on any engine). 10**10 steps are about an
+hour of the native engine on a CPU (3.4M steps/s, BENCHMARKS.md): every evaluation the repository runs is far below
+(the largest, 1,000 episodes x 120 workflows x 3 red agents at lengths 30 50 100, plays 3.6*10**7 steps a mode:
+6.5*10**7 counting each length apart), and so is ten million 100-step episodes (``MAX_EPISODES``) against three red
+agents in two modes (6*10**9)."""
+
+
+MAX_RECORDED_SECONDS = 10**9
+"""Most seconds a file may say one part of a job took (a cell of ``evaluation.json``): 31 years. ``join`` sums the
+parts' seconds, and two edited 1e308s would sum to Infinity, which ``json.dumps`` writes as no JSON reader reads."""
+
+
+def check_play_steps(product: str, steps: int, fix: str) -> None:
+    """An evaluation of ``steps`` env-steps in all (``product`` says how they multiply, e.g. "--episodes 10 x
+    --lengths 100"), at most :data:`MAX_PLAY_STEPS`; otherwise one ValueError naming the product, the cap and
+    ``fix`` (how to get under it)."""
+    if steps > MAX_PLAY_STEPS:
+        raise ValueError(f"{product} is {steps:,} steps of play, more than the {MAX_PLAY_STEPS:,} one evaluation "
+                         f"may play (about an hour of the native engine on a CPU): {fix}")
+
+
+def read_json(text: str | bytes, **kw):
+    """``json.loads``, with text nested too deeply for Python's parser (200,000 nested arrays raise a
+    ``RecursionError``) refused as a ValueError like any other damage: no workflow-rl file nests more than a few
+    levels. Every JSON file a command reads back goes through it."""
+    import json
+
+    try:
+        return json.loads(text, **kw)
+    except RecursionError:
+        raise ValueError("arrays or objects nested deeper than Python can read") from None
+
+
+def no_constant(name: str):
+    """``parse_constant`` of :func:`read_json` for a file that holds only finite numbers: NaN, Infinity and
+    -Infinity (which ``json.dumps`` writes for them, and which no JSON reader but Python's accepts) are refused."""
+    raise ValueError(f"{name} is not a finite number")
+
+
 def flag(name: str) -> str:
     """The command-line spelling of a setting, as error messages name it."""
     return "--" + name.replace("_", "-")

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from workflow_rl import seeding
+from workflow_rl.checks import MAX_EPISODES, check_int
 from workflow_rl.interrupt import terminate_as_interrupt
 from workflow_rl.multitest import holm
 from workflow_rl.policies import POLICIES
@@ -135,11 +136,19 @@ def read_counts_csv(path: str | os.PathLike) -> dict[tuple[str, str], PanelCount
 def _read_counts_row(r: dict, raw: dict) -> None:
     """Add one row of a curve-counts file to ``raw`` (per (red, policy): episodes and the three count arrays)."""
     key = (r["red"], r["policy"])
-    d = raw.setdefault(key, {"episodes": int(r["episodes"]), "curve": np.zeros((2, HORIZON, T.N_HOSTS), np.int64),
+    episodes = check_int("episodes", int(r["episodes"]), 1, MAX_EPISODES)
+    d = raw.setdefault(key, {"episodes": episodes, "curve": np.zeros((2, HORIZON, T.N_HOSTS), np.int64),
                              "late_sum": np.zeros((2, T.N_HOSTS), np.int64),
                              "late_sq": np.zeros((2, T.N_HOSTS), np.int64), "rows": set()})
+    if episodes != d["episodes"]:
+        raise ValueError(f"the panel {key[0]}/{key[1]} says {d['episodes']} episodes and here {episodes}")
     li = LEVELS.index(r["level"])
-    vals = np.array([int(r[h]) for h in T.HOSTS], np.int64)
+    # what n episodes can count (a step held in 0..n episodes; late steps held 0..50 an episode), checked as Python
+    # integers: a 24-digit count was an OverflowError in numpy, -5 or more than n a share outside 0..1
+    most_of = {"late_sum": episodes * LATE_STEPS, "late_sumsq": episodes * LATE_STEPS ** 2}
+    most = most_of.get(r["row"], episodes)
+    what = r["row"] if r["row"] in most_of else f"step {r['row']}"
+    vals = np.array([check_int(f"the {what} count of {h}", int(r[h]), 0, most) for h in T.HOSTS], np.int64)
     if r["row"] == "late_sum":
         d["late_sum"][li] = vals
     elif r["row"] == "late_sumsq":
@@ -233,22 +242,31 @@ def write_shard(path: Path, access: np.ndarray, seed: int) -> None:
 def load_shards(folder: str | os.PathLike, seed: int | None = None) -> dict[tuple[str, str], PanelCounts]:
     """Every finished shard in ``folder`` merged per panel; ValueError if a shard was made with another seed."""
     out: dict = {}
-    covered: dict = {}
+    spans: dict = {}
     for p in sorted(Path(folder).glob("*.npz")):
         m = _SHARD.match(p.name)
         if not m:
             continue
         key, first, n = (m["red"], m["policy"]), int(m["first"]), int(m["n"])
-        episodes = covered.setdefault(key, set())
-        if episodes & set(range(first, first + n)):
-            raise ValueError(f"shard {p.name} overlaps another shard of {key[0]}/{key[1]} in {folder} (made with "
-                             "another --shard-episodes?): keep one --shard-episodes per --out folder")
-        episodes.update(range(first, first + n))
-        made, access = _read_shard(p, n)
-        if seed is not None and made != seed:
-            raise ValueError(f"shard {p} was made with --seed {made}, not {seed}: use that seed or another --out")
-        part = PanelCounts.from_access(m["red"], m["policy"], access)
-        out[key] = part if key not in out else out[key] + part
+        try:   # what a name --episodes can give (one of 10**12 episodes was a set of 10**12 numbers: a hang)
+            check_int("its first episode", first, 0, MAX_EPISODES - 1)
+            check_int("its episodes", n, 1, MAX_EPISODES - first)
+        except ValueError as e:
+            raise ValueError(f"shard {p} is no shard of `workflow-rl curves` ({e}): remove it") from None
+        spans.setdefault(key, []).append((first, first + n, p))
+    for key, held in spans.items():   # episode ranges, sorted: each must end before the next starts
+        held.sort(key=lambda s: s[:2])
+        for (_, end, _), (first, _, p) in zip(held, held[1:]):
+            if first < end:
+                raise ValueError(f"shard {p.name} overlaps another shard of {key[0]}/{key[1]} in {folder} (made "
+                                 "with another --shard-episodes?): keep one --shard-episodes per --out folder")
+    for key, held in spans.items():
+        for first, end, p in sorted(held, key=lambda s: s[2]):
+            made, access = _read_shard(p, end - first)
+            if seed is not None and made != seed:
+                raise ValueError(f"shard {p} was made with --seed {made}, not {seed}: use that seed or another --out")
+            part = PanelCounts.from_access(key[0], key[1], access)
+            out[key] = part if key not in out else out[key] + part
     return out
 
 

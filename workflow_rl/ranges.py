@@ -136,6 +136,8 @@ RANGES: dict[str, Range] = _Table({
     "plan_analyse_candidates": Range(0, N_HOSTS, "an Analyse per host"),
     "plan_mismatch_penalty": Range(0.0, 1000.0, "at 745 one wrong bit already weighs the smallest float; more "
                                    "overflows log-weights to inf", float, lo_open=True),
+    "plan_min_fit": Range(0.0, 1.0, "a probability (the belief's fit); 0 never falls back to the greedy policy",
+                          float),
     "plan_max_violation": Range(0.0, 1.0, "a probability", float),
     "plan_min_gain": Range(0.0, 1000.0, "standard errors; at 1000 nothing ever replaces the policy's choice", float),
     "plan_gamma": Range(0.0, 1.0, "a discount", float),

@@ -31,7 +31,7 @@ cat "$OUT/env.log"
 
 # 1. the tests (the interrupted-resume one first: it failed on an H200, and prints the run's output if it fails)
 timeout -s INT 330 $PY -m pytest -q -rs -p no:cacheprovider --durations=15 \
-  "tests/test_bad_input.py::test_train_on_cuda_interrupted_resumes" tests/test_cuda_agents.py \
+  "tests/cli/test_bad_input.py::test_train_on_cuda_interrupted_resumes" tests/test_cuda_agents.py \
   "tests/sim/test_cuda_engine.py::test_cuda_env_equals_cpu_env_and_snapshots_round_trip" \
   tests/rl/test_compliance.py tests/test_devices.py > "$OUT/pytest.log" 2>&1
 echo "pytest exit $?" >> "$OUT/pytest.log"

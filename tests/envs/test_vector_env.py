@@ -158,4 +158,6 @@ def test_step_before_reset_is_an_error():
 
 
 def test_package_exports():
-    assert set(workflow_rl.RED_AGENTS) == {"B_lineAgent", "RedMeanderAgent", "SleepAgent"}
+    assert set(workflow_rl.RED_AGENTS) == {"B_lineAgent", "RedMeanderAgent", "SleepAgent", "DelayedB_line",
+                                           "RandomRed", "EnterpriseRaider", "RestoreChaser", "UserHopper",
+                                           "ImpactRush"}

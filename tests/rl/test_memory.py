@@ -155,8 +155,8 @@ def test_episode_workers_pay_the_configured_alignment_reward():
     play = [_play(NativeEnv("B_lineAgent", 100), agent, torch.as_tensor(wf.encode()), torch.as_tensor(wf.rank),
                   10.0, 5, 6, 0, form=f) for f in ("ratio", "violations")]
     assert np.array_equal(play[0].actions, play[1].actions) and play[0].violations == play[1].violations > 0
-    assert set(np.round(play[1].align_r * VIOLATION_SCALE / 10.0, 5)) <= {0.0, -1.0}
-    assert play[1].align_r.sum() == pytest.approx(-10.0 * play[1].violations / VIOLATION_SCALE, abs=1e-4)
+    assert set(np.round(play[1].rewards["align"] * VIOLATION_SCALE / 10.0, 5)) <= {0.0, -1.0}
+    assert play[1].rewards["align"].sum() == pytest.approx(-10.0 * play[1].violations / VIOLATION_SCALE, abs=1e-4)
 
 
 @pytest.mark.slow

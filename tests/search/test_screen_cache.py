@@ -87,8 +87,12 @@ def _damage(rows_edit=None, text=None):
     _damage(lambda d: d.__setitem__("format", 0)),
     _damage(lambda d: d.__setitem__("rows", {})),
     _damage(text="[" * 200_000 + "]" * 200_000),                                # deeper than Python's parser
+    # finite, but what no screen's episodes score (issue Z, class 3: the search computes with them)
+    _damage(lambda d: d["rows"][3].__setitem__("mean", -1e308)),
+    _damage(lambda d: d["rows"][3].__setitem__("ci95", 1e308)),
+    _damage(lambda d: d["rows"][7].__setitem__("fixes", 10**30)),
 ], ids=["syntax", "empty", "missing", "twice", "nan", "string", "compliance", "ci95", "fixes", "key", "format",
-        "rows", "deep"])
+        "rows", "deep", "mean -1e308", "ci95 1e308", "fixes 10**30"])
 def test_a_damaged_cache_file_is_ignored_with_one_warning_and_recomputed(ckpt, capsys, damage):
     compute = Counter()
     good, _ = C.screen_of(ckpt, SETTINGS, compute)

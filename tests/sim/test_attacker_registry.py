@@ -15,6 +15,8 @@ from workflow_rl.sim import native as N
 from workflow_rl.sim import tables as T
 
 pytestmark = pytest.mark.slow   # the toy registry's kernels compile once per clone (about 40 s), then load
+BUILT_IN = attackers.n_kinds()   # CAGE2's three and the family (sim/family.py), before the toy
+BUILT_IN_FINGERPRINT = attackers.fingerprint()
 
 
 def _returns(red: str, n: int = 32, steps: int = 60, seed: int = 5, action: int = 0):
@@ -37,7 +39,7 @@ def toy():
     yield entry
     attackers.unregister(entry.name)
     # the built-in registry again, and B_line plays exactly as it did before the toy existed
-    assert attackers.fingerprint() == "" and attackers.n_kinds() == 3
+    assert attackers.fingerprint() == BUILT_IN_FINGERPRINT and attackers.n_kinds() == BUILT_IN
     assert np.array_equal(_returns("bline")[0], before)
 
 
@@ -50,13 +52,13 @@ def test_the_built_in_registry_is_what_every_layer_names():
 
 
 def test_a_registered_attacker_is_named_everywhere(toy):
-    assert toy.kind == 3 and attackers.n_kinds() == 4
+    assert toy.kind == BUILT_IN and attackers.n_kinds() == BUILT_IN + 1
     assert "ToyRandomWalk" in RED_AGENTS and RED_AGENTS[-1] == "ToyRandomWalk"   # the live view of the registry
     assert parse_red_agent("TOY") == "ToyRandomWalk"
     assert red_weights("toy:1,bline:3") == {"B_lineAgent": 0.75, "ToyRandomWalk": 0.25}
-    assert N.allocate_state(2).red_cdf.shape == (2, 4)
-    assert N.state_values(100)["red_kind"] == (0, 3)
-    assert attackers.fingerprint() not in ("", None)
+    assert N.allocate_state(2).red_cdf.shape == (2, BUILT_IN + 1)
+    assert N.state_values(100)["red_kind"] == (0, BUILT_IN)
+    assert attackers.fingerprint() not in ("", None, BUILT_IN_FINGERPRINT)
 
 
 def test_a_registered_attacker_plays_its_own_rules_on_the_native_engine(toy):
@@ -75,7 +77,7 @@ def test_the_belief_covers_a_registered_attacker(toy):
 
     belief = ParticleBelief(BeliefConfig(particles=256, red_agent="toy:0.5,bline:0.5"), seed=1)
     prior = belief.red_posterior()
-    assert prior.shape == (4,) and prior[T.RED_MEANDER] == prior[T.RED_SLEEP] == 0
+    assert prior.shape == (BUILT_IN + 1,) and prior[T.RED_MEANDER] == prior[T.RED_SLEEP] == 0
     assert 0.3 < prior[toy.kind] < 0.7
     env = make_vector_env(1, "toy", seed=9)
     env.reset(seed=9)
@@ -121,13 +123,13 @@ def test_a_bad_registration_is_refused_naming_the_fix():
         attackers.register(attackers.Attacker("a:b", toy_attacker.toy_choose))
     with pytest.raises(ValueError, match="built in"):
         attackers.unregister("B_lineAgent")
-    assert attackers.n_kinds() == 3 or "ToyRandomWalk" in attackers.names()
+    assert attackers.n_kinds() == BUILT_IN or "ToyRandomWalk" in attackers.names()
 
 
 def test_the_cuda_kernel_plays_a_registered_attacker_as_the_cpu_kernel_does():
     """Under numba's CUDA simulator (a subprocess: see tests/sim/test_cuda_engine.py) the CUDA build of a registry
-    holding the toy equals the CPU build, every output and state field after every step, envs cycling through all
-    four attackers."""
+    holding the toy equals the CPU build, every output and state field after every step, envs cycling through
+    every attacker (the family and the toy included)."""
     pytest.importorskip("workflow_rl.sim.cuda", reason="numba-cuda is not installed (pip install -e '.[dev]')")
     from test_cuda_engine import _simulated
 

@@ -84,7 +84,10 @@ def test_cudasim_kernel_equals_cpu_kernel_with_a_red_mixture():
     mixed = _LOCKSTEP.replace("print(", """import numpy as np
 from workflow_rl.sim import native as N
 _seed = N.seed_state
-N.seed_state = lambda s, seed, red: _seed(s, seed, np.array([0.2, 0.4, 0.4]))
+from workflow_rl.sim import attackers
+odds = np.zeros(attackers.n_kinds())
+odds[:3] = 0.2, 0.4, 0.4
+N.seed_state = lambda s, seed, red: _seed(s, seed, odds)
 _reset = N.reset_envs
 kinds = []
 def reset_and_record(s, b, *a):

@@ -10,6 +10,7 @@ import dataclasses
 from workflow_rl.cli.flags import add_flags, config_from
 from workflow_rl.cli.numbers import worker_count
 from workflow_rl.cli.plan import add_plan_flags, plan_settings
+from workflow_rl.cli.search import ray_address
 from workflow_rl.cli.train import add_cyborg_flags
 from workflow_rl.runs.evaluate import BASELINES, LIST_DEFAULTS, ONE_DEFAULTS, EvaluateConfig
 
@@ -20,7 +21,7 @@ DEVICE_HELP = ("where the agent and the native engine run: cpu or cuda (cuda:N);
                "(rl.pretrained.load_agent); --plan keeps its belief on a CPU copy of the agent (its rollouts go where "
                "--plan-device says); the cyborg engine runs on the CPU whatever the device")
 """``--device`` of the commands that play an agent (``evaluate``, ``replay``)."""
-OWN = ("agent", "workers", "device", "vectorization", "parallel_start_method", "scenario", "plan")
+OWN = ("agent", "workers", "device", "vectorization", "parallel_start_method", "scenario", "plan", "ray")
 """EvaluateConfig's settings whose flags are not generated: the positional agent, and flags shared with other
 commands."""
 
@@ -31,7 +32,7 @@ def evaluate_config(args) -> EvaluateConfig:
     return config_from(EvaluateConfig, args, args.config_names, agent=args.checkpoint, workers=args.workers,
                        device=args.device, vectorization=args.vectorization,
                        parallel_start_method=args.parallel_start_method, scenario=args.scenario,
-                       plan=plan_settings(args))
+                       plan=plan_settings(args), ray=args.ray)
 
 
 def cmd_evaluate(args) -> int:
@@ -70,6 +71,10 @@ def add_evaluate(sub) -> None:
     e.add_argument("--workers", type=worker_count, default=None,
                    help="real CybORG: env processes playing episodes in parallel (default: the CPU cores)")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    e.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", type=ray_address,
+                   help="play the rounds of episodes as Ray tasks: no value starts Ray on this machine, ADDRESS joins "
+                        "a cluster (e.g. ray://head:10001); the files are those of the same evaluation played here "
+                        "(on real CybORG a round is --workers envs, default this machine's cores, on one node)")
     add_cyborg_flags(e, None)
     add_plan_flags(e)
     e.set_defaults(func=cmd_evaluate, config_names=names)

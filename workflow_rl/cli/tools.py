@@ -32,7 +32,8 @@ def cmd_parity(args) -> int:
     from workflow_rl.runs.reports import parity_report
 
     return _shown(parity_report(args.red_agents, args.policies, args.episodes, args.native_episodes, args.seed,
-                                args.vectorization, args.parallel_start_method, args.scenario, args.out))
+                                args.vectorization, args.parallel_start_method, args.scenario, args.out,
+                                cyborg_csv=args.cyborg_csv))
 
 
 def _shown(report) -> int:
@@ -96,6 +97,8 @@ def add_tools(sub) -> None:
     q.add_argument("--seed", type=seed_int, default=0)
     add_cyborg_flags(q, "shared_memory")
     q.add_argument("--out", default=None, help="also write the Markdown table here")
+    q.add_argument("--cyborg-csv", default=None, help="also write the CybORG episodes' returns here (a fidelity "
+                                                       "reference: red,policy,episode,seed,length,total_reward)")
     q.set_defaults(func=cmd_parity)
 
     from dataclasses import asdict

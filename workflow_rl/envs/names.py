@@ -51,10 +51,16 @@ DEFAULT_MIX = {name: 1.0 / len(attackers.cage2(attacking=True)) for name in atta
 agents, ``Attacker.cage2``; blue is never told which one it faces)."""
 
 
+FAMILY = "family"
+"""The red-agent name that asks for the attacker family (``sim.attackers.family``: sim/family.py), each of its six
+with equal odds, one drawn per env episode."""
+
+
 def _fix() -> str:
     spellings = ", ".join("/".join(a.aliases) for a in attackers.attackers() if a.aliases)
     return (f"use one of {', '.join(RED_AGENTS)} (aliases: {spellings}; any case), {MIX!r} "
-            f"(= {','.join(f'{k}:{v:g}' for k, v in DEFAULT_MIX.items())}) or weights NAME:W,NAME:W")
+            f"(= {','.join(f'{k}:{v:g}' for k, v in DEFAULT_MIX.items())}), {FAMILY!r} (the attacker family, "
+            "equal odds) or weights NAME:W,NAME:W")
 
 
 def _single(name: str, whole: str) -> str:
@@ -68,12 +74,15 @@ def _single(name: str, whole: str) -> str:
 
 def red_weights(name: str) -> dict[str, float]:
     """The red-agent mixture a name stands for, {canonical name: probability} in :data:`RED_AGENTS` order with
-    zero weights dropped: ``{name: 1.0}`` for one agent, :data:`DEFAULT_MIX` for ``mix``, and the normalised weights
+    zero weights dropped: ``{name: 1.0}`` for one agent, :data:`DEFAULT_MIX` for ``mix``, the attacker family with
+    equal odds for ``family``, and the normalised weights
     of ``NAME:W,NAME:W,...`` (each W a finite number >= 0, at least one > 0, each agent named once). One red agent is
     drawn per env episode from it. Bad input is one ValueError naming the fix."""
     text = str(name)
     if text.strip().lower() == MIX:
         return dict(DEFAULT_MIX)
+    if text.strip().lower() == FAMILY:
+        return {n: 1.0 / len(attackers.family()) for n in attackers.family()}
     if ":" not in text and "," not in text:
         return {_single(text, text): 1.0}
     weights: dict[str, float] = {}

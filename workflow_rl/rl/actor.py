@@ -28,7 +28,17 @@ from workflow_rl.workflow import Workflow
 ActFn = Callable[[torch.Tensor, int], torch.Tensor]
 """``act(obs, t)``: the actions (N,) int64 for observations (N, 52) at step ``t`` of the envs' episodes (0 first),
 on ``obs``'s device; what every evaluation harness calls (``rl.evaluate``, ``rl.viewer``). ``make_act``'s also take
-one observation (52,) -- then they return an int -- or numpy."""
+one observation (52,) -- then they return an int -- or numpy. One whose draws belong to its episodes (the random
+baseline, ``rl.evaluate.RandomAct``) has a ``start_round(seed)`` method, which every harness calls as it resets a
+round of envs with ``seed`` (:func:`start_round`)."""
+
+
+def start_round(act: ActFn, seed: int) -> None:
+    """Tell ``act`` that a round of envs starts from ``reset(seed)``, if it asks to know (``start_round``): env i's
+    draws can then be that episode's own, the same in whichever evaluation, part or round size plays it."""
+    start = getattr(act, "start_round", None)
+    if start is not None:
+        start(seed)
 
 
 @dataclass(frozen=True, eq=False)

@@ -50,7 +50,7 @@ class BlueAgent:
         self.seed = int(seed)
         self.episode_length = episode_length
         with torch.random.fork_rng(devices=[]):   # building the network draws its (replaced) initial weights
-            agent, own = pretrained.load(name, "cpu")
+            agent, own = pretrained.load(name, "cpu", planned=self.plan is not None)
         self.workflow = resolve_workflow(workflow, own)
         self._act = make_act(agent, self.plan, self.seed, self.workflow, episode_length)
         self.t = 0

@@ -24,6 +24,7 @@ from workflow_rl.rl.actor import Actor
 from workflow_rl.rl.compliance import ALIGNMENT_REWARDS, ComplianceTracker, fix_hosts
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import Agent, PPOConfig, Rollout, gae
+from workflow_rl.rl import reward
 from workflow_rl.rl.schedule import episode_seed
 
 
@@ -36,8 +37,7 @@ class Trajectory:
     actions: np.ndarray    # (T,)
     logp: np.ndarray       # (T,)
     values: np.ndarray     # (T,)
-    env_r: np.ndarray      # (T,)
-    align_r: np.ndarray    # (T,)
+    rewards: dict          # reward term name -> (T,) float32: the terms the run sums (``rl.reward.active``)
     final_value: float     # V(last observation): bootstraps the time-limit end
     compliant: float
     violations: float
@@ -54,7 +54,11 @@ def _make_single_env(engine: str, red: str, length: int, scenario):
     return NativeEnv(red, length)
 
 
-def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = ALIGNMENT_REWARDS[0]) -> Trajectory:
+def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = ALIGNMENT_REWARDS[0],
+          weights: dict | None = None) -> Trajectory:
+    """One whole episode; ``weights``: each reward term the run sums beyond the built-ins, its weight."""
+    terms = tuple(t for t in reward.TERMS if t.always or t.name in (weights or {}))
+    w = {name: torch.tensor([v], dtype=torch.float32) for name, v in (weights or {}).items()}
     gen = torch.Generator().manual_seed(int(sample_seed))
     obs, info = env.reset(seed=int(env_seed))
     access = torch.as_tensor(info["red_access"]).unsqueeze(0)
@@ -65,7 +69,8 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
     def x_of(o) -> torch.Tensor:
         return actor.inputs(torch.as_tensor(o, dtype=torch.float32).unsqueeze(0), mem)
 
-    xs, acts, logps, vals, env_r, align_r = [], [], [], [], [], []
+    xs, acts, logps, vals = [], [], [], []
+    rewards = {t.name: [] for t in terms}
     truncated = False
     while not truncated:   # no opening to play: --opening is refused with episode workers (``rl.config``)
         x = x_of(obs)
@@ -76,17 +81,20 @@ def _play(env, agent, enc, rank, lam, env_seed, sample_seed, index, form: str = 
         al = 0.0
         if rank is not None and bool(fix_hosts(a)[0]):
             al = float(tracker.step(a, access, rank, lam)[0].item())   # counts only change on fixes
+        step = reward.Step(torch.tensor([r], dtype=torch.float32), torch.tensor([al], dtype=torch.float32),
+                           a.reshape(1), access)
+        parts = reward.step_rewards(terms, step, w)
         access = torch.as_tensor(info["red_access"]).unsqueeze(0)
         xs.append(x[0].numpy())
         acts.append(int(a.item()))
         logps.append(float(lp.item()))
         vals.append(float(v.item()))
-        env_r.append(float(r))
-        align_r.append(al)
+        for name, part in parts.items():
+            rewards[name].append(float(part[0]))
     with torch.no_grad():
         fv = float(actor.value(x_of(obs)).item())
     return Trajectory(index, np.stack(xs), np.array(acts), np.array(logps, np.float32), np.array(vals, np.float32),
-                      np.array(env_r, np.float32), np.array(align_r, np.float32), fv,
+                      {k: np.array(v, np.float32) for k, v in rewards.items()}, fv,
                       float(tracker.compliant.item()), float(tracker.violations.item()), float(tracker.neutral.item()))
 
 
@@ -103,7 +111,7 @@ def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, me
             msg = conn.recv()
             if msg[0] == "close":
                 break
-            _, weights, enc, rank, lam, form = msg
+            _, weights, enc, rank, lam, form, term_weights = msg
             agent.load_state_dict(weights)
             enc_t = torch.as_tensor(enc)
             rank_t = None if rank is None else torch.as_tensor(rank)
@@ -111,7 +119,7 @@ def _worker(wid, conn, tasks, results, engine, red, length, scenario, hidden, me
                 job = tasks.get()
                 if job is None:
                     break
-                results.put(("ok", _play(env, agent, enc_t, rank_t, lam, *job, form=form)))
+                results.put(("ok", _play(env, agent, enc_t, rank_t, lam, *job, form=form, weights=term_weights)))
     except (KeyboardInterrupt, EOFError):
         pass
     except Exception:  # noqa: BLE001 - report everything to the parent with the traceback
@@ -162,12 +170,14 @@ class EpisodeWorkerPool:
         return item[2] if item[0] == "error" else None
 
     def collect(self, weights: dict, enc: np.ndarray, rank: np.ndarray | None, lam: float,
-                jobs: list[tuple[int, int, int]], form: str = ALIGNMENT_REWARDS[0]) -> list[Trajectory]:
+                jobs: list[tuple[int, int, int]], form: str = ALIGNMENT_REWARDS[0],
+                term_weights: dict | None = None) -> list[Trajectory]:
         """Play ``jobs`` = [(env_seed, sample_seed, index), ...]; returns their trajectories sorted by index.
-        ``lam`` and ``form``: the alignment reward's weight and form (``rl.compliance``)."""
+        ``lam`` and ``form``: the alignment reward's weight and form (``rl.compliance``); ``term_weights``: each
+        other reward term the run sums, its weight (``rl.reward``)."""
         w = {k: v.detach().cpu() for k, v in weights.items()}
         for c in self.conns:
-            c.send(("round", w, enc, rank, lam, form))
+            c.send(("round", w, enc, rank, lam, form, dict(term_weights or {})))
         for j in jobs:
             self.tasks.put(j)
         for _ in self.procs:
@@ -208,21 +218,22 @@ class EpisodeWorkerPool:
 
 def collect_episodes(pool: EpisodeWorkerPool, agent: Agent, enc: np.ndarray, rank: np.ndarray | None, lam: float,
                      seed: int, first_episode: int, n_episodes: int, ppo: PPOConfig, device: torch.device,
-                     form: str = ALIGNMENT_REWARDS[0]) -> tuple[Rollout, dict]:
+                     form: str = ALIGNMENT_REWARDS[0], term_weights: dict | None = None) -> tuple[Rollout, dict]:
     """``n_episodes`` whole episodes played by the pool with ``agent``: the rollout (T x n_episodes rows, GAE with
     each episode's time-limit end bootstrapped by the value of its last observation) and the finished-episode
     lists the trainer logs. Episode k's env and sampling seeds come from (seed, first_episode + k), so the result
-    does not depend on the number of workers."""
+    does not depend on the number of workers. ``term_weights``: the reward terms summed beyond the built-ins, each
+    its weight (``rl.reward``)."""
     jobs = [(episode_seed(seed, first_episode + k, 0), episode_seed(seed, first_episode + k, 1), k)
             for k in range(n_episodes)]
-    trajs = pool.collect(agent.state_dict(), enc, rank, lam, jobs, form)
+    trajs = pool.collect(agent.state_dict(), enc, rank, lam, jobs, form, term_weights)
 
     def stack(name):
         return torch.as_tensor(np.stack([getattr(t, name) for t in trajs], 1), device=device)
 
     x, acts, logp, vals = stack("x"), stack("actions"), stack("logp"), stack("values")
-    env_r, align_r = stack("env_r"), stack("align_r")
-    rews = (env_r + align_r) * ppo.reward_scale
+    parts = {k: torch.as_tensor(np.stack([t.rewards[k] for t in trajs], 1), device=device) for k in trajs[0].rewards}
+    rews = reward.compose(parts, ppo.reward_scale)
     final_v = torch.as_tensor([t.final_value for t in trajs], device=device, dtype=torch.float32)
     next_vals = torch.cat([vals[1:], final_v.unsqueeze(0)], 0)
     ends = torch.zeros_like(vals)
@@ -230,7 +241,8 @@ def collect_episodes(pool: EpisodeWorkerPool, agent: Agent, enc: np.ndarray, ran
     adv, ret = gae(rews, vals, next_vals, torch.zeros_like(ends), ends, ppo.gamma, ppo.gae_lambda)
     batch = Rollout(x.reshape(-1, x.shape[-1]), acts.reshape(-1), logp.reshape(-1), adv.reshape(-1),
                     ret.reshape(-1), vals.reshape(-1))
-    finished = {"env_return": env_r.sum(0).tolist(), "align_return": align_r.sum(0).tolist(),
-                "compliant": [t.compliant for t in trajs], "violations": [t.violations for t in trajs],
-                "neutral": [t.neutral for t in trajs]}
+    finished = {reward.returns_key(t): parts[t.name].sum(0).tolist() if t.name in parts else [0.0] * len(trajs)
+                for t in reward.TERMS}
+    finished.update({"compliant": [t.compliant for t in trajs], "violations": [t.violations for t in trajs],
+                     "neutral": [t.neutral for t in trajs]})
     return batch, finished

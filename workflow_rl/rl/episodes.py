@@ -126,10 +126,38 @@ def read_episodes(where: str | Path) -> dict[tuple, CellEpisodes]:
             raise ValueError(f"{f}: the rows of {_name(key)} are damaged (episodes not 0..{len(index) - 1} in order, "
                              "several episode seeds, a non-finite return or fix counts in some rows only): evaluate "
                              "again to rewrite it")
+        _check_cell(f, key, seeds[0], rounds, slots, returns, compliant if counted == {True} else None, violating)
         fixes = ((np.asarray(compliant, np.int64), np.asarray(violating, np.int64)) if counted == {True}
                  else (None, None))
         out[key] = CellEpisodes(seeds[0], np.stack([rounds, slots], 1), np.asarray(returns, float), *fixes)
     return out
+
+
+def _check_cell(f: Path, key: tuple, seed: int, rounds, slots, returns, compliant, violating) -> None:
+    """Every number of one cell's rows within what an evaluation writes, before any of it is used (as numpy's 64-bit
+    integers, in a sum or a JSON report): its length an episode length, its seed a seed, rounds and envs within an
+    evaluation's (``checks.MAX_EPISODES`` rounds of up to ``ranges.MAX_ENVS`` envs), each return one that
+    ``length`` steps can score (each step's reward in ``[sim.native.WORST_REWARD, 0]``: an edited -1e308 would make
+    the joined mean -Infinity) and each episode's fix counts at most one a step. One ValueError naming the file,
+    the cell and the number otherwise (a 24-digit slot was an OverflowError deep in ``join``)."""
+    from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, MAX_SEED, check_int
+    from workflow_rl.ranges import MAX_ENVS
+    from workflow_rl.sim.native import check_return
+
+    length = key[3]
+    columns = [("length", (length,), 1, MAX_EPISODE_LENGTH), ("episode_seed", (seed,), 0, MAX_SEED),
+               ("round", rounds, 0, MAX_EPISODES - 1), ("slot", slots, 0, MAX_ENVS - 1)]
+    if compliant is not None:
+        columns += [("compliant", compliant, 0, length), ("violating", violating, 0, length),
+                    ("compliant + violating", [a + b for a, b in zip(compliant, violating)], 0, length)]
+    try:
+        for name, values, low, high in columns:
+            for v in (min(values), max(values)):   # the extremes (Python's integers: no overflow) stand for all
+                check_int(name, v, low, high)
+        for v in (min(returns), max(returns)):
+            check_return("return", v, length)
+    except ValueError as e:
+        raise ValueError(f"{f}: the rows of {_name(key)} are damaged ({e}): evaluate again to rewrite it") from None
 
 
 def join(parts: list[dict[tuple, CellEpisodes]], labels: list[str] | None = None) -> dict[tuple, Episodes]:

@@ -17,7 +17,7 @@ import torch
 from workflow_rl import anchors, seeding
 from workflow_rl.checks import check_episodes
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
-from workflow_rl.rl.actor import ActFn
+from workflow_rl.rl.actor import ActFn, start_round
 from workflow_rl.rl.compliance import ComplianceTracker
 from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.sim import tables
@@ -117,41 +117,103 @@ def evaluate_cells(act: ActFn | dict[int, ActFn], red_agents: list[str], lengths
     """
     check_episodes("episodes", episodes)
     reds = [parse_red_agent(r) for r in red_agents]
-    horizon = max(lengths)
     n = round_size(engine, episodes, workers, batch)
-    rank = torch.as_tensor(workflow.rank if workflow else np.arange(5), device=device)
     envs = {}
-    done = {r: 0 for r in reds}
-    running = {r: {L: ([], [], []) for L in lengths} for r in reds}   # per length: returns, compliant, violating
+    played = []
     try:
-        round_ = 0
-        while any(done[r] < episodes for r in reds):
-            if round_ > 0 and ((deadline is not None and time.monotonic() > deadline) or (stop and stop())):
+        for part in round_parts(reds, episodes, n):
+            if part.round > 0 and part.first and ((deadline is not None and time.monotonic() > deadline)
+                                                  or (stop and stop())):
                 break
-            for red in reds:
-                if done[red] >= episodes:
-                    continue
-                if red not in envs:
-                    envs[red] = make_vector_env(n, red, engine=engine, episode_length=horizon, device=device,
-                                                seed=seed, **engine_options)
-                take = min(n, episodes - done[red])
-                for L, cols in play_cells(envs[red], act, seeding.eval_round_seed(seed, round_), lengths,
-                                          workflow is not None, rank, device).items():
-                    for kept, col in zip(running[red][L], cols):
-                        kept.append(col[:take])
-                done[red] += take
-            round_ += 1
+            if part.red_agent not in envs:
+                envs[part.red_agent] = make_vector_env(n, part.red_agent, engine=engine, episode_length=max(lengths),
+                                                       device=device, seed=seed, **engine_options)
+            played.append((part, play_part(envs[part.red_agent], act, seed, part, lengths, workflow, device)))
     finally:
         for env in envs.values():
             env.close()
+    return gather_cells(reds, lengths, seed, n, played, workflow is not None)
+
+
+@dataclass(frozen=True)
+class RoundPart:
+    """One red agent's part of one round of :func:`evaluate_cells`: round ``round`` (seeded
+    ``seeding.eval_round_seed(seed, round)``) played against ``red_agent`` by a round's envs, of which the first
+    ``take`` are kept (all but in the last round). ``first``: the round's first part (where a stop is looked at).
+    A part is the unit a distributed evaluation ships (``runs.evaluate_ray``): played anywhere, on fresh envs, by
+    an acting function brought to where the parts before it leave it (:func:`skip_part`), it gives what
+    :func:`evaluate_cells` gives it."""
+    round: int
+    red_agent: str
+    take: int
+    first: bool = False
+
+
+def round_parts(red_agents: list[str], episodes: int, n: int) -> list[RoundPart]:
+    """The parts :func:`evaluate_cells` plays for ``episodes`` per red agent in rounds of ``n`` envs, in the order
+    it plays them: round by round, the red agents' parts in their order within each."""
+    done = {r: 0 for r in red_agents}
+    parts, round_ = [], 0
+    while any(done[r] < episodes for r in red_agents):
+        first = True
+        for red in red_agents:
+            if done[red] >= episodes:
+                continue
+            take = min(n, episodes - done[red])
+            parts.append(RoundPart(round_, red, take, first))
+            done[red] += take
+            first = False
+        round_ += 1
+    return parts
+
+
+def play_part(env, act: ActFn | dict[int, ActFn], seed: int, part: RoundPart, lengths: list[int],
+              workflow: Workflow | None, device: str) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Part ``part`` of an evaluation of episode seed ``seed`` played in ``env`` (its red agent's, of the round's
+    envs): per length its kept envs' returns, compliant and violating fix counts (:func:`play_cells`)."""
+    rank = torch.as_tensor(workflow.rank if workflow else np.arange(5), device=device)
+    cols = play_cells(env, act, seeding.eval_round_seed(seed, part.round), lengths, workflow is not None, rank, device)
+    return {L: tuple(c[:part.take] for c in cs) for L, cs in cols.items()}
+
+
+def gather_cells(red_agents: list[str], lengths: list[int], seed: int, n: int, played: list[tuple[RoundPart, dict]],
+                 counted: bool) -> list[EvalResult]:
+    """The cells (red agent x length, in that order) of the parts ``played`` ((part, :func:`play_part`'s result), in
+    :func:`round_parts`' order; a prefix of them where a stop cut the evaluation) of episode seed ``seed`` in rounds
+    of ``n`` envs; ``counted``: a workflow's fixes were counted."""
+    running = {r: {L: ([], [], []) for L in lengths} for r in red_agents}   # per length: returns, compliant, violating
+    for part, cols in played:
+        for L, col3 in cols.items():
+            for kept, col in zip(running[part.red_agent][L], col3):
+                kept.append(col)
     out = []
-    for red in reds:
+    for red in red_agents:
         for L in lengths:
             ret, comp, viol = (np.concatenate(c) if c else np.zeros(0) for c in running[red][L])
-            counted = workflow is not None
             out.append(cell_result(red, L, Episodes(seed, n, ret, comp if counted else None,
                                                     viol if counted else None)))
     return out
+
+
+def can_skip(act: ActFn | dict[int, ActFn]) -> bool:
+    """Whether :func:`skip_part` can bring ``act`` (or each of a dict's acting functions) past parts it does not
+    play: it carries ``skip_episode`` (``rl.planning.planner.make_act``'s, ``scripted_act``,
+    ``greedy_workflow_act``). Another (an agent class's, ``rl.interface``: its objects keep what they keep) must
+    play every part itself, in order."""
+    return all(callable(getattr(a, "skip_episode", None)) for a in (act.values() if isinstance(act, dict) else [act]))
+
+
+def skip_part(act: ActFn | dict[int, ActFn], n: int, lengths: list[int]) -> None:
+    """Bring ``act`` to where playing one part of a round of ``n`` envs (:func:`play_cells`: one episode of
+    ``max(lengths)`` steps, or with a dict one of each length by its own acting function) would leave it, without
+    playing it: what it carries from episode to episode (a sampled act's generator, the planner's episode count and
+    belief streams) moves as though it had; so a part played after the skips of those before it plays what it plays
+    in :func:`evaluate_cells`."""
+    if isinstance(act, dict):
+        for L in lengths:
+            act[L].skip_episode(n, L)
+    else:
+        act.skip_episode(n, max(lengths))
 
 
 def round_size(engine: str, episodes: int, workers: int | None = None, batch: int = 4096) -> int:
@@ -183,6 +245,7 @@ def _play_round(env, act: ActFn, seed: int, lengths: list[int], count: bool, ran
     ranks ``rank`` ((5,), or (N, 5): each env's own workflow)."""
     stepper = TorchStepper(env, device)
     obs, access = stepper.reset(seed=seed)
+    start_round(act, seed)
     tracker = ComplianceTracker(env.num_envs, device)
     ret = torch.zeros(env.num_envs, dtype=torch.float64, device=device)
     out = {}
@@ -241,15 +304,51 @@ def evaluate_workflows(act_for: Callable[[torch.Tensor], ActFn], workflows: list
 
 # ----------------------------------------------------------------------------------------------------- baselines
 def scripted_act(name: str, seed: int = 0) -> ActFn:
-    """A scripted policy from :mod:`workflow_rl.policies` as an acting function."""
+    """A scripted policy from :mod:`workflow_rl.policies` as an acting function; the random one as a
+    :class:`RandomAct`."""
     from workflow_rl.policies import POLICIES
 
+    if name == "random":
+        return RandomAct(seed)
     policy, rng = POLICIES[name], np.random.default_rng(seed)
 
     def act(obs: torch.Tensor, t: int) -> torch.Tensor:
         return torch.as_tensor(policy(t, obs.cpu().numpy(), rng), device=obs.device)
 
+    def skip_episode(n: int, steps: int) -> None:
+        """An episode of ``n`` envs not played (``skip_part``): the draws it would have made (none of the scripted
+        policies draws but ``random``, a :class:`RandomAct`; one that did would draw by the batch's size, not by what
+        it sees, so blank observations draw the same numbers)."""
+        blank = np.zeros((n, 4 * tables.N_HOSTS), np.float32)
+        for t in range(steps):
+            policy(t, blank, rng)
+
+    act.skip_episode = skip_episode
     return act
+
+
+class RandomAct:
+    """The random baseline (a uniform action each step) as an acting function whose draws belong to the episode:
+    env i of the round reset with seed R draws its step-t action from (``seed``, R, i, t) alone
+    (``seeding.random_actions``). So an episode is played alike in a one-round evaluation, in round r of a longer
+    one and in the part that ``evaluate --after`` plays of it, and the parts of an evaluation ``join`` into the
+    evaluation of all their episodes, as a greedy agent's do: the random baseline acts one way whatever the mode,
+    its cells are labelled greedy, and a draw shared across the rounds of one process (it was: one numpy generator)
+    made every part differ from the single run. The harness calls :meth:`start_round` at each round's reset
+    (``rl.actor.start_round``); before it, R is ``seed``."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.start_round(seed)
+
+    def start_round(self, round_seed: int) -> None:
+        self.key = seeding.random_act_key(self.seed, round_seed)
+
+    def __call__(self, obs: torch.Tensor, t: int) -> torch.Tensor:
+        return torch.as_tensor(seeding.random_actions(self.key, len(obs), t, tables.N_ACTIONS), device=obs.device)
+
+    def skip_episode(self, n: int, steps: int) -> None:
+        """An episode not played (``skip_part``): nothing to bring along, each round's draws are its own."""
 
 
 def greedy_workflow_act(workflow: Workflow) -> ActFn:
@@ -267,6 +366,7 @@ def greedy_workflow_act(workflow: Workflow) -> ActFn:
         h = score.argmin(1)
         return torch.where(flagged.any(1), tables.A_RESTORE + h, torch.zeros_like(h))
 
+    act.skip_episode = lambda n, steps: None   # it keeps nothing from episode to episode (``skip_part``)
     return act
 
 

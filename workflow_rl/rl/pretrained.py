@@ -109,15 +109,20 @@ def load_agent(spec: str | Path, device: str | torch.device) -> tuple[Agent, dic
     return agent_from_checkpoint(ck, device).eval(), ck
 
 
-def load(name: str, device: str | torch.device = "cpu") -> tuple[Agent, Workflow | None]:
-    """The shipped agent ``name`` (``"universal"`` or ``"pretrained:universal"``), or the agent of a checkpoint file ``name``,
-    and its workflow (None: unconstrained), on ``device`` (for a user's own loop; :func:`load_agent` underneath).
-    Acting: pass it (or just its name) to :func:`workflow_rl.rl.planning.planner.make_act` (it keeps the episode
-    memory of an agent trained with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one
+def load(name: str, device: str | torch.device = "cpu", planned: bool = False) -> tuple[Agent, Workflow | None]:
+    """The shipped agent ``name`` (``"universal"`` or ``"pretrained:universal"``), or the agent of a checkpoint file
+    ``name``, and its workflow (None: unconstrained), on ``device`` (for a user's own loop; :func:`load_agent`
+    underneath). Acting: pass it (or just its name) to :func:`workflow_rl.rl.planning.planner.make_act` (it keeps the
+    episode memory of an agent trained with ``--decoy-memory`` or ``--red-memory`` and plays the ``--opening`` of one
     trained with it), or ``agent.act(torch.cat([obs, workflow_encoding_or_zeros], 1), None, greedy=True)`` for one
-    without either."""
+    without either. ``planned``: the planner will act with it, which refuses an agent trained with a reward term it
+    does not value (``rl.reward.check_valued``)."""
     spec = name if name.startswith(PREFIX) or Path(name).is_file() else PREFIX + name
     agent, ck = load_agent(spec, device)
+    if planned:
+        from workflow_rl.rl.reward import check_valued
+
+        check_valued(ck["config"], "the planner", name)
     return agent, Workflow.parse(ck["workflow"]) if ck.get("workflow") else None
 
 

@@ -20,6 +20,7 @@ from workflow_rl.checks import check_int
 from workflow_rl.rl.checkpoint import MAX_WEIGHT, RECENT, CheckpointError, check_finite, check_same_run
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.memory import Memory
+from workflow_rl.rl import reward
 
 STOP_REASONS = (None, "compliant", "post_gate", "max_episodes", "budget", "interrupted")
 """Why a run stopped (``schedule.stop_rule``, ``Trainer.run``); None: it had not."""
@@ -141,7 +142,7 @@ def snapshot_reference(cfg: TrainConfig, total_envs: int) -> dict:
     return {"rng": {"generator": torch.Generator(device=cfg.device).get_state(), "torch": torch.get_rng_state()},
             "env_state": dict(zip(SimState._fields, allocate_state(total_envs))), "obs": buf.obs,
             "access": buf.access, "tracker": {"compliant": f64, "violations": f64, "neutral": f64},
-            "episode_running": {"env": f64, "align": f64}, "memory": Memory.of(cfg.ppo).blank(total_envs)}
+            "episode_running": {t.name: f64 for t in reward.TERMS}, "memory": Memory.of(cfg.ppo).blank(total_envs)}
 
 
 def check_snapshot(snap: dict, cfg: TrainConfig, total_envs: int) -> None:
@@ -154,8 +155,13 @@ def check_snapshot(snap: dict, cfg: TrainConfig, total_envs: int) -> None:
     if snap.get("env_state") is None or cfg.engine == "cyborg":   # nothing else of the snapshot is read
         return
     check_like("env_state", snap["env_state"], ref["env_state"], partial=True)   # older snapshots lack newer fields
-    for name in ("obs", "access", "tracker", "episode_running"):
+    for name in ("obs", "access", "tracker"):
         check_like(name, snap.get(name), ref[name])
+    check_like("episode_running", snap.get("episode_running"), ref["episode_running"], partial=True)
+    running = snap["episode_running"]
+    for t in reward.active([cfg]):   # a term added since the checkpoint was written may be missing: at weight 0
+        if t.name not in running:
+            raise ValueError(f"episode_running.{t.name} is missing")
     saved = None
     if ref["memory"] is not None:
         saved = snap.get("memory", snap.get("decoys_placed"))

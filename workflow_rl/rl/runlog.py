@@ -11,16 +11,20 @@ import numpy as np
 
 from workflow_rl.envs.factory import parse_red_agent
 from workflow_rl.files import atomic_write
+from workflow_rl.rl import reward
 from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.schedule import passed_gate
 from workflow_rl.workflow import Workflow
 
-LOG_COLUMNS = ["workflow_id", "workflow", "update", "episodes", "total_episodes", "env_reward", "alignment_bonus",
+TERM_COLUMNS = [t.column for t in reward.TERMS]
+"""Each reward term's mean episode return (``rl.reward.TERMS``: ``env_reward``, ``alignment_bonus``, ...)."""
+LOG_COLUMNS = ["workflow_id", "workflow", "update", "episodes", "total_episodes", *TERM_COLUMNS,
                "total_reward", "compliance", "compliance_env_mean", "avg_fixes", "collection_time", "update_time",
                "sps", "global_step", "mean100", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
                "compliance_worst", "worst_workflow"]
-"""``compliance_worst``, ``worst_workflow``: a run across workflows' least compliant workflow over its last 20
-episodes (``compliance.WorkflowWindow``); empty (NaN) for one workflow."""
+"""``total_reward``: the mean of the episodes' summed reward terms. ``compliance_worst``, ``worst_workflow``: a run
+across workflows' least compliant workflow over its last 20 episodes (``compliance.WorkflowWindow``); empty (NaN)
+for one workflow."""
 
 
 def episode_stats(fin: dict) -> dict:
@@ -31,8 +35,8 @@ def episode_stats(fin: dict) -> dict:
     per_env = [c / (c + v) for c, v in zip(fin["compliant"], fin["violations"]) if c + v > 0]
     return {
         "episodes": len(fin["env_return"]),
-        "env_reward": mean_or_nan(fin["env_return"]), "alignment_bonus": mean_or_nan(fin["align_return"]),
-        "total_reward": mean_or_nan([a + b for a, b in zip(fin["env_return"], fin["align_return"])]),
+        **{t.column: mean_or_nan(fin[reward.returns_key(t)]) for t in reward.TERMS},
+        "total_reward": mean_or_nan(reward.episode_total(fin)),
         "compliance": comp / counted if counted > 0 else float("nan"), "compliance_env_mean": mean_or_nan(per_env),
         "avg_fixes": mean_or_nan([c + v + nt for c, v, nt in zip(fin["compliant"], fin["violations"], fin["neutral"])]),
         "counted": counted,
@@ -47,7 +51,7 @@ def write_config(out: Path, cfg: TrainConfig) -> None:
         f.write(json.dumps(cfg.to_dict(), indent=2, default=str))
 
 
-TB_SCALARS = ("env_reward", "alignment_bonus", "compliance", "sps", "policy_loss", "value_loss", "entropy",
+TB_SCALARS = (*TERM_COLUMNS, "compliance", "sps", "policy_loss", "value_loss", "entropy",
               "approx_kl", "mean100")
 
 

@@ -54,6 +54,7 @@ from workflow_rl.rl.envstep import TorchStepper
 from workflow_rl.rl.graphs import GraphCache
 from workflow_rl.rl.memory import Memory
 from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent, Rollout, bootstrapped_gae, input_dim
+from workflow_rl.rl import reward
 from workflow_rl.rl.resumable import check_resumable
 from workflow_rl.rl.runlog import RunLog, episode_stats, mean_or_nan, progress_bar, trim_log, write_config
 from workflow_rl.rl.schedule import gate_fires, learning_rate, plan_update
@@ -70,13 +71,13 @@ class TrainingDiverged(ValueError):
     bad input (one error line, exit status 2), and nothing of the diverged update is saved."""
 
 
-ENDED = ("compliant", "violations", "neutral", "env_return", "align_return", "ended", "workflow_id")
-"""What a rollout records per env at each episode end, read on the host after the rollout (``_hand_over``)."""
+ENDED = ("compliant", "violations", "neutral", *reward.RETURNS, "ended", "workflow_id")
+"""What a rollout records per env at each episode end, read on the host after the rollout (``_hand_over``): the fix
+counts, each reward term's episode return (``rl.reward.TERMS``), whether the episode ended and its workflow."""
 
 
 def _empty_finished() -> dict:
-    return {"env_return": [], "align_return": [], "compliant": [], "violations": [], "neutral": [],
-            "workflow_id": []}
+    return {**{k: [] for k in reward.RETURNS}, "compliant": [], "violations": [], "neutral": [], "workflow_id": []}
 
 
 STAGED = "next.pt"
@@ -146,8 +147,10 @@ class BatchedTrainer:
         ``wf_enc`` and ``rank``, switched at episode ends to each env's next draw in a run across workflows."""
         self.tracker = ComplianceTracker(total, self.device, cfg.alignment_reward)
         self.lam = torch.zeros(total, dtype=torch.float64, device=self.device)   # alignment lambda per env
-        self.ep_env_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
-        self.ep_align_ret = torch.zeros(total, dtype=torch.float64, device=self.device)
+        self.weights = {t.name: torch.zeros(total, device=self.device) for t in reward.weighed()}
+        """per reward term the composition weighs (``reward.weighed``), each env's weight: its slot's setting."""
+        self.ep_ret = {t.name: torch.zeros(total, dtype=torch.float64, device=self.device) for t in reward.TERMS}
+        """per reward term, each env's return in its current episode."""
         self.mem = self.actor.reset(total)
         """per env, its episode memory (``--decoy-memory``, ``--red-memory``; ``rl.memory``), or None."""
         self.global_step = 0
@@ -214,6 +217,8 @@ class BatchedTrainer:
         self.rank[rows] = rank.to(self.device)
         self.wf_id[rows] = ids if isinstance(ids, int) else ids.to(self.device)
         self.lam[rows] = cfg.alignment_lambda if slot.conditioned else 0.0
+        for t in reward.weighed():
+            self.weights[t.name][rows] = t.weight_in(cfg)
         if checkpoint is not None:
             trim_log(out / "training_log.csv", slot.update)
             # a checkpoint written as the run stopped (a kill before its caller recorded the stop) stops again at
@@ -367,7 +372,8 @@ class BatchedTrainer:
         forced = tuple(self.actor.forced((self.global_step + t) % c.episode_length) for t in range(steps))
         b = self._buffers(steps, len(ends))
         self._next_workflows(b, ends)
-        self.segments.run((steps, ends, forced), self._segment, b, ends, forced)
+        terms = reward.active(s.cfg for s in self.slots if s is not None)
+        self.segments.run((steps, ends, forced, tuple(t.name for t in terms)), self._segment, b, ends, forced, terms)
         finished = [_empty_finished() for _ in range(q)]
         for e in range(len(ends)):      # the one host read of the rollout: the episodes that ended in it
             self._hand_over(b["ended"][e], active, finished)
@@ -413,7 +419,7 @@ class BatchedTrainer:
                 "actions": torch.zeros(shape, dtype=torch.int64, device=dev),
                 **{k: torch.zeros(shape, device=dev) for k in ("logprob", "value", "reward", "final_value", "ends")},
                 "last_value": torch.zeros((q, n), device=dev),
-                # per episode end: compliant, violations, neutral, env return, alignment return, ended, workflow
+                # per episode end: what ``ENDED`` names (fix counts, each reward term's return, ended, workflow)
                 "ended": torch.zeros((n_ends, len(ENDED), q * n), dtype=torch.float64, device=dev),
                 # per episode end: each env's workflow from then on (``_next_workflows``)
                 "next_enc": torch.zeros((n_ends, q, n, WORKFLOW_DIM), device=dev),
@@ -421,9 +427,11 @@ class BatchedTrainer:
                 "next_id": torch.zeros((n_ends, q * n), dtype=torch.int64, device=dev)}
         return self._rollout_buffers[key]
 
-    def _segment(self, b: dict, ends: tuple[int, ...], forced: tuple[int | None, ...]) -> None:
+    def _segment(self, b: dict, ends: tuple[int, ...], forced: tuple[int | None, ...],
+                 terms: tuple[reward.RewardTerm, ...]) -> None:
         """Step every env ``len(b['x'])`` times, writing the rollout into ``b``; ``ends``: the steps after which
-        episodes end; ``forced``: per step, the opening's action every env plays (None: the policy's). At a forced
+        episodes end; ``forced``: per step, the opening's action every env plays (None: the policy's); ``terms``:
+        the reward terms the batch sums (``reward.active``). At a forced
         step the buffers keep the policy's own sample, finite for the loss that masks the step out. Device work
         only -- no host read, nothing the next step needs outside the fixed buffers and the batch's state tensors,
         which are updated in place -- so on a GPU it is captured once per shape and replayed as one CUDA graph
@@ -434,7 +442,8 @@ class BatchedTrainer:
         b["ends"].zero_()
         with torch.no_grad():
             params, actor = self.agents.params(), self.actor
-            # the memory has seen self.obs (the last step's, or a reset's without red activity): seeing it again is a no-op
+            # the memory has seen self.obs (the last step's, or a reset's without red activity): seeing it again is a
+            # no-op
             x = actor.inputs(self.obs, self.mem)
             for t in range(b["x"].shape[0]):
                 a, logp, v = actor.sample(x, self.gen, params)
@@ -443,11 +452,12 @@ class BatchedTrainer:
                 # an episode with no workflow (plain PPO, a mixture's --none-share) earns no alignment reward
                 lam = torch.where(self.wf_id >= 0, self.lam, 0.0)
                 align, _ = tr.step(played.reshape(total), self.access, self.rank, lam)
-                r_env = out.reward.to(self.device)
+                step = reward.Step(out.reward.to(self.device), align, played.reshape(total), self.access)
+                parts = reward.step_rewards(terms, step, self.weights)
                 b["x"][t], b["actions"][t], b["logprob"][t], b["value"][t] = x, a, logp, v
-                b["reward"][t] = ((r_env + align) * c.ppo.reward_scale).view(q, n)
-                self.ep_env_ret += r_env
-                self.ep_align_ret += align
+                b["reward"][t] = reward.compose(parts, c.ppo.reward_scale).view(q, n)
+                for name, r in parts.items():
+                    self.ep_ret[name] += r
                 actor.took(self.mem, played.reshape(total))
                 obs = out.obs.to(self.device)
                 if t in ends:
@@ -458,12 +468,12 @@ class BatchedTrainer:
                     b["ends"][t] = trunc.view(q, n)
                     e = ends.index(t)
                     rec = b["ended"][e]
-                    for i, src in enumerate((tr.compliant, tr.violations, tr.neutral, self.ep_env_ret,
-                                             self.ep_align_ret, trunc, self.wf_id)):
+                    for i, src in enumerate((tr.compliant, tr.violations, tr.neutral, *self.ep_ret.values(),
+                                             trunc, self.wf_id)):
                         rec[i].copy_(src)
                     tr.clear(trunc)
-                    self.ep_env_ret.masked_fill_(trunc, 0)
-                    self.ep_align_ret.masked_fill_(trunc, 0)
+                    for ret in self.ep_ret.values():
+                        ret.masked_fill_(trunc, 0)
                     actor.forget(self.mem, trunc)
                     # the new episodes' workflows (every env's episode ends here: fixed length, common start)
                     self.wf_enc.copy_(b["next_enc"][e])
@@ -482,8 +492,8 @@ class BatchedTrainer:
         for k in np.flatnonzero(active):
             sel = np.flatnonzero(done[k, :active[k]])
             fin = finished[k]
-            fin["env_return"] += rec["env_return"][k, sel].tolist()
-            fin["align_return"] += rec["align_return"][k, sel].tolist()
+            for key in reward.RETURNS:
+                fin[key] += rec[key][k, sel].tolist()
             # episodes with no workflow (plain PPO, a mixture's --none-share) have nothing to comply with
             counted = self.slots[k].conditioned * (rec["workflow_id"][k, sel] >= 0)
             for key in ("compliant", "violations", "neutral"):
@@ -498,9 +508,10 @@ class BatchedTrainer:
         s, k = self.slots[0], int(active[0])
         rank = self.rank[0].cpu().numpy() if s.workflow is not None else None
         lam = s.cfg.alignment_lambda if s.workflow is not None else 0.0
+        weights = {t.name: t.weight_in(s.cfg) for t in reward.weighed() if t.weight_in(s.cfg) != 0}
         flat, fin = collect_episodes(self.pool, self.member(0), self.wf_enc[0, 0].cpu().numpy(), rank, lam,
                                      s.cfg.seed, s.total_episodes, k, self.cfg.ppo, self.device,
-                                     s.cfg.alignment_reward)
+                                     s.cfg.alignment_reward, weights)
         s.episodes_per_env[:k] += 1
         batch = Rollout(*(getattr(flat, f.name).unsqueeze(0) for f in dataclasses.fields(Rollout)))
         return batch, torch.ones(batch.actions.shape, dtype=torch.bool, device=self.device), [fin]
@@ -514,7 +525,7 @@ class BatchedTrainer:
         if self.stepper is not None:
             snap.update(env_state=self.stepper.get_state(), obs=self.obs.clone(), access=self.access.clone(),
                         tracker={k: v.clone() for k, v in self.tracker.state_dict().items()},
-                        episode_running={"env": self.ep_env_ret.clone(), "align": self.ep_align_ret.clone()},
+                        episode_running={name: r.clone() for name, r in self.ep_ret.items()},
                         memory=None if self.mem is None else self.mem.clone())
         return snap
 
@@ -530,8 +541,12 @@ class BatchedTrainer:
         self.obs.copy_(ck["obs"])
         self.access.copy_(ck["access"])
         self.tracker.load_state_dict(ck["tracker"])
-        self.ep_env_ret.copy_(ck["episode_running"]["env"])
-        self.ep_align_ret.copy_(ck["episode_running"]["align"])
+        for name, r in self.ep_ret.items():
+            saved = ck["episode_running"].get(name)
+            if saved is None:   # a term added since the checkpoint was written, at weight 0 (rl.resumable)
+                r.zero_()
+            else:
+                r.copy_(saved)
         if self.mem is not None:
             saved = ck.get("memory", ck.get("decoys_placed"))   # decoys_placed: the name before --red-memory
             if saved is None or tuple(saved.shape) != tuple(self.mem.shape):

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
-from workflow_rl.rl.actor import ActFn
+from workflow_rl.rl.actor import ActFn, start_round
 from workflow_rl.rl.compliance import ComplianceTracker, ratio, target_types
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
@@ -51,6 +51,7 @@ def record_episodes(act: ActFn, red_agent: str, episodes: int, length: int = 100
     tracker = ComplianceTracker(episodes)
     try:
         obs, info = env.reset(seed=seed)
+        start_round(act, seed)
         access = np.asarray(info["red_access"]).copy()
         rows = {k: [] for k in ("access", "red", "blue", "reward", "target", "fix", "compliance")}
         start_access = access.copy()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workflow_rl import devices
-from workflow_rl.checks import check_config
+from workflow_rl.checks import MAX_RECORDED_SECONDS, check_config, check_play_steps, check_same, no_constant, read_json
 from workflow_rl.envs.names import ENGINES
 from workflow_rl.files import check_out_files, staged_outputs
 from workflow_rl.interrupt import GracefulInterrupt
@@ -100,6 +100,10 @@ class EvaluateConfig:
     `workflow-rl compare`)"""
     overwrite: bool = False
     """replace the files an earlier evaluation wrote into --out (refused without it)"""
+    ray: str | None = None
+    """play the rounds of episodes as Ray tasks (``runs.evaluate_ray``): 'local' starts Ray on this machine, an
+    address joins that cluster (auto, ray://HOST:10001 or HOST:6379); the files are those of the same evaluation
+    played here (None: play here)"""
 
     @property
     def across(self) -> bool:
@@ -207,6 +211,10 @@ def policies(agent: str, workflow, *, modes=("greedy",), device: str = "cpu", se
         raise ValueError(f"no checkpoint at {agent} and no baseline of that name: pass a checkpoint file, "
                          f"pretrained:NAME or one of the baselines {', '.join(BASELINES)}")
     net, ck = load_agent(agent, device)
+    if plan is not None:
+        from workflow_rl.rl.reward import check_valued
+
+        check_valued(ck["config"], "--plan", agent)
     if workflow is None and ck.get("workflow"):
         workflow = Workflow.parse(ck["workflow"])
     if workflow is None and not per_env and is_workflow_list(ck["config"].get("workflow")) and not none_typed:
@@ -287,11 +295,16 @@ def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
     if cfg.mode is not None and cfg.mode not in MODES:
         raise ValueError(f"mode {cfg.mode!r}: use one of {', '.join(MODES)}")
     devices.check_play_devices(cfg.device, cfg.engines)
+    if cfg.ray is not None:
+        _check_ray(cfg)
     if cfg.out is not None:
         check_out_files("--out", cfg.out, cfg.out_files(), cfg.read_files(), replace=cfg.overwrite)
     if cfg.across:
         if cfg.after is not None:
             raise ValueError("--after continues an evaluation of one workflow (or none), not one across workflows")
+        if cfg.ray is not None:
+            raise ValueError("--ray plays an evaluation of one workflow (or none) round by round; one across "
+                             "workflows is one batched run per red agent: drop --ray")
         return _evaluate_workflows(cfg)
     if cfg.ground_truth:
         raise ValueError("--ground-truth compares an evaluation across workflows: give --workflow a list (e.g. all)")
@@ -299,6 +312,35 @@ def evaluate(cfg: EvaluateConfig) -> EvaluateResult:
         raise ValueError("--after sets the episode seed (the episodes that follow the evaluation it names): drop "
                          "--episode-seed")
     return _evaluate_one(cfg.resolved())
+
+
+def _check_ray(cfg: EvaluateConfig) -> None:
+    """``--ray``'s address in one of its forms, and an evaluation its workers can play as here: on their CPUs (an
+    agent or planner on a GPU here may choose otherwise than on a CPU there, and the files would not be this
+    evaluation's)."""
+    from workflow_rl.search.ray_executor import check_ray_address
+
+    check_ray_address(cfg.ray)
+    gpu = [f for f, d in (("--device", cfg.device), ("--plan-device", getattr(cfg.plan, "device", "cpu")))
+           if not str(d).startswith("cpu")]
+    if gpu:
+        raise ValueError(f"--ray plays its rounds on the Ray workers' CPUs: drop {gpu[0]} (real CybORG runs on the "
+                         "CPU whatever the device), or --ray")
+
+
+def acts_for(cfg: EvaluateConfig) -> tuple[dict, str, object]:
+    """:func:`policies` of an evaluation of one workflow (or none): ({mode: acting function}, label, workflow), the
+    planned mode named ``planned_told_length`` where the planner is told each length. Wherever it is called (here,
+    or on a Ray worker from the same settings: ``runs.evaluate_ray``) it builds the same acting functions."""
+    from workflow_rl.workflow import parse_workflow_arg
+
+    acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=_modes(cfg.mode),
+                                     device=cfg.device, seed=cfg.seed, plan=cfg.plan,
+                                     lengths=sorted(set(cfg.lengths)) if cfg.plan_told_length else None,
+                                     none_typed=none_typed(cfg.workflow), agent_kwargs=cfg.agent_kwargs)
+    if "planned" in acts and cfg.plan_told_length:
+        acts["planned_told_length"] = acts.pop("planned")
+    return acts, label, workflow
 
 
 def _seeds(cfg: EvaluateConfig, label: str, workflow, cells: list[tuple]) -> dict[tuple, int]:
@@ -335,11 +377,28 @@ def _episodes(cfg: EvaluateConfig, engine: str) -> int:
     return cfg.cyborg_episodes if engine == "cyborg" and cfg.cyborg_episodes else cfg.episodes
 
 
+def check_steps(cfg: EvaluateConfig, reds: list, lengths: list[int], engines: list[str], modes: list[str],
+                workflows: int = 1) -> None:
+    """The env-steps the evaluation will play in all, at most ``checks.MAX_PLAY_STEPS`` (each flag in its range
+    is not enough: ``--episodes 10000000 --lengths 2147483647`` runs for ever), refused before anything plays in one
+    line saying the product. An episode plays the longest of ``lengths`` (each shorter cell is its first steps),
+    or with ``planned_told_length`` each length its own episodes."""
+    per_mode = {m: sum(lengths) if m == "planned_told_length" else max(lengths) for m in modes}
+    steps = sum(_episodes(cfg, e) * workflows * len(reds) * per_mode[m] for e in engines for m in modes)
+    counts = {_episodes(cfg, e) for e in engines}
+    episodes = f"{counts.pop():,} episodes" if len(counts) == 1 else "--episodes / --cyborg-episodes"
+    told = " (each of --lengths its own: told the length)" if "planned_told_length" in modes else ""
+    product = (f"{episodes}{f' x {workflows} workflows' if workflows > 1 else ''} x {len(reds)} red agent(s) x "
+               f"{max(per_mode.values()):,} steps{told} x {len(modes)} mode(s)"
+               + (f" x {len(engines)} engines" if len(engines) > 1 else ""))
+    check_play_steps(product, steps, "lower --episodes or --lengths" + (" or evaluate fewer workflows" if
+                                                                        workflows > 1 else ""))
+
+
 def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     from workflow_rl import parse_red_agent
     from workflow_rl.envs.names import check_engine_plays
-    from workflow_rl.rl.evaluate import evaluate_cells, result_dict
-    from workflow_rl.workflow import parse_workflow_arg
+    from workflow_rl.rl.evaluate import result_dict
 
     reds = [parse_red_agent(r) for r in cfg.red_agents]
     lengths = sorted(set(cfg.lengths))
@@ -347,34 +406,25 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     for engine in engines:
         for red in reds:
             check_engine_plays(red, engine)
-    acts, label, workflow = policies(cfg.agent, parse_workflow_arg(cfg.workflow), modes=_modes(cfg.mode),
-                                     device=cfg.device, seed=cfg.seed, plan=cfg.plan,
-                                     lengths=lengths if cfg.plan_told_length else None,
-                                     none_typed=none_typed(cfg.workflow), agent_kwargs=cfg.agent_kwargs)
-    if "planned" in acts and cfg.plan_told_length:
-        acts["planned_told_length"] = acts.pop("planned")
+    acts, label, workflow = acts_for(cfg)
+    check_steps(cfg, reds, lengths, engines, list(acts))
     seeds = _seeds(cfg, label, workflow, [(e, m, red, L) for e in engines for m in acts for red in reds
                                           for L in lengths])
     results, played = [], []
     # Ctrl-C: keep the rounds played, write them (a native round is a whole run of up to 4,096 episodes)
-    with GracefulInterrupt("the round of episodes in play (on the native engine up to 4,096 episodes)") as stop:
-        for engine, (i, (mode, act)) in ((e, m) for e in engines for m in enumerate(acts.items())):
-            if stop.requested:
-                break
-            if i == 0:
-                start = time.monotonic()
-            t0 = time.monotonic()   # the time limit is shared evenly by the modes: each gets its rounds
-            deadline = (start + cfg.time_limit * (i + 1) / len(acts) if cfg.time_limit and engine == "cyborg"
-                        else None)
-            cells = evaluate_cells(act, reds, lengths, _episodes(cfg, engine), engine=engine, workflow=workflow,
-                                   seed=seeds[(engine, mode)],
-                                   device=devices.engine_device(engine, cfg.device), workers=cfg.workers,
-                                   deadline=deadline, stop=lambda: stop.requested,
-                                   **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, engine))
-            took = time.monotonic() - t0
+    unit = ("the rounds of episodes in play on the Ray cluster" if cfg.ray is not None else
+            "the round of episodes in play (on the native engine up to 4,096 episodes)")
+    with GracefulInterrupt(unit) as stop:
+        if cfg.ray is not None:
+            from workflow_rl.runs.evaluate_ray import RayPlay
+
+            streams = RayPlay(cfg, acts_for, acts, _ray_agent_file(cfg), reds, lengths, engines, seeds,
+                              {e: _episodes(cfg, e) for e in engines}, workflow).run(stop)
+        else:
+            streams = _play_here(cfg, acts, workflow, seeds, reds, lengths, engines, stop)
+        for engine, mode, cells, took in streams:
             results += [{"engine": engine, "mode": mode, **result_dict(r), "seconds": took} for r in cells]
             played += [(engine, mode, workflow.codes if workflow else None, r) for r in cells]
-            print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
         asked = {(e, m): _episodes(cfg, e) for e in engines for m in acts}
         got = {(e, m): min(r.episodes for e2, m2, _, r in played if (e2, m2) == (e, m)) for e, m, _, _ in played}
         interrupted = stop.requested and got != asked   # a Ctrl-C in the last round stopped nothing
@@ -383,6 +433,47 @@ def _evaluate_one(cfg: EvaluateConfig) -> EvaluateResult:
     result.interrupted = interrupted
     result.hint = interrupted_hint(cfg, asked, got) if interrupted else ""
     return result
+
+
+def _play_here(cfg: EvaluateConfig, acts: dict, workflow, seeds: dict, reds: list[str], lengths: list[int],
+               engines: list[str], stop) -> list[tuple]:
+    """Every (engine, mode) played on this machine, one after another: (engine, mode, its cells, seconds) each,
+    until a Ctrl-C (``stop``) leaves the rest unplayed."""
+    from workflow_rl.rl.evaluate import evaluate_cells
+
+    streams = []
+    for engine, (i, (mode, act)) in ((e, m) for e in engines for m in enumerate(acts.items())):
+        if stop.requested:
+            break
+        if i == 0:
+            start = time.monotonic()
+        t0 = time.monotonic()   # the time limit is shared evenly by the modes: each gets its rounds
+        deadline = (start + cfg.time_limit * (i + 1) / len(acts) if cfg.time_limit and engine == "cyborg"
+                    else None)
+        cells = evaluate_cells(act, reds, lengths, _episodes(cfg, engine), engine=engine, workflow=workflow,
+                               seed=seeds[(engine, mode)],
+                               device=devices.engine_device(engine, cfg.device), workers=cfg.workers,
+                               deadline=deadline, stop=lambda: stop.requested,
+                               **engine_opts(cfg.vectorization, cfg.parallel_start_method, cfg.scenario, engine))
+        took = time.monotonic() - t0
+        streams.append((engine, mode, cells, took))
+        print(f"{engine} {mode}: {len(cells)} cells, {took:.1f} s", flush=True)
+    return streams
+
+
+def _ray_agent_file(cfg: EvaluateConfig) -> Path | None:
+    """The file a Ray worker needs to build the agent from, which the driver sends it (a worker on another machine
+    has none of this one's files): a checkpoint, or an agent class's ``file.py``; None for a shipped agent
+    (``pretrained:NAME``: the package's own), a baseline or an importable ``module:Class``."""
+    from workflow_rl.rl.interface import is_interface_agent
+    from workflow_rl.rl.pretrained import PREFIX
+
+    if cfg.agent in BASELINES or cfg.agent.startswith(PREFIX):
+        return None
+    if is_interface_agent(cfg.agent):
+        where = cfg.agent.rpartition(":")[0]
+        return Path(where) if where.endswith(".py") else None
+    return Path(cfg.agent)
 
 
 def interrupted_hint(cfg: EvaluateConfig, asked: dict[tuple, int], got: dict[tuple, int]) -> str:
@@ -428,24 +519,30 @@ def play_settings(cfg: EvaluateConfig) -> dict:
 def check_same_play(where: str, settings: dict | None, mine: dict | None, modes,
                     other: str = "this evaluation") -> None:
     """One ValueError naming the first setting in which two evaluations' :func:`play_settings` differ for the
-    ``modes`` continued: the seed always (a sampled or planned mode and the random baseline draw from it; greedy
-    parts must simply be given the same ``--seed``), the planner's where one of them plans (but ``--plan-device``:
-    CPU and CUDA rollouts choose alike). An evaluation.json written before they were kept has none: nothing to
+    ``modes`` continued (``checks.check_same``, the resume-identity rule of every job): the seed always (a sampled
+    or planned mode and the random baseline draw from it; greedy parts must simply be given the same ``--seed``),
+    an agent class's ``--agent-kwargs``, the planner's settings where one of them plans (but ``--plan-device``: CPU
+    and CUDA rollouts choose alike). An evaluation.json written before they were kept has none: nothing to
     compare."""
     if settings is None or mine is None:
         return
-    keys = ["seed", "agent_kwargs"] + (["plan", "plan_told_length"] if any(m.startswith("planned") for m in modes)
-                                       else [])
-    for k in keys:
-        a, b = settings.get(k), mine.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):   # the planner's settings; CPU and CUDA rollouts choose alike
-            diff = sorted(f for f in set(a) | set(b) if f != "device" and a.get(f) != b.get(f))
-            if diff:
-                raise ValueError(f"{where} played with --plan-{diff[0].replace('_', '-')} {a.get(diff[0])!r}, {other} "
-                                 f"with {b.get(diff[0])!r}: continue an evaluation with the same settings")
-        elif a != b:
-            raise ValueError(f"{where} played with --{k.replace('_', '-')} {a!r}, {other} with {b!r}: continue an "
-                             "evaluation with the same settings")
+    was, now = _play_compared(settings), _play_compared(mine)
+    names = ["seed", "agent_kwargs"]
+    if any(m.startswith("planned") for m in modes):
+        names += sorted(n for n in set(was) | set(now) if n.startswith("plan_") and n != "plan_told_length")
+        names.append("plan_told_length")
+    check_same(was, now, names, where, "continue an evaluation with the same settings", verb="played with",
+               this=f"{other} with")
+
+
+def _play_compared(settings: dict) -> dict:
+    """:func:`play_settings` flat, as :func:`check_same_play` compares them: each of the planner's settings one of
+    its own (``plan_particles``, spelt ``--plan-particles``), but its device (CPU and CUDA rollouts choose alike)."""
+    plan = settings.get("plan")
+    flat = {k: v for k, v in settings.items() if k != "plan"}
+    if isinstance(plan, dict):
+        flat.update({f"plan_{k}": v for k, v in plan.items() if k != "device"})
+    return flat
 
 
 def _finish(label: str, workflow, engines: list[str], results: list[dict], played: list,
@@ -516,7 +613,7 @@ def read_report(part: str | Path) -> dict:
     if not Path(part).exists():
         raise ValueError(f"{part} does not exist: give an evaluation folder (`workflow-rl evaluate ... --out DIR`)")
     try:
-        report = json.loads(f.read_text())
+        report = read_json(f.read_text(), parse_constant=no_constant)   # too deep: damage, not a RecursionError
     except FileNotFoundError:
         raise ValueError(f"{part} has no evaluation.json: give a folder `workflow-rl evaluate ... --out` wrote for one "
                          "workflow (or none), not one across workflows") from None
@@ -524,15 +621,18 @@ def read_report(part: str | Path) -> dict:
         raise ValueError(f"{f} is damaged ({e}): evaluate that part again") from None
     if not _is_report(report):
         raise ValueError(f"{f} is not the report of `workflow-rl evaluate` (its policy, workflow, engines and "
-                         "results, each cell's engine, mode, red agent, length and seconds): evaluate that part again")
+                         "results, each cell's engine, mode, red agent, length and seconds, 0 to "
+                         f"{MAX_RECORDED_SECONDS:,}): evaluate that part again")
     return report
 
 
 def _is_report(report) -> bool:
     """Whether ``report`` has the shape :func:`_finish` writes."""
     def cell(r) -> bool:
+        seconds = r.get("seconds", 0.0) if isinstance(r, dict) else None
         return (isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("engine", "mode", "red_agent"))
-                and isinstance(r.get("length"), int) and isinstance(r.get("seconds", 0.0), (int, float)))
+                and isinstance(r.get("length"), int) and isinstance(seconds, (int, float))
+                and not isinstance(seconds, bool) and 0 <= seconds <= MAX_RECORDED_SECONDS)
 
     return (isinstance(report, dict) and isinstance(report.get("policy"), str)
             and (report.get("workflow") is None or isinstance(report.get("workflow"), list))
@@ -582,6 +682,7 @@ def _evaluate_workflows(cfg: EvaluateConfig) -> EvaluateResult:
                                 plan=cfg.plan, per_env=True, agent_kwargs=cfg.agent_kwargs)
     check_memory(f"{len(workflows)} workflows x {cfg.episodes} episodes", _WORKFLOWS_BYTES * len(workflows)
                  * cfg.episodes * len(reds) * len(lengths) * len(makers), "evaluate fewer --episodes per workflow")
+    check_steps(cfg, reds, lengths, ["native"], list(makers), len(workflows))
     rows, played = [], []
     for mode, act_for in makers.items():
         t0 = time.monotonic()

@@ -33,6 +33,7 @@ from workflow_rl import threads
 from workflow_rl.checks import check_same
 from workflow_rl.files import atomic_write, check_out_dir
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
+from workflow_rl.rl.reward import check_valued
 from workflow_rl.rl.expert_iteration import (RANDOM_INIT, ExpertConfig, finite_or_none, play_round, round_row,
                                              train_round)
 from workflow_rl.runs.rundir import RunDirLock, check_run_folder, remove_run
@@ -78,6 +79,7 @@ def expert_iterate(cfg: ExpertConfig, run: ExpertRun) -> ExpertResult:
     latest = ckpts / "latest.pt"
     start = _check_folder(cfg, out, run, latest)
     ck = load_checkpoint(latest) if start else initial_checkpoint(cfg)
+    check_valued(ck["config"], "expert iteration", cfg.init)   # its planner and value targets, before any write
     rows = list(ck["counters"][KEY]["log"]) if start else []
     with RunDirLock(out):
         if not run.resume:

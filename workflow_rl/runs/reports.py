@@ -30,10 +30,11 @@ class Report:
 def parity_report(red_agents=attackers.cage2(attacking=True), policies=None, episodes: int = 200,
                   native_episodes: int = 20_000, seed: int = 0, vectorization: str = "shared_memory",
                   start_method: str | None = None, scenario=None, out: str | Path | None = None,
-                  progress=print) -> Report:
+                  progress=print, cyborg_csv: str | Path | None = None) -> Report:
     """``workflow-rl parity``: the scripted ``policies`` (default: all six reference policies) against each red
     agent on both engines (``workflow_rl.parity``), ``episodes`` CybORG and ``native_episodes`` native episodes per
-    cell; passed where every cell is equivalent. ``progress`` (None: silent) is told what runs."""
+    cell; passed where every cell is equivalent. ``progress`` (None: silent) is told what runs. ``cyborg_csv``: also
+    write the CybORG episodes' returns there, as a fidelity reference (tests/data/cyborg_returns*.csv)."""
     from workflow_rl.parity import markdown, parity
     from workflow_rl.policies import POLICIES
 
@@ -43,11 +44,13 @@ def parity_report(red_agents=attackers.cage2(attacking=True), policies=None, epi
         raise ValueError(f"unknown --policies {', '.join(unknown)}: use some of {', '.join(POLICIES)}")
     if out:
         check_out_file("--out", out, [scenario], mine="parity")
+    if cyborg_csv:
+        check_out_file("--cyborg-csv", cyborg_csv, [scenario, out])
     if progress:
         progress(f"parity: {len(policies)} policies x {len(red_agents)} red agents, {episodes} CybORG episodes "
                  f"and {native_episodes} native episodes per cell")
     cells = parity(red_agents, policies, episodes, native_episodes, seed, vectorization, start_method, scenario,
-                   progress)
+                   progress, cyborg_csv)
     text = markdown(cells) + "\n"
     if out:
         write_report(out, text, "parity")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workflow_rl import threads
-from workflow_rl.checks import check_config, check_seed
+from workflow_rl.checks import check_config, check_play_steps, check_seed
 from workflow_rl.files import check_out_dir, check_out_files
 from workflow_rl.rl.checkpoint import load_checkpoint
 from workflow_rl.ranges import check_fields
@@ -76,6 +76,11 @@ def train(cfg: TrainConfig, run: TrainRun) -> TrainResult:
     check_config("run", run, TrainRun)
     cfg.validate_once()
     check_fields(run, command="train")   # --seeds, --eval-episodes, --eval-length (workflow_rl/ranges.py)
+    if run.eval_episodes > 0 and cfg.mixture() is None:   # and their product (a run across workflows skips it)
+        check_play_steps(f"--eval-episodes {run.eval_episodes:,} x --eval-length {run.eval_length:,}"
+                         + (f" x --seeds {run.seeds}" if run.seeds > 1 else ""),
+                         run.seeds * run.eval_episodes * run.eval_length,
+                         "lower --eval-episodes or --eval-length (--eval-episodes 0 skips the evaluation)")
     check_first_update(cfg)
     init = None if run.init_checkpoint is None else starting_weights(run.init_checkpoint, cfg.ppo, cfg.device)
     out = check_out_dir("--out", run.out)

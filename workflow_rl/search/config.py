@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from workflow_rl.checks import ValidatedOnce, check_int, check_types, flag
+from workflow_rl.checks import ValidatedOnce, check_int, check_play_steps, check_types, flag
 from workflow_rl.ranges import check_fields, numeric_fields
 from workflow_rl.rl.pretrained import starting_weights
 from workflow_rl.rl.config import DECLARED, NOT_SET, TrainConfig, check_choices, one_of
@@ -187,6 +187,11 @@ class SearchConfig(ValidatedOnce):
         # every number within its range (workflow_rl/ranges.py; --universal-fraction's by check_universal below,
         # which says what it is a share of); the training's by tcfg.validate() below
         check_fields(self, [n for n in numeric_fields(SearchConfig) if n != "universal_fraction"])
+        check_play_steps(f"{flag('eval_episodes')} {self.eval_episodes:,} x {flag('eval_length')} {self.eval_length:,}"
+                         + (f" x {flag('seeds_per_workflow')} {self.seeds_per_workflow}"
+                            if self.seeds_per_workflow > 1 else "") + " (each workflow's evaluation)",
+                         self.eval_episodes * self.eval_length * self.seeds_per_workflow,
+                         f"lower {flag('eval_episodes')} or {flag('eval_length')}")
         if self.init_checkpoint is not None:
             starting_weights(self.init_checkpoint, self.train.ppo)
         if self.universal_fraction is not None or self.uses_universal:

@@ -12,10 +12,12 @@ import csv
 import math
 from pathlib import Path
 
+from workflow_rl.checks import MAX_EPISODE_LENGTH, check_int
 from workflow_rl.envs.names import parse_red_agent
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.records import Record
 from workflow_rl.search.stats import ALPHA, distinguishable_from_best, workflow_effect
+from workflow_rl.sim.native import check_return
 from workflow_rl.workflow import Workflow
 
 PROTOCOL_FIELDS = ("red_agent", "n_envs", "episode_length", "post_gate_episodes", "compliance_threshold",
@@ -143,6 +145,12 @@ def read_ground_truth(path: str | Path) -> tuple[dict[str, dict], list[dict]]:
             if r["eligible"] == "True" and not all(map(math.isfinite, [mean, *eligible_seeds([r])[wf]])):
                 raise ValueError(f"eligible workflow {wf} has mean {r['mean']} and seed values {r['seed_values']}: "
                                  "an eligible row's values are finite numbers")
+            # and returns that its episodes can score (an edited -1e308 made the regret and the mean difference
+            # to an evaluation Infinity, which summary.json and workflows.json then held)
+            steps = (MAX_EPISODE_LENGTH if r.get("eval_length") in ("", None) else   # no length: the longest
+                     check_int("eval_length", int(r["eval_length"]), 1, MAX_EPISODE_LENGTH))
+            for v in [mean] * math.isfinite(mean) + (eligible_seeds([r])[wf] if r["eligible"] == "True" else []):
+                check_return(f"workflow {wf}'s return", v, steps)
             table[wf] = {**r, "mean": mean, "eligible": r["eligible"] == "True"}
     except (ValueError, TypeError, csv.Error, UnicodeDecodeError) as e:   # TypeError: a row short of fields
         raise ValueError(f"--ground-truth {path} is not a ground_truth.csv ({e})") from None

@@ -55,28 +55,55 @@ def check_ray_address(text: str | None) -> str | None:
     return text
 
 
+def connect_ray(address: str | None = None, num_cpus: int | None = None):
+    """The ``ray`` module, connected: to the Ray this process already runs (a caller's ``ray.init``), else to a
+    fresh one started here (``address`` None or ``local``; ``num_cpus``: its CPUs, default the machine's), else to
+    the cluster at ``address`` (:func:`check_ray_address`'s forms). One ValueError naming the fix where Ray is not
+    installed or the cluster cannot be reached; a HOST:PORT is tried first (5 s), as Ray itself retries an
+    unreachable one for minutes. Returns (ray, whether it started Ray here: whoever did shuts it down)."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--ray needs Ray: pip install 'workflow-rl[ray]'") from None
+    local = address in (None, "", "local")
+    if not local:
+        check_ray_address(address)
+        _check_reachable(address)
+    if ray.is_initialized():
+        return ray, False
+    if local:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        return ray, True
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
+        raise ValueError(f"cannot reach the Ray cluster at {address!r} ({e}): start it with "
+                         "`ray start --head` or pass its address (ray://host:10001 or host:6379)") from None
+    return ray, False
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ValueError naming the fix unless something listens at ``address``'s HOST:PORT (``auto``: Ray finds its
+    own cluster, and says at once when there is none)."""
+    import socket
+
+    if address == "auto":
+        return
+    host, _, port = (address[len("ray://"):] if address.startswith("ray://") else address).rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ValueError(f"cannot reach the Ray cluster at {address!r} ({e.strerror or e}): start it with "
+                         "`ray start --head` or pass its address (ray://host:10001 or host:6379)") from None
+
+
 class RayExecutor:
     """``workers`` concurrent trainings as Ray tasks (``address``: None/"local" starts Ray here)."""
 
     def __init__(self, address: str | None = None, workers: int = 2, cpus_per_task: float = 1.0,
                  num_cpus: int | None = None):
-        try:
-            import ray
-        except ImportError:
-            raise ValueError("--ray needs Ray: pip install 'workflow-rl[ray]'") from None
+        ray, _ = connect_ray(address, num_cpus)
         self.ray = ray
-        if not ray.is_initialized():
-            if address in (None, "", "local"):
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
-            else:
-                check_ray_address(address)
-                try:
-                    ray.init(address=address, log_to_driver=False, configure_logging=False)
-                except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
-                    raise ValueError(f"cannot reach the Ray cluster at {address!r} ({e}): start it with "
-                                     "`ray start --head` or pass its address (ray://host:10001 or host:6379)") \
-                        from None
         self.slots = int(workers)
         self.threads = max(1, int(cpus_per_task))
         self.task = ray.remote(num_cpus=cpus_per_task, max_retries=0)(_ray_train)

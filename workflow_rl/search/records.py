@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_rl.checks import check_float, check_int, check_types
+from workflow_rl.checks import check_float, check_int, check_types, read_json
 
 from workflow_rl.files import check_inside
 from workflow_rl.files import atomic_write
 from workflow_rl.ranges import RANGES, key as range_key
+from workflow_rl.sim.native import check_return
 from workflow_rl.workflow import Workflow
 
 
@@ -42,16 +43,6 @@ class _Saved:
     def from_dict(cls, d: dict):
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
-
-
-def read_json(text: str, **kw):
-    """``json.loads``, with text nested too deeply for Python's parser (200,000 nested arrays raise a
-    ``RecursionError``) refused as a ValueError like any other damage: no workflow-rl file nests more than a few
-    levels."""
-    try:
-        return json.loads(text, **kw)
-    except RecursionError:
-        raise ValueError("arrays or objects nested deeper than Python can read") from None
 
 
 @dataclass(kw_only=True)
@@ -276,6 +267,8 @@ class SearchState:
                     check_float(name, getattr(r, name), 0.0, 1.0)
             check_float("observed_ci95", r.observed_ci95, 0.0)
             check_float("wall_time", r.wall_time, 0.0)
+            for v in [r.observed_reward, *r.seed_rewards]:   # returns of --eval-length steps (1e308 is finite)
+                check_return(f"observed_reward of iteration {r.iteration}", v, cfg.eval_length)
             lists = (r.seed_rewards, r.seed_status, r.seed_eval_compliance, r.gate_episodes)
             if any(len(v) > seeds for v in lists):
                 raise ValueError(f"iteration {r.iteration} lists more than {seeds} seed(s)")
@@ -298,6 +291,8 @@ class SearchState:
                 Workflow.parse(p.parent)
             if p.parent_checkpoint is not None:
                 check_inside("parent_checkpoint", p.parent_checkpoint, out)
+        for x in self.screen:
+            check_return(f"the screen's mean of {x.workflow}", x.observed_reward, cfg.eval_length)
         claimed = sum(p.budget for p in self.pending)
         if self.episodes_used + claimed > total:
             raise ValueError(f"episodes_used {self.episodes_used} and the pending claims {claimed} exceed "

@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workflow_rl.checks import check_float, check_int
+from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, check_float, check_int, no_constant, read_json
 from workflow_rl.search.records import SCREEN_SOURCES as SOURCES
-from workflow_rl.search.records import Screened, atomic_json, read_json
+from workflow_rl.search.records import Screened, atomic_json
+from workflow_rl.sim.native import WORST_REWARD, check_return
 from workflow_rl.workflow import all_workflows
 
 FORMAT = 1
@@ -115,13 +116,9 @@ class OtherKey(ValueError):
     """A well-formed screen file of other weights or settings (a shipped screen at other settings: not damage)."""
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a finite number")
-
-
 def from_json(text: str, key: str) -> list[Screened]:
     """The screen a file holds, validated against ``key``; a ValueError saying what is wrong otherwise."""
-    d = read_json(text, parse_constant=_no_constant)   # 200,000-deep nesting: damage, not a RecursionError
+    d = read_json(text, parse_constant=no_constant)   # 200,000-deep nesting: damage, not a RecursionError
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ValueError(f"not a format-{FORMAT} screen file")
     if d.get("key") != key:
@@ -131,14 +128,20 @@ def from_json(text: str, key: str) -> list[Screened]:
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows) \
             or [r.get("workflow") for r in rows] != codes:
         raise ValueError(f"it does not hold the {len(codes)} workflows in order")
+    # each row what its screen's episodes can score: a mean of returns of that length, an interval no wider than
+    # their range, at most one fix a step (an edited 1e308 or 10**30 is finite, and the search computes with it)
+    settings = d.get("settings") if isinstance(d.get("settings"), dict) else {}
+    steps = check_int("settings.length", settings.get("length"), 1, MAX_EPISODE_LENGTH)
+    episodes = check_int("settings.episodes", settings.get("episodes"), 1, MAX_EPISODES)
     out = []
     for r in rows:
         w = r["workflow"]
         comp = None if r.get("compliance") is None else check_float(f"{w}: compliance", r["compliance"], 0.0, 1.0)
-        out.append(Screened(workflow=w, observed_reward=float(check_float(f"{w}: mean", r.get("mean"))),
-                            observed_ci95=float(check_float(f"{w}: ci95", r.get("ci95"), 0.0)),
+        out.append(Screened(workflow=w, observed_reward=float(check_return(f"{w}: mean", r.get("mean"), steps)),
+                            observed_ci95=float(check_float(f"{w}: ci95", r.get("ci95"), 0.0,
+                                                            -steps * WORST_REWARD)),
                             eval_compliance=None if comp is None else float(comp),
-                            fixes=check_int(f"{w}: fixes", r.get("fixes"), 0)))
+                            fixes=check_int(f"{w}: fixes", r.get("fixes"), 0, episodes * steps)))
     return out
 
 

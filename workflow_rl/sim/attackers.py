@@ -13,8 +13,9 @@ function chosen from a list at run time, so :func:`rule_namespace` writes the ``
 chain for the attackers registered now and the kernels are compiled for it (``sim.native.kernels``). Numba's disk
 cache is keyed on the file a launcher is written in (sim/rules.py), which knows nothing of an attacker written in
 another file, so :func:`fingerprint` (a hash of those attackers' code) goes into the launchers' cached names: a
-change to such an attacker compiles anew instead of loading a stale kernel. The built-in attackers' rules are in
-sim/rules.py itself, whose changes numba's cache sees.
+change to such an attacker compiles anew instead of loading a stale kernel. CAGE2's attackers' rules are in
+sim/rules.py itself, whose changes numba's cache sees; the attacker family's (:mod:`workflow_rl.sim.family`, built in
+too, so ``--red-agent DelayedB_line`` needs no import) are in sim/family.py, so the fingerprint always holds them.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from typing import Callable
 from workflow_rl.sim import rules
 from workflow_rl.sim import tables as T
 
-RESERVED = ("mix",)
-"""Names no attacker may take: ``mix`` asks for the default mixture (``envs.names.MIX``)."""
+RESERVED = ("mix", "family")
+"""Names no attacker may take: ``mix`` asks for the default mixture (``envs.names.MIX``), ``family`` for the
+attacker family's (``envs.names.FAMILY``)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,11 @@ class Attacker:
     that attack are the default mixture (``--red-agent mix``) and the default cells of the two-attacker reports"""
     short: str = ""
     """its name in a table's column (default: ``name``)"""
+    inline: bool = True
+    """its rules are inlined into the CPU kernel (CAGE2's attackers); False: compiled as a function the kernel calls,
+    for a large attacker: every inlined rule is compiled again into each CPU launcher, and the six of the family
+    (sim/family.py) inlined cost 2 minutes of compilation more (measured on the 2-core box: 190 s of CPU against
+    60 s for CAGE2's three alone; called, 88 s). The CUDA kernel inlines every attacker (``sim.cuda.kernel``)."""
     kind: int = -1
     """the engine's number for it (``SimState.red_kind``): given by :func:`register`"""
 
@@ -116,7 +123,8 @@ def version() -> int:
 
 
 def attackers() -> tuple[Attacker, ...]:
-    """Every registered attacker, in listing order (built-in: B_line, Meander, Sleep; then by registration)."""
+    """Every registered attacker, in listing order (built-in: B_line, Meander, Sleep, the family of
+    :mod:`workflow_rl.sim.family`; then by registration)."""
     return tuple(_REGISTRY)
 
 
@@ -166,22 +174,18 @@ def _code_digest(code: types.CodeType, h) -> None:
 
 
 def fingerprint() -> str:
-    """'' while the registry is the built-in one (its rules are in sim/rules.py); else a short hash of the
-    registry's kinds, names and the code of the attackers written elsewhere (the suffix of the cached launchers'
-    names)."""
+    """A short hash of the registry's kinds, names and the code of the attackers written outside sim/rules.py
+    (the family's, and any registered): the suffix of the cached launchers' names."""
     if _VERSION["fingerprint"] is None:
         _VERSION["fingerprint"] = _fingerprint()
     return _VERSION["fingerprint"]
 
 
 def _fingerprint() -> str:
-    foreign = [f for a in _REGISTRY for f in _foreign(a)]
-    if not foreign and {a.kind for a in _REGISTRY} == set(_BUILT_IN_KINDS):
-        return ""
     h = hashlib.sha256()
     for a in _in_kind_order():
         h.update(f"{a.kind}:{a.name};".encode())
-    for f in foreign:
+    for f in (f for a in _REGISTRY for f in _foreign(a)):
         _code_digest(f.__code__, h)
     return h.hexdigest()[:16]
 
@@ -197,11 +201,12 @@ def _dispatch_source() -> str:
     return "\n".join(choose) + "\n"
 
 
-def rule_namespace(jit: Callable, namespace: dict) -> dict:
+def rule_namespace(jit: Callable, namespace: dict, call_jit: Callable | None = None) -> dict:
     """Add the registry's rules, compiled with ``jit``, to ``namespace`` (a ``rules.compile_rules`` namespace):
     each attacker's ``choose`` as ``_choose_K`` (an attacker of another module keeps its module's globals beneath
     the rules', its helpers compiled there too), the generated ``_red_choose`` dispatch and ``_N_RED``, the number
-    of kinds. Returns ``namespace``."""
+    of kinds. The ``choose`` of an attacker that is not ``inline`` is compiled with ``call_jit`` (the target's jit
+    of a function called, not inlined; default ``jit``). Returns ``namespace``."""
     namespace["_N_RED"] = n_kinds()
     for a in _REGISTRY:
         scopes: dict[int, dict] = {}
@@ -216,8 +221,10 @@ def rule_namespace(jit: Callable, namespace: dict) -> dict:
             g[h.__name__] = jit(types.FunctionType(h.__code__, g, h.__name__, h.__defaults__))
         if a.choose is not None:
             f = a.choose
-            namespace[f"_choose_{a.kind}"] = jit(types.FunctionType(f.__code__, scope(f), f.__name__, f.__defaults__))
-    code = compile(_dispatch_source(), f"<workflow_rl attackers {fingerprint() or 'built-in'}>", "exec")
+            compile_ = jit if a.inline or call_jit is None else call_jit
+            namespace[f"_choose_{a.kind}"] = compile_(types.FunctionType(f.__code__, scope(f), f.__name__,
+                                                                         f.__defaults__))
+    code = compile(_dispatch_source(), f"<workflow_rl attackers {fingerprint()}>", "exec")
     scratch: dict = {}
     exec(code, namespace, scratch)   # noqa: S102 - our own generated source, from the registry
     for name, f in scratch.items():
@@ -226,13 +233,32 @@ def rule_namespace(jit: Callable, namespace: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------ built-in
-_BUILT_IN_KINDS = (T.RED_SLEEP, T.RED_BLINE, T.RED_MEANDER)
+_CAGE2_KINDS = (T.RED_SLEEP, T.RED_BLINE, T.RED_MEANDER)
 register(Attacker("B_lineAgent", rules._bline_choose, aliases=("b_line", "bline"), cyborg_class="B_lineAgent",
                   cage2=True, short="B_line"), kind=T.RED_BLINE)
 register(Attacker("RedMeanderAgent", rules._meander_choose, aliases=("meander",), cyborg_class="RedMeanderAgent",
                   cage2=True, short="Meander"), kind=T.RED_MEANDER)
 register(Attacker("SleepAgent", None, aliases=("sleep",), cyborg_class="SleepAgent", cage2=True, short="Sleep"),
          kind=T.RED_SLEEP)
+
+# the attacker family (sim/family.py: their rules, and why each is in the family), kinds 3.. in this order; their
+# CybORG twins are envs/cyborg_red.py's classes; compiled as calls, not inlined (Attacker.inline)
+from workflow_rl.sim import family as _f  # noqa: E402
+
+_TWIN = "workflow_rl.envs.cyborg_red:"
+_FAMILY = tuple(register(dataclasses.replace(a, cyborg_class=_TWIN + a.name, inline=False)).name for a in (
+    Attacker("DelayedB_line", _f.delayed_bline_choose, aliases=("delayed_bline", "delayed"), short="Delayed"),
+    Attacker("RandomRed", _f.random_red_choose, aliases=("random_red",), helpers=_f.HELPERS, short="Random"),
+    Attacker("EnterpriseRaider", _f.enterprise_raider_choose, aliases=("enterprise_raider", "raider"),
+             helpers=_f.HELPERS, short="Raider"),
+    Attacker("RestoreChaser", _f.restore_chaser_choose, aliases=("restore_chaser", "chaser"), helpers=_f.HELPERS,
+             short="Chaser"),
+    Attacker("UserHopper", _f.user_hopper_choose, aliases=("user_hopper", "hopper"), helpers=_f.HELPERS,
+             short="Hopper"),
+    Attacker("ImpactRush", _f.impact_rush_choose, aliases=("impact_rush", "rush"), helpers=_f.HELPERS,
+             short="Rush"),
+))
+_BUILT_IN_KINDS = _CAGE2_KINDS + tuple(kind_of(n) for n in _FAMILY)
 
 
 def cage2(attacking: bool = False) -> tuple[str, ...]:
@@ -241,5 +267,10 @@ def cage2(attacking: bool = False) -> tuple[str, ...]:
     return tuple(a.name for a in _REGISTRY if a.cage2 and (a.choose is not None or not attacking))
 
 
+def family() -> tuple[str, ...]:
+    """The attacker family's names (sim/family.py), in listing order: ``--red-agent family`` draws among them."""
+    return _FAMILY
+
+
 __all__ = ["Attacker", "register", "unregister", "attackers", "names", "get", "kind_of", "n_kinds", "kind_names",
-           "fingerprint", "version", "rule_namespace", "cage2", "RESERVED"]
+           "fingerprint", "version", "rule_namespace", "cage2", "family", "RESERVED"]

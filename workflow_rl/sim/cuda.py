@@ -57,6 +57,8 @@ def kernel():
     v = attackers.version()
     if v not in _KERNELS:
         dev = rules.compile_rules(cuda.jit(device=True, inline="always"))
+        # every attacker inlined, the family too (Attacker.inline is the CPU's compile-time economy): a device
+        # function called with the whole state passes its ~50 array structs by value, which inlining avoids
         attackers.rule_namespace(cuda.jit(device=True, inline="always"), dev)
         dev["thread_index"] = _thread_index
         cap = {"max_registers": MAX_REGISTERS} if MAX_REGISTERS and not _SIMULATOR else {}   # the simulator: no cap

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from workflow_rl.sim import attackers, rules
+from workflow_rl.sim import attackers, family, rules
 from workflow_rl.sim import tables as T
 
 if "NUMBA_THREADING_LAYER" not in os.environ:
@@ -73,6 +73,17 @@ class SimState(NamedTuple):
     m_mapped: np.ndarray       # (N,) int32    host_ip_map keys (hosts red exploited successfully)
     m_last_ip: np.ndarray      # (N,) int8
     m_last_host: np.ndarray    # (N,) int8
+    # the attacker family's memory (sim.family; one attacker plays an env's episode, so they share it, and each
+    # sets it afresh at its episode's first step)
+    fam_kind: np.ndarray       # (N,) int8     red's previous action kind (tables.R_*), read back with its success
+    fam_tgt: np.ndarray        # (N,) int8     its target (host; subnet for R_DRS; -1 none)
+    fam_hosts: np.ndarray      # (N,) int32    hostnames known to red's action space (User0, then each exploited)
+    fam_sess: np.ndarray       # (N,) int32    hosts red believes it holds a session on
+    fam_root: np.ndarray       # (N,) int32    hosts red believes it holds privileged (escalated)
+    fam_fresh: np.ndarray      # (N,) int32    hosts scanned since red's last failed exploit there
+    fam_user: np.ndarray       # (N,) int8     the user host of its route (-1 before it is drawn)
+    fam_tick: np.ndarray       # (N,) int8     the hold phase's round-robin counter
+    fam_burnt: np.ndarray      # (N,) int32    user hosts it gave up routing through
 
 
 class StepBuffers(NamedTuple):
@@ -125,6 +136,9 @@ def allocate_state(num_envs: int) -> SimState:
         bl_target=z(n, np.int8), bl_s12=z(n, np.int8), m_known_ips=z(n, np.int32), m_known_subnets=z(n, np.int8),
         m_scanned_subnets=z(n, np.int8), m_scanned_ips=z(n, np.int32), m_exploited=z(n, np.int32),
         m_escalated=z(n, np.int32), m_mapped=z(n, np.int32), m_last_ip=z(n, np.int8), m_last_host=z(n, np.int8),
+        fam_kind=z(n, np.int8), fam_tgt=z(n, np.int8), fam_hosts=z(n, np.int32), fam_sess=z(n, np.int32),
+        fam_root=z(n, np.int32), fam_fresh=z(n, np.int32), fam_user=z(n, np.int8), fam_tick=z(n, np.int8),
+        fam_burnt=z(n, np.int32),
     )
 
 
@@ -136,7 +150,8 @@ _BLINE_LAST = len(T.BLINE_JUMPS) - 1
 _FLAGS = ("red_file", "ot_down", "ot_broken", "red_scanned", "ot_known", "last_success", "last_dns_empty", "bl_s12")
 _BITMASKS = {"decoys": _DECOY_MASK, "red_ports": _PORT_MASK, "m_known_ips": _HOST_MASK, "m_scanned_ips": _HOST_MASK,
              "m_exploited": _HOST_MASK, "m_escalated": _HOST_MASK, "m_mapped": _HOST_MASK,
-             "m_known_subnets": _SUBNET_MASK, "m_scanned_subnets": _SUBNET_MASK}
+             "m_known_subnets": _SUBNET_MASK, "m_scanned_subnets": _SUBNET_MASK, "fam_hosts": _HOST_MASK,
+             "fam_sess": _HOST_MASK, "fam_root": _HOST_MASK, "fam_fresh": _HOST_MASK, "fam_burnt": _HOST_MASK}
 _PER_STEP_COUNTS = ("sess_priv", "sess_rem", "sess_user", "vsftpd")
 """Counts the rules raise by at most one per step and clear at a reset (red's sessions: one exploit a step;
 Vsftpd copies: one decoy a step)."""
@@ -156,7 +171,9 @@ def state_values(episode_length: int) -> dict[str, tuple[int, int] | tuple[int, 
     values: dict = {"episode": (0, np.iinfo(np.int64).max), "t": (0, episode_length - 1),
                     "red_kind": (0, attackers.n_kinds() - 1), "obs_comp": (0, 3), "bl_state": (0, _BLINE_LAST),
                     "bl_target": (-1, T.USER1, T.USER2, T.USER3, T.USER4),
-                    "m_last_ip": (-1, _N - 1), "m_last_host": (-1, _N - 1)}
+                    "m_last_ip": (-1, _N - 1), "m_last_host": (-1, _N - 1),
+                    "fam_kind": (0, len(T.RED_ACTIONS) - 1), "fam_tgt": (-1, _N - 1), "fam_user": (-1, _N - 1),
+                    "fam_tick": (0, family.HOLD_TICKS - 1)}
     values.update({f: (0, 1) for f in _FLAGS})
     values.update({f: (0, m) for f, m in _BITMASKS.items()})
     dtypes = {f: a.dtype for f, a in zip(SimState._fields, allocate_state(0))}
@@ -206,6 +223,21 @@ def allocate_buffers(num_envs: int) -> StepBuffers:
 WORST_REWARD = float(rules.REWARD_OF_TENTHS[-1])
 """The lowest reward of one step (a Restore, every host's confidentiality lost and the Impact penalty); a step's
 reward is in ``[WORST_REWARD, 0]``."""
+
+
+def check_return(name: str, value, steps: int) -> float:
+    """``value`` if it is a return (or a mean of returns) that ``steps`` steps can score: a finite number in
+    ``[steps * WORST_REWARD, 0]`` (up to float rounding); otherwise one ValueError naming ``name``. What a file
+    that holds returns (``episodes.csv``, a ground truth, a screen, a search state) is checked by as it is read
+    back: an edited -1e308 is finite, and a sum or mean of two is -Infinity, which ``json.dumps`` writes as no
+    JSON reader reads."""
+    from workflow_rl.checks import check_float
+
+    check_float(name, value)
+    if not steps * WORST_REWARD * (1 + 1e-6) - 1e-6 <= value <= 1e-6:
+        raise ValueError(f"{name} {value:g} is no return of {steps:,} steps (each step's reward is in "
+                         f"[{WORST_REWARD:g}, 0]: {steps * WORST_REWARD:g}..0)")
+    return value
 
 
 def check_outputs(obs, access, returns=None, steps: int = 0) -> None:
@@ -269,7 +301,7 @@ def kernels() -> Kernels:
     carry the registry's fingerprint (``sim.attackers``), so another registry is another cache entry."""
     v = attackers.version()
     if v not in _KERNELS:
-        ns = attackers.rule_namespace(njit(inline="always"), rules.compile_rules(njit(inline="always")))
+        ns = attackers.rule_namespace(njit(inline="always"), rules.compile_rules(njit(inline="always")), njit)
         suffix = attackers.fingerprint()
         rules.compile_rules(njit(cache=True), ns, (rules.step_range, rules.reset_range), suffix)
         rules.compile_rules(njit(parallel=True, cache=True), ns, (rules.step_chunks,), suffix)
@@ -390,6 +422,7 @@ def obs_distance(obs: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 __all__ = ["Kernels", "kernels", "GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers",
            "allocate_state", "allocate_buffers", "state_values", "check_state", "check_outputs", "WORST_REWARD",
+           "check_return",
            "seed_state", "red_weights_of", "red_cdf_of", "reset_envs", "step", "env_keys", "state_bytes_per_env",
            "take_state", "put_state", "rekey", "obs_distance"]
 

@@ -329,8 +329,8 @@ def _red_execute(s, i, kind, h, decoy_ports_tab, trapped_by):
         if h == T.OPS0:
             s.ot_known[i] = 1
         return 1, 0, 0, 0
-    # Impact
-    if _n_sessions(s, i, T.OPS0) == 0 or s.ot_known[i] == 0:
+    # Impact: stops OTService, which only Op_Server0 runs (elsewhere it fails, changing nothing)
+    if h != T.OPS0 or _n_sessions(s, i, T.OPS0) == 0 or s.ot_known[i] == 0:
         return 0, 0, 0, 0
     if s.ot_broken[i] == 0:
         s.ot_down[i] = 1

@@ -4,6 +4,7 @@ import pytest
 
 from workflow_rl.rl.planning.belief import BeliefConfig, ParticleBelief
 from workflow_rl.envs.native_env import NativeVectorEnv
+from workflow_rl.sim import attackers
 from workflow_rl.sim import tables as T
 
 
@@ -63,6 +64,28 @@ def test_an_observation_no_particle_reproduces_reseeds_from_the_start():
     assert np.isclose(b.weights.sum(), 1.0) and (b.state.t == 1).all()
     b.reset()
     assert b.reseeds == 0 and (b.state.t == 0).all() and b.actions == []
+
+
+@pytest.mark.parametrize("red,inside", [("B_lineAgent", True), ("DelayedB_line", False),
+                                        ("RedMeanderAgent", False)])
+def test_the_fit_stays_high_within_the_prior_and_drops_outside_it(red, inside):
+    """The fit (the particles' mean likelihood of each observation) under a prior of B_line alone: never below one
+    particle's share (1/64) along a B_line episode; within a few steps of a DelayedB_line episode (it sleeps where
+    B_line scans) or a Meander one (it scans other hosts) no particle, even re-seeded, reproduces what blue saw:
+    the fit falls to e^-penalty or below, where the planner's default ``min_fit`` rejects the model (a step later
+    it may fit again: the survivors of a wrong model can match a quiet step)."""
+    b = ParticleBelief(BeliefConfig(particles=64, red_agent="B_lineAgent"), seed=1)
+    assert b.fit == 1.0   # nothing observed yet
+    fits = []
+    for a, obs, _ in _episode(attackers.kind_of(red)):
+        b.update(a, obs)
+        fits.append(b.fit)
+    if inside:
+        assert min(fits) >= 1 / 64 and b.reseeds == 0
+    else:
+        assert min(fits[:5]) <= np.exp(-b.config.mismatch_penalty) and b.reseeds > 0, fits[:5]   # each a bit off
+    b.reset()
+    assert b.fit == 1.0
 
 
 @pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"),

@@ -9,6 +9,7 @@ import torch
 from workflow_rl.sim import attackers
 from workflow_rl.envs.native_env import NativeVectorEnv
 from workflow_rl.rl import pretrained
+from workflow_rl.rl.actor import Actor
 from workflow_rl.rl.memory import policy_input
 from workflow_rl.rl.planning.planner import PlanConfig, Planner, make_act, play_true_state
 from workflow_rl.rl.ppo import WORKFLOW_DIM
@@ -48,7 +49,8 @@ def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
                                       ({"rollouts": 0}, "--plan-rollouts"), ({"fix_candidates": -1},
                                                                               "--plan-fix-candidates"), ({"max_violation": 1.5},
                                                                              "--plan-max-violation"),
-                                      ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent")])
+                                      ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent"),
+                                      ({"min_fit": -0.1}, "--plan-min-fit"), ({"min_fit": 1.5}, "--plan-min-fit")])
 def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
     with pytest.raises(ValueError, match=match):
         PlanConfig(**kw).validate()
@@ -70,6 +72,34 @@ def test_a_batch_acts_as_its_envs_one_by_one(cage2):
     first, _ = _actions(_act(cage2, TINY, seed=2), n=1, steps=12, batched=True)
     assert np.array_equal(batch[:1], first)          # env 0 of a batch is what a one-env harness gets
     assert batch.shape == (3, 12) and ((batch >= 0) & (batch < T.N_ACTIONS)).all()
+
+
+@pytest.mark.parametrize("red,falls", [(T.RED_MEANDER, True), (T.RED_BLINE, False)])
+def test_a_rejected_model_plays_the_greedy_action_for_the_rest_of_the_episode(cage2, red, falls):
+    """Under a prior of B_line alone, against Meander the belief's fit falls below ``min_fit`` within a few steps:
+    from that step on the planned act plays the policy's own greedy action (the network's choice from the very
+    memory the planned act keeps, mirrored here) and no longer follows its belief; against B_line it plans on."""
+    agent, wf = cage2
+    act = _act(cage2, dataclasses.replace(TINY, particles=256, red_agent="B_lineAgent"), seed=3)   # 16 can lose B_line
+    shadow = Actor.of(agent, wf)
+    env = NativeVectorEnv(1, red, 100, seed=8)
+    obs, _ = env.reset(seed=8)
+    mem, fell = shadow.reset(1), None
+    for t in range(25):
+        a = act(obs[0], t)
+        greedy = int(shadow.greedy(shadow.inputs(torch.as_tensor(obs), mem))[0])
+        shadow.took(mem, torch.tensor([a]))
+        fell = act.fallbacks()[0] if fell is None else fell
+        if fell is not None:
+            assert a == greedy and act.fallbacks() == [fell], t   # for the rest of the episode
+        obs, *_ = env.step(np.array([a]))
+    (b,) = act.beliefs()
+    if falls:
+        assert fell is not None and fell <= 5 and len(b.actions) == fell   # not followed after the rejection
+    else:
+        assert fell is None and len(b.actions) == 24
+    act(obs[0], 0)   # a new episode trusts its model again
+    assert act.fallbacks() == [None]
 
 
 def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
@@ -238,6 +268,7 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
                                          (["--plan-horizon", "-1"], "--plan-horizon must be"),
                                          (["--plan-rollouts", "x"], "--plan-rollouts"),
                                          (["--plan-red-agent", "nobody"], "unknown red agent"),
+                                         (["--plan-min-fit", "2"], "--plan-min-fit must be"),
                                          (["--lengths", "0"], "--lengths")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
     rc, out, err = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--plan", *flags, "--out", str(tmp_path / "o")],

@@ -14,6 +14,14 @@ When no particle reproduces the observation (they "die out"), the belief is re-s
 particles replay blue's actions of the episode so far, filtered the same way at every step, and the re-seeded set
 is kept when its best match is at least as close as the old one's.
 
+How well the model fits is :attr:`ParticleBelief.fit`: the particles' mean likelihood of blue's last observation
+before they were resampled, ``mean exp(-mismatch_penalty * d)`` -- on the native engine the share of particles that
+predicted it exactly, a particle estimate of the chance of that observation given the episode so far under the
+prior's attackers. A belief whose prior holds the attacker keeps it at 1/particles or more (measured: never below
+0.002 against B_line and Meander under ``mix``); against an attacker outside the prior it falls to e^-penalty or
+less within a few steps, re-seeding included (``benchmarks/results/planning/fallback/``), which is how the planner
+knows its model is wrong (``planner.PlanConfig.min_fit``).
+
 Deterministic: the same seed, actions and observations give the same particles.
 """
 from __future__ import annotations
@@ -76,19 +84,26 @@ class ParticleBelief:
         self.state, self.access = self._start(self._stream(0))
         self.weights = np.full(self.n, 1.0 / self.n)
         self.distance = np.zeros(self.n, np.int64)
+        self.fit = 1.0   # nothing observed yet: nothing the model failed to predict
+
+    def skip_episode(self) -> None:
+        """An episode this belief does not follow (played elsewhere: ``rl.evaluate.skip_part``): its count moves on,
+        so the next :meth:`reset` draws the particles of the episode after it."""
+        self.episode += 1
 
     def update(self, action: int, obs) -> None:
-        """Blue took ``action`` and then saw ``obs`` (52 bits): advance, weight, resample, re-seed if dead."""
+        """Blue took ``action`` and then saw ``obs`` (52 bits): advance, weight, resample, re-seed if dead; :attr:`fit`
+        is then the kept particles' (the re-seeded set's where it is kept: its last step's)."""
         obs = np.asarray(obs, np.float32).reshape(4 * T.N_HOSTS)
         self.actions.append(int(action))
         self.observations.append(obs.copy())
-        state, access, dist = self._filter_step(self.state, int(action), obs)
+        state, access, dist, fit = self._filter_step(self.state, int(action), obs)
         if dist.min() > 0:
             fresh = self._replay()
             if fresh[2].min() <= dist.min():
-                state, access, dist = fresh
+                state, access, dist, fit = fresh
                 self.reseeds += 1
-        self.state, self.access, self.distance = state, access, dist
+        self.state, self.access, self.distance, self.fit = state, access, dist, fit
         self.weights = np.full(self.n, 1.0 / self.n)
 
     def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
@@ -119,17 +134,19 @@ class ParticleBelief:
 
     def _filter_step(self, state: sim.SimState, action: int, obs: np.ndarray):
         """Step ``state`` (in place) with ``action``, weight by the observation, resample and re-key: the new
-        (state, access, distances of the kept particles)."""
+        (state, access, distances of the kept particles, the fit: the stepped particles' mean likelihood of ``obs``,
+        every particle weighing the same before it, as every resampling leaves them)."""
         b = self.buffers
         sim.step(state, np.full(self.n, action, np.int64), b, NEVER_ENDS, self.config.official_bugs)
         dist = sim.obs_distance(b.obs, obs)
         logw = -self.config.mismatch_penalty * (dist - dist.min())
         w = np.exp(logw)
+        fit = float(w.mean() * np.exp(-self.config.mismatch_penalty * dist.min()))   # underflows to 0, never NaN
         idx = _systematic(w / w.sum(), self._uniform())
         new = sim.take_state(state, idx)
         self._draws += 1
         sim.rekey(new, self._stream(self._draws))
-        return new, b.access[idx].copy(), dist[idx]
+        return new, b.access[idx].copy(), dist[idx], fit
 
     def _uniform(self) -> float:
         return float(np.random.default_rng([self.seed, self.episode, self._draws, 1]).random())
@@ -138,10 +155,10 @@ class ParticleBelief:
         """Fresh particles from the start state filtered along the whole episode so far."""
         self._draws += 1
         state, access = self._start(self._stream(self._draws))
-        dist = np.zeros(self.n, np.int64)
+        dist, fit = np.zeros(self.n, np.int64), 1.0
         for a, o in zip(self.actions, self.observations):
-            state, access, dist = self._filter_step(state, a, o)
-        return state, access, dist
+            state, access, dist, fit = self._filter_step(state, a, o)
+        return state, access, dist, fit
 
 
 def _systematic(p: np.ndarray, u: float) -> np.ndarray:

@@ -9,6 +9,11 @@ mean return is taken; under a workflow, among the candidates whose chance of bei
 most ``max_violation``. Every candidate is scored on the same particles with the same RNG keys (common random
 numbers), so their difference is not blurred by red's dice.
 
+The planner knows when its model is wrong: where blue's observation is unlikely under every attacker the belief's
+prior holds (its fit, ``ParticleBelief.fit``, below ``min_fit`` after the belief has tried re-seeding), the planned
+``act`` plays the greedy policy's own action for the rest of that env's episode instead of trusting rollouts of an
+attacker that is not there (``PlanConfig.min_fit``).
+
 :func:`make_act` is the one acting API: ``act(obs, t)`` for a shipped agent, a checkpoint or a loaded agent, greedy,
 sampled or planned, that any harness -- the native engine's evaluation, real CybORG, a user's own loop -- drives step
 by step: it is told only what blue sees, so the environment is whatever calls it, and the native engine is only the
@@ -23,7 +28,7 @@ import numpy as np
 import torch
 
 from workflow_rl import seeding
-from workflow_rl.checks import check_bool, check_episode_length, check_float, check_int, check_seed, check_types
+from workflow_rl.checks import check_bool, check_episode_length, check_int, check_seed, check_types
 
 from workflow_rl.ranges import check_fields
 from workflow_rl.resources import check_memory
@@ -33,7 +38,7 @@ from workflow_rl.envs.native_env import cuda_engine
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.config import check_choices, one_of
 from workflow_rl.rl.memory import MASKED
-from workflow_rl.rl.ppo import WORKFLOW_DIM, Agent
+from workflow_rl.rl.ppo import N_ACTIONS, WORKFLOW_DIM, Agent
 from workflow_rl.rl.actor import ActFn, Actor
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
@@ -81,9 +86,23 @@ class PlanConfig:
     decided or has ``max_rollouts``. 0 (or at most ``rollouts``): a fixed ``rollouts`` per candidate; off by
     default: where candidates stay undecided the belief itself is split (benchmarks/results/planning/README.md)."""
     red_agent: str = "mix"
-    """the belief's prior over the red agent (``envs.names.red_weights``)."""
+    """the belief's prior over the red agent (``envs.names.red_weights``: a name, ``mix``, ``family`` or
+    ``NAME:W,...`` of any registered attackers). ``mix`` (B_line or Meander), as the shipped agent was trained: an
+    attacker outside it is met by ``min_fit``'s fallback, which needs no model of it (the held-out attackers of
+    issue Y); a prior holding the family too dilutes B_line's and Meander's particles for no measured gain
+    (benchmarks/results/planning/fallback/README.md)."""
     mismatch_penalty: float = 10.0
     """log-weight a particle loses per observation bit it gets wrong."""
+    min_fit: float = 1e-4
+    """the fallback: once the belief's fit (``ParticleBelief.fit``: its particles' mean likelihood of blue's
+    observation, re-seeding tried) falls below this, the model is rejected and the env plays the greedy policy's
+    own action for the rest of its episode (0: never). Below 1 / --plan-particles (a single particle reproducing
+    the observation) and above e^-penalty (every one a bit off), so at the defaults it rejects exactly when no
+    particle, even re-seeded, reproduces what blue saw: against B_line and Meander under ``mix`` that never
+    happened (native engine), against each family attacker it happened within 1-16 steps. For the episode, not the
+    step: a re-seeded wrong model is still wrong when a quiet step happens to fit it, switching between the
+    planner's plan and the policy's breaks both, and a rejected belief re-seeds (replays its episode) nearly every
+    step (benchmarks/results/planning/fallback/README.md)."""
     max_violation: float = 0.05
     """under a workflow: the most chance of a compliance violation a candidate may have."""
     min_gain: float = 2.0
@@ -123,9 +142,9 @@ class PlanConfig:
     def memory_bytes(self, envs: int = 1) -> int:
         """Bytes planning ``envs`` envs at once holds, estimated from the settings alone: each env's belief, its
         particles' engine states about three times over (the particles, their filtered copy, a re-seeded set:
-        ``planning.belief``), plus the one rollout batch all decisions share: (top-k + fix + analyse candidates) x rollouts
-        engine envs, their drawn states and step buffers, and a policy row each (:data:`POLICY_ROW_BYTES`). Each setting
-        has its own range, but their product can still be terabytes."""
+        ``planning.belief``), plus the one rollout batch all decisions share: (top-k + fix + analyse candidates) x
+        rollouts engine envs, their drawn states and step buffers, and a policy row each (:data:`POLICY_ROW_BYTES`).
+        Each setting has its own range, but their product can still be terabytes."""
         engine = engine_bytes_per_env()
         batch = (self.top_k + self.fix_candidates + self.analyse_candidates) * max(self.rollouts, self.max_rollouts)
         return envs * 3 * self.particles * engine + batch * (2 * engine + POLICY_ROW_BYTES)
@@ -145,6 +164,11 @@ class PlanConfig:
         """The belief these settings give, its particles stepped with CybORG's ``official_bugs`` or without them:
         pass the planner's own setting (:class:`Planner`), so the belief's model and the rollouts' are one engine."""
         return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty, official_bugs)
+
+    def rejects(self, belief: ParticleBelief) -> bool:
+        """Whether ``belief``'s model is rejected (its fit below :attr:`min_fit`): the planned ``act`` then plays
+        the greedy policy for the rest of the episode."""
+        return belief.fit < self.min_fit
 
 
 @dataclass
@@ -352,7 +376,7 @@ def make_act(name: str | Agent = "pretrained:universal", plan: PlanConfig | None
     if isinstance(name, str):
         from workflow_rl.rl import pretrained
 
-        agent, own = pretrained.load(name, "cpu")   # where the planner computes (:func:`on_cpu`)
+        agent, own = pretrained.load(name, "cpu", planned=plan is not None)   # on the CPU, where the planner computes
     else:
         agent, own = name, None
     workflow = resolve_workflow(workflow, own)
@@ -426,15 +450,27 @@ def _acting(actor: Actor, greedy: bool, generator: torch.Generator | None, episo
         a, st["mem"] = actor.act(o, st["mem"], t, greedy, generator)
         return int(a[0]) if np.ndim(obs) == 1 else a
 
+    def skip_episode(n: int, steps: int) -> None:
+        """An episode of ``n`` envs and ``steps`` steps not played (``rl.evaluate.skip_part``): a sampled act draws
+        what it would have (every step one uniform per env and action: ``ppo.choose_actions``' Gumbel-max, whose
+        draws do not depend on the logits); a greedy one keeps nothing from episode to episode."""
+        st["mem"] = None
+        if not greedy:
+            for _ in range(steps):
+                torch.rand((n, N_ACTIONS), generator=generator, device=generator.device)
+
+    if greedy or generator is not None:   # torch's global generator is everyone's: its draws cannot be replayed
+        act.skip_episode = skip_episode
     return act
 
 
 def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
              episode_length: int | None) -> ActFn:
     """:func:`make_act`'s planned ``act``: the planner's choice per env from its own particle belief, on the CPU
-    (a batch on a GPU gets its actions back there)."""
+    (a batch on a GPU gets its actions back there); an env whose belief's model is rejected (``PlanConfig.min_fit``)
+    plays the greedy policy's action for the rest of its episode, its belief no longer followed."""
     actor = planner.actor
-    st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1}
+    st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1, "fell": []}
 
     def act(obs, t: int):
         t = _check_call(t, episode_length)
@@ -452,21 +488,40 @@ def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
             else:
                 st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), seeding.sub_seed(seed, i))
                                  for i in range(n)]
+            st["fell"] = [None] * n
         else:
             for i, b in enumerate(st["beliefs"]):
-                b.update(int(st["last"][i]), o[i].numpy())
+                if st["fell"][i] is None:   # a rejected belief is not followed: it would re-seed every step
+                    b.update(int(st["last"][i]), o[i].numpy())
+                    if plan.rejects(b):
+                        st["fell"][i] = t
         mem = st["mem"]
         x = actor.inputs(o, mem)
         forced = actor.forced(t)
         a = torch.full((n,), forced, dtype=torch.int64) if forced is not None else torch.as_tensor(
-            [planner.choose(b.state, b.access, b.weights, x[i:i + 1], None if mem is None else mem[i:i + 1],
+            [int(actor.greedy(x[i:i + 1])[0]) if st["fell"][i] is not None else
+             planner.choose(b.state, b.access, b.weights, x[i:i + 1], None if mem is None else mem[i:i + 1],
                             (i, st["episode"], t), None if episode_length is None else episode_length - t).action
              for i, b in enumerate(st["beliefs"])], dtype=torch.int64)
         actor.took(mem, a)
         st["last"] = a.numpy().copy()
         return int(a[0]) if np.ndim(obs) == 1 else a if where is None else a.to(where)
 
+    def skip_episode(n: int, steps: int) -> None:
+        """An episode of ``n`` envs not played (``rl.evaluate.skip_part``): what an episode moves on, the act's
+        episode count (the decisions' streams) and each belief's (its particles' streams), moves on; a batch of
+        another size gets its fresh beliefs, as a played one would."""
+        st["episode"] += 1
+        st["n"], st["mem"] = None, None   # the next episode starts afresh, as after any episode
+        if len(st["beliefs"]) == n:
+            for b in st["beliefs"]:
+                b.skip_episode()
+        else:
+            st["beliefs"] = [ParticleBelief(plan.belief(official_bugs), seeding.sub_seed(seed, i)) for i in range(n)]
+
     act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
+    act.fallbacks = lambda: list(st["fell"])   # per env, the step its model was rejected at this episode, or None
+    act.skip_episode = skip_episode
     return act
 
 

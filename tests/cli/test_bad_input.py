@@ -94,6 +94,9 @@ def _edge_files(d: Path) -> None:
     fifo = shard_path(d / "shard_fifo" / "shards", "B_lineAgent", "restore_compromised", 0, 2)
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)   # reading it would wait for a writer forever
+    huge = shard_path(d / "shard_huge" / "shards", "B_lineAgent", "restore_compromised", 0, 10**12)   # by its name
+    huge.parent.mkdir(parents=True)
+    write_shard(huge, np.zeros((2, 100, 13), np.int8), 0)
     wrong = shard_path(d / "shard_short" / "shards", "B_lineAgent", "restore_compromised", 0, 5)   # holds 2, not 5
     wrong.parent.mkdir(parents=True)
     write_shard(wrong, np.zeros((2, 100, 13), np.int8), 0)
@@ -104,11 +107,15 @@ def _edge_files(d: Path) -> None:
     (d / "counts_word.csv").write_text(counts + "B_lineAgent,sleep,any,0,ten" + ",0" * 13 + "\n")
     (d / "counts_cut.csv").write_text(counts + "B_lineAgent,sleep,user,0,10" + ",0" * 13 + "\n")   # 1 row of 204
     (d / "counts_step.csv").write_text(counts + "B_lineAgent,sleep,user,-1,10" + ",0" * 13 + "\n")
+    (d / "counts_huge.csv").write_text(counts + "B_lineAgent,sleep,user,0,10" + ",0" * 12 + f",{10**23}\n")
+    (d / "counts_more.csv").write_text(counts + "B_lineAgent,sleep,user,0,10" + ",0" * 12 + ",11\n")
     row = {c: "" for c in COLUMNS} | protocol(SearchConfig()) | {"mean": -20.0, "seed_values": "-20.0",
                                                                  "eligible": "True"}
     for name, rows in (("gt_nan.csv", [row | {"workflow": "D,E,OS,OH,U", "mean": "nan", "seed_values": "nan"},
                                        row | {"workflow": "critical_first"}]),
-                       ("gt_repeated.csv", [row | {"workflow": "D,E,OS,OH,U"}, row | {"workflow": "D,E,OS,OH,U"}])):
+                       ("gt_repeated.csv", [row | {"workflow": "D,E,OS,OH,U"}, row | {"workflow": "D,E,OS,OH,U"}]),
+                       ("gt_huge.csv", [row | {"workflow": w, "mean": -1e308, "seed_values": "-1e308"}
+                                        for w in ("D,E,OS,OH,U", "critical_first")])):
         with open(d / name, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=COLUMNS)
             w.writeheader()
@@ -268,6 +275,12 @@ CASES = [
     (["curves", "--cyborg-csv", "{d}/counts_word.csv"], "counts_word.csv is damaged near line 2 .*'ten'"),
     (["curves", "--cyborg-csv", "{d}/counts_cut.csv"], "the panel B_lineAgent/sleep lacks rows"),
     (["curves", "--cyborg-csv", "{d}/counts_step.csv"], "damaged near line 2 .*step -1 is outside 0..99"),
+    # numbers no file written by workflow-rl holds (issue Z, class 3): past 64 bits, more than the episodes
+    (["curves", "--cyborg-csv", "{d}/counts_huge.csv"],
+     "counts_huge.csv is damaged near line 2 .*the step 0 count of User4 must be in \\[0, 10\\], got 10{23}"),
+    (["curves", "--cyborg-csv", "{d}/counts_more.csv"], "count of User4 must be in \\[0, 10\\], got 11"),
+    (["evaluate", "sleep", "--workflow", "D,E,OS,OH,U;critical_first", "--ground-truth", "{d}/gt_huge.csv"],
+     "gt_huge.csv is not a ground_truth.csv \\(workflow D,E,OS,OH,U's return -1e\\+308 is no return of 100 steps"),
     (["bench", "--out", "{d}/file"], "--out .* is a file"),
     (["bench", "--sizes", "0"], "--sizes"),
     (["bench", "--modes", "bogus"], "--modes"),
@@ -281,6 +294,21 @@ CASES = [
     (["evaluate", "sleep", "--cyborg-episodes", HUGE], "--cyborg-episodes: must be in 1..10,000,000"),
     (["evaluate", "sleep", "--workflow", "all", "--episodes", "10000000"],
      "120 workflows x 10000000 episodes would need about .* GiB of memory, .*: evaluate fewer --episodes"),
+    # ---- total work (issue Z, class 2): each factor in range, their product bounded (checks.MAX_PLAY_STEPS)
+    (["evaluate", "sleep", "--episodes", "10000000", "--lengths", "2147483647"],
+     "10,000,000 episodes x 3 red agent\\(s\\) x 2,147,483,647 steps x 1 mode\\(s\\) is 64,424,509,410,000,000 "
+     "steps of play, more than the 10,000,000,000 one evaluation may play .*: lower --episodes or --lengths"),
+    (["evaluate", "sleep", "--workflow", "all", "--episodes", "100000", "--lengths", "2000"],
+     "x 120 workflows .* is 48,000,000,000 steps of play, .*: lower --episodes or --lengths or evaluate fewer "
+     "workflows"),
+    (["train", "--eval-length", "2147483647"],
+     "--eval-episodes 1,000 x --eval-length 2,147,483,647 is 2,147,483,647,000 steps of play, more than the "
+     "10,000,000,000 .*: lower --eval-episodes or --eval-length \\(--eval-episodes 0 skips"),
+    (["search", "--eval-length", "2147483647"], "--eval-episodes 500 x --eval-length 2,147,483,647 \\(each "
+     "workflow's evaluation\\) is .* steps of play"),
+    (["bench", "--modes", "cyborg-sequential", "--sizes", "4194304"],
+     "--modes cyborg-sequential --sizes 4,194,304 would need about 8,192.0 GiB of memory, .*: use smaller --sizes"),
+    (["bench", "--modes", "cyborg-pipes", "--sizes", "100000"], "would need about .* GiB of memory"),
     (["search", "--episode-length", HUGE], "--episode-length must be in"),
     (["search", "--eval-length", HUGE], "--eval-length must be in"),
     (["train", "--update-every-steps", str(2**31 - 1)], "GiB of memory"),
@@ -308,6 +336,9 @@ CASES = [
     (["curves", "--report-only", "--out", "{d}/shard_cut"], "is damaged"),
     (["curves", "--report-only", "--out", "{d}/shard_short"], "is damaged \\(access of shape \\(2, 100, 13\\)"),
     (["curves", "--report-only", "--out", "{d}/shard_fifo"], "is a named pipe \\(FIFO\\), not a shard: remove it"),
+    # a name claiming 10**12 episodes was a set of 10**12 numbers built before the file was read (a hang)
+    (["curves", "--report-only", "--out", "{d}/shard_huge"], "is no shard of `workflow-rl curves` \\(its episodes "
+     "must be in \\[1, 10000000\\], got 1000000000000\\): remove it"),
     # ---- silent nonsense (issue O): refused instead
     (["train", "--n-envs", "4", "--max-episodes", "2", "--update-every-steps", "1000"],
      "plays 10 episode\\(s\\) of every env per update .* budget of 8 episodes: nothing would train"),
@@ -347,6 +378,34 @@ def test_cli_refuses_in_one_line(args, match, files, capsys, tmp_path, monkeypat
     assert not list(tmp_path.rglob("search_state.json")) and not list(tmp_path.rglob("config.json"))
 
 
+def test_the_cap_on_play_allows_every_evaluation_the_repository_runs():
+    """The cap on total steps (``checks.MAX_PLAY_STEPS``) refuses only what no use needs: the largest evaluation
+    the repository describes (1,000 episodes x 120 workflows x 3 red agents at lengths 30 50 100, in both modes,
+    even counting each length's steps apart), ten million 100-step episodes (the most ``--episodes`` allows) against
+    the three red agents in both modes, train's and a search's defaults, and every ``--episodes N`` a command in
+    the Makefile, the docs or the benchmarks types, at 100 steps x 120 workflows x 3 red agents x 3 modes."""
+    import re
+
+    from workflow_rl.checks import MAX_EPISODES, MAX_PLAY_STEPS
+    from workflow_rl.runs.evaluate import EvaluateConfig, check_steps
+    from workflow_rl.search.config import SearchConfig
+
+    reds = ["B_lineAgent", "RedMeanderAgent", "SleepAgent"]
+    both = ["greedy", "sampled"]
+    check_steps(EvaluateConfig("sleep", workflow="all", episodes=1000), reds, [30, 50, 100], ["native"], both, 120)
+    assert 1000 * 120 * len(reds) * (30 + 50 + 100) * len(both) <= MAX_PLAY_STEPS
+    check_steps(EvaluateConfig("sleep", episodes=MAX_EPISODES), reds, [30, 50, 100], ["native"], both)
+    check_steps(EvaluateConfig("sleep", episodes=1000, plan_told_length=True), reds, [30, 50, 100],
+                ["native", "cyborg"], [*both, "planned_told_length"])
+    SearchConfig().validate()
+    typed = []
+    for path in [REPO / "Makefile", *REPO.glob("docs/*.md"), *REPO.glob("*.md"), *REPO.glob("benchmarks/**/*.sh"),
+                 *REPO.glob("benchmarks/**/*.md"), *REPO.glob("benchmarks/**/*.py")]:
+        typed += [int(n) for n in re.findall(r"--(?:eval-|cyborg-)?episodes[ =]+(\d+)", path.read_text())]
+    assert max(typed) >= 1000   # the search found the commands
+    assert max(typed) * 100 * 120 * len(reds) * 3 <= MAX_PLAY_STEPS
+
+
 def test_bench_native_cuda_without_a_gpu(capsys, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
@@ -379,6 +438,7 @@ def _api_cases():
         (lambda: make_vector_env(2, official_bugs="no"), "official_bugs must be True or False"),
         (lambda: make_vector_env(2, copy="yes"), "copy must be True or False"),
         (lambda: make_vector_env(10**12), "GiB of memory"),
+        (lambda: make_vector_env(4_000_000, engine="cyborg"), "num_envs=4,000,000 would need about .* GiB"),
         (lambda: TrainConfig.from_flat({"learning_rate": inf}).validate(), "--learning-rate"),
         (lambda: TrainConfig(alignment_lambda=nan).validate(), "--alignment-lambda"),
         (lambda: TrainConfig(alignment_reward="sum").validate(), "unknown --alignment-reward 'sum': use one of ratio"),
@@ -599,7 +659,7 @@ def test_a_report_that_could_not_be_written_is_not_named(monkeypatch, capsys, tm
 # ----------------------------------------------------------------------------------------- abort paths end
 def _fault_env(fault: str, timeout: float):
     """Two worker processes over pipes playing ``fault_envs.FaultyEnv`` (no CybORG needed), reset."""
-    sys.path.insert(0, str(Path(__file__).parent / "envs"))
+    sys.path.insert(0, str(REPO / "tests" / "envs"))
     from fault_envs import FaultyFn
 
     from workflow_rl.envs.cyborg_vector import make_cyborg_vector_env
