@@ -66,9 +66,11 @@ def test_episode_length_truncates_and_resets():
 def test_cyborg_engine_reproduces_reference_cells(red, policy):
     """Same tolerance as the native fidelity test: max(2% of |mean|, 3 SE of the difference). The envs step in this
     process (``sync``): the episodes ``shared_memory`` plays (the test above), without two worker processes per
-    pair of episodes competing with the suite's own for the cores."""
+    pair of episodes competing with the suite's own for the cores. 48 episodes a cell (120 until issue X's time
+    aim): the reference's own 400 hold the native engine; this holds our CybORG wrapper to them: a 2% shift of a
+    sleep cell still fails it; restore_compromised's 100-step cell now tolerates about 11 points (8 at 120)."""
     ref = load_reference()
-    ours = running_returns("cyborg", red, policy, 120, seed=77, n_envs=2, vectorization="sync")
+    ours = running_returns("cyborg", red, policy, 48, seed=77, n_envs=2, vectorization="sync")
     for length, x in ours.items():
         r = ref[(red, policy, length)]
         assert within_reference(x, r)[0], f"{red}/{policy}/{length}: {x.mean():.2f} vs {r.mean():.2f}"
