@@ -49,6 +49,7 @@ def _run_folder(d: Path, seed: int = 0) -> Path:
 OUTPUTS = [
     (["compare", "{t}/a", "{t}/b", "--out", "{o}"], "x.md"),
     (["parity", "--out", "{o}"], "x.md"),
+    (["parity", "--cyborg-csv", "{o}"], "x.csv"),
     (["replay", "sleep", "--out", "{o}"], "x.html"),
     (["evaluate", "sleep", "--out", "{t}"], "evaluation.md"),
     (["evaluate", "sleep", "--workflow", "all", "--out", "{t}"], "workflows.png"),
