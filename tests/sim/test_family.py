@@ -187,3 +187,21 @@ def test_red_agent_family_draws_the_six_with_equal_odds():
     env.close()
     counts = np.bincount(kinds, minlength=9)
     assert (counts[:3] == 0).all() and (counts[3:] > 60).all(), counts
+
+
+@pytest.mark.slow
+def test_evaluate_and_train_take_the_family_by_name(tmp_path, capsys):
+    import json
+
+    from helpers import run_main
+
+    rc, _, err = run_main(["evaluate", "restore_compromised", "--red-agents", "delayed", "EnterpriseRaider",
+                           "--lengths", "30", "--episodes", "8", "--out", str(tmp_path / "eval")], capsys)
+    assert rc == 0, err
+    cells = json.loads((tmp_path / "eval" / "evaluation.json").read_text())["results"]
+    assert [c["red_agent"] for c in cells] == ["DelayedB_line", "EnterpriseRaider"]
+    rc, _, err = run_main(["train", "--red-agent", "hopper", "--n-envs", "4", "--max-episodes", "2",
+                           "--min-episodes", "1", "--update-every-steps", "50", "--eval-episodes", "0",
+                           "--no-progress", "--out", str(tmp_path / "run")], capsys)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["red_agent"] == "UserHopper"
