@@ -117,6 +117,21 @@ def check_float(name: str, value, lo: float | None = None, hi: float | None = No
     return value
 
 
+def check_return(name: str, value, steps: int) -> float:
+    """``value`` if it is a return (or a mean of returns) that ``steps`` steps can score: a finite number in
+    ``[steps * WORST_REWARD, 0]`` (up to float rounding); otherwise one ValueError naming ``name``. What a file
+    that holds returns (``episodes.csv``, a ground truth, a screen, a search state) is checked by as it is read
+    back: an edited -1e308 is finite, and a sum or mean of two is -Infinity, which ``json.dumps`` writes as no
+    JSON reader reads."""
+    from workflow_rl.sim.native import WORST_REWARD   # here, not at the top: the checks load before the engine
+
+    check_float(name, value)
+    if not steps * WORST_REWARD * (1 + 1e-6) - 1e-6 <= value <= 1e-6:
+        raise ValueError(f"{name} {value:g} is no return of {steps:,} steps (each step's reward is in "
+                         f"[{WORST_REWARD:g}, 0]: {steps * WORST_REWARD:g}..0)")
+    return value
+
+
 def _check_bounds(name: str, value, lo, hi, fmt: str) -> None:
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         want = (f"in [{lo:{fmt}}, {hi:{fmt}}]" if lo is not None and hi is not None else

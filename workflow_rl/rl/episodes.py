@@ -140,9 +140,8 @@ def _check_cell(f: Path, key: tuple, seed: int, rounds, slots, returns, complian
     ``length`` steps can score (each step's reward in ``[sim.native.WORST_REWARD, 0]``: an edited -1e308 would make
     the joined mean -Infinity) and each episode's fix counts at most one a step. One ValueError naming the file,
     the cell and the number otherwise (a 24-digit slot was an OverflowError deep in ``join``)."""
-    from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, MAX_SEED, check_int
+    from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, MAX_SEED, check_int, check_return
     from workflow_rl.ranges import MAX_ENVS
-    from workflow_rl.sim.native import check_return
 
     length = key[3]
     columns = [("length", (length,), 1, MAX_EPISODE_LENGTH), ("episode_seed", (seed,), 0, MAX_SEED),

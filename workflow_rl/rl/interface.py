@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from workflow_rl.checks import read_json
 from workflow_rl.sim import tables
 
 ACTION_SPACE = tables.N_ACTIONS
@@ -44,8 +44,8 @@ def parse_kwargs(text: str | None) -> dict:
     if text is None:
         return {}
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+        value = read_json(text)
+    except ValueError as e:   # not JSON, or nested too deep (checks.read_json)
         raise ValueError(f"--agent-kwargs is not JSON ({e.__class__.__name__}): write an object such as "
                          "'{\"seed\": 1}'") from None
     if not isinstance(value, dict):

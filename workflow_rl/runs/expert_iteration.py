@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from workflow_rl import threads
-from workflow_rl.checks import check_same
+from workflow_rl.checks import check_same, read_json
 from workflow_rl.files import atomic_write, check_out_dir
 from workflow_rl.rl.checkpoint import agent_from_checkpoint, atomic_save, load_checkpoint
 from workflow_rl.rl.reward import check_valued
@@ -168,8 +168,8 @@ def _check_folder(cfg: ExpertConfig, out: Path, run: ExpertRun, latest: Path) ->
         raise ValueError(f"--resume: {out} holds no expert-iteration run ({SETTINGS} missing): drop --resume to "
                          "start one, or choose its folder")
     try:
-        saved = json.loads((out / SETTINGS).read_text())
-    except (OSError, ValueError, RecursionError):
+        saved = read_json((out / SETTINGS).read_text())
+    except (OSError, ValueError):
         saved = None
     if not isinstance(saved, dict) or not isinstance(saved.get("plan", {}), dict):
         raise ValueError(f"{out / SETTINGS} is damaged: start a new run in another --out")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import re
 import stat
 from pathlib import Path
 
+from workflow_rl.checks import read_json
 from workflow_rl.files import TMP_NAME, path_kind, written_by_dead
 
 LOCK_NAME = ".lock"
@@ -136,8 +136,8 @@ def _read_marker(path: Path):
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_MAX:
             return None
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        return read_json(path.read_bytes())
+    except (OSError, ValueError):
         return None
 
 

@@ -17,7 +17,7 @@ from workflow_rl.envs.names import parse_red_agent
 from workflow_rl.rl.evaluate import across_seeds
 from workflow_rl.search.records import Record
 from workflow_rl.search.stats import ALPHA, distinguishable_from_best, workflow_effect
-from workflow_rl.sim.native import check_return
+from workflow_rl.checks import check_return
 from workflow_rl.workflow import Workflow
 
 PROTOCOL_FIELDS = ("red_agent", "n_envs", "episode_length", "post_gate_episodes", "compliance_threshold",

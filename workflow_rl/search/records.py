@@ -20,7 +20,7 @@ from workflow_rl.checks import check_float, check_int, check_types, read_json
 from workflow_rl.files import check_inside
 from workflow_rl.files import atomic_write
 from workflow_rl.ranges import RANGES, key as range_key
-from workflow_rl.sim.native import check_return
+from workflow_rl.checks import check_return
 from workflow_rl.workflow import Workflow
 
 

@@ -31,7 +31,8 @@ from pathlib import Path
 from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, check_float, check_int, no_constant, read_json
 from workflow_rl.search.records import SCREEN_SOURCES as SOURCES
 from workflow_rl.search.records import Screened, atomic_json
-from workflow_rl.sim.native import WORST_REWARD, check_return
+from workflow_rl.checks import check_return
+from workflow_rl.sim.native import WORST_REWARD
 from workflow_rl.workflow import all_workflows
 
 FORMAT = 1

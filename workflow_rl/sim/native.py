@@ -225,21 +225,6 @@ WORST_REWARD = float(rules.REWARD_OF_TENTHS[-1])
 reward is in ``[WORST_REWARD, 0]``."""
 
 
-def check_return(name: str, value, steps: int) -> float:
-    """``value`` if it is a return (or a mean of returns) that ``steps`` steps can score: a finite number in
-    ``[steps * WORST_REWARD, 0]`` (up to float rounding); otherwise one ValueError naming ``name``. What a file
-    that holds returns (``episodes.csv``, a ground truth, a screen, a search state) is checked by as it is read
-    back: an edited -1e308 is finite, and a sum or mean of two is -Infinity, which ``json.dumps`` writes as no
-    JSON reader reads."""
-    from workflow_rl.checks import check_float
-
-    check_float(name, value)
-    if not steps * WORST_REWARD * (1 + 1e-6) - 1e-6 <= value <= 1e-6:
-        raise ValueError(f"{name} {value:g} is no return of {steps:,} steps (each step's reward is in "
-                         f"[{WORST_REWARD:g}, 0]: {steps * WORST_REWARD:g}..0)")
-    return value
-
-
 def check_outputs(obs, access, returns=None, steps: int = 0) -> None:
     """A ValueError unless ``obs`` (N, 52) holds only the 0/1 bits the rules write, ``access`` (N, 13) red access
     levels (``ACCESS_NONE`` .. ``ACCESS_PRIVILEGED``) and ``returns`` (N,) sums of ``steps`` rewards (each in
@@ -422,7 +407,6 @@ def obs_distance(obs: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 __all__ = ["Kernels", "kernels", "GPU_LAYOUTS", "GPU_LAYOUT", "check_gpu_layout", "SimState", "StepBuffers",
            "allocate_state", "allocate_buffers", "state_values", "check_state", "check_outputs", "WORST_REWARD",
-           "check_return",
            "seed_state", "red_weights_of", "red_cdf_of", "reset_envs", "step", "env_keys", "state_bytes_per_env",
            "take_state", "put_state", "rekey", "obs_distance"]
 
