@@ -81,3 +81,16 @@ def test_cyborg_reference_writes_a_reference_file_and_resumes_by_cell(tmp_path, 
     monkeypatch.setattr(parity, "running_returns", lambda *a, **k: pytest.fail("replayed a finished cell"))
     parity.cyborg_reference(["DelayedB_line"], ["sleep"], 2, 7, out, progress=None)
     assert load_reference(out).keys() == ref.keys()
+
+
+def test_evaluate_plays_the_family_on_real_cyborg(tmp_path, capsys):
+    import json
+
+    from helpers import run_main
+
+    rc, _, err = run_main(["evaluate", "restore_compromised", "--engine", "cyborg", "--red-agents", "rush",
+                           "random_red", "--lengths", "10", "--episodes", "2", "--cyborg-episodes", "2", "--out",
+                           str(tmp_path)], capsys)
+    assert rc == 0, err
+    cells = json.loads((tmp_path / "evaluation.json").read_text())["results"]
+    assert [(c["engine"], c["red_agent"]) for c in cells] == [("cyborg", "ImpactRush"), ("cyborg", "RandomRed")]

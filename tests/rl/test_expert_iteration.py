@@ -1,6 +1,7 @@
 """Expert iteration (``rl.expert_iteration``, ``runs.expert_iteration``, ``workflow-rl expert-iterate``) at tiny
 sizes: a few 10-step episodes planned with 4 particles, 2 rollouts, horizon 2."""
 import csv
+import dataclasses
 
 import pytest
 import torch
@@ -10,9 +11,9 @@ from workflow_rl.rl.expert_iteration import ExpertConfig, agreement, play_round,
 from workflow_rl.rl.planning.planner import PlanConfig
 from workflow_rl.runs.expert_iteration import ExpertRun, expert_iterate, initial_checkpoint
 
-TINY_PLAN = PlanConfig(particles=4, rollouts=2, horizon=2)
+TINY_PLAN = PlanConfig(particles=4, rollouts=2, horizon=2, min_fit=0.0)   # 4 particles lose the truth: no fallback
 TINY = ["--episodes-per-round", "4", "--episode-length", "10", "--plan-particles", "4", "--plan-rollouts", "2",
-        "--plan-horizon", "2", "--threads", "1"]
+        "--plan-horizon", "2", "--plan-min-fit", "0", "--threads", "1"]
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +67,21 @@ def test_training_raises_agreement_with_the_planners_choices():
     assert stats["agree_train_before"] == pytest.approx(before)
     assert stats["agree_train_after"] > before + 0.1
     assert agreement(agent, data, rows) == pytest.approx(stats["agree_train_after"])
+
+
+def test_a_rejected_model_plays_greedy_and_gives_no_targets():
+    """An episode whose belief's model is rejected for good (``PlanConfig.observe``: a prior of B_line alone against
+    Meander, no fallback prior) plays the network's own choice from then on and records none of those steps: a
+    wrong model's choices are no target. With the fallback off every step after the opening is recorded."""
+    from workflow_rl.rl import pretrained
+
+    agent, _ = pretrained.load("pretrained:universal")
+    plan = PlanConfig(particles=64, rollouts=2, horizon=2, red_agent="B_lineAgent", fallback_prior="")
+    cfg = tiny(red_agent="RedMeanderAgent", workflow="none", episodes_per_round=2, plan=plan)
+    rejected = play_round(agent, cfg, 0, 0.99, 0.1)
+    kept = play_round(agent, tiny(red_agent="RedMeanderAgent", workflow="none", episodes_per_round=2,
+                                  plan=dataclasses.replace(plan, min_fit=0.0)), 0, 0.99, 0.1)
+    assert kept.decisions == 2 * (10 - 3) and rejected.decisions < kept.decisions
 
 
 def test_the_target_is_the_planners_choice_only_where_it_overrode():

@@ -229,7 +229,8 @@ def play_round(agent: Agent, cfg: ExpertConfig, round_: int, gamma: float, rewar
     """Round ``round_``'s episodes played by the planner with ``agent`` (see the module docstring): all
     ``episodes_per_round`` envs of one :class:`NativeVectorEnv` stepped together, each env planned on its own
     belief, as ``make_act``'s planned ``act`` plans a batch (one :class:`Planner` per workflow; the episode's memory
-    and belief start blank)."""
+    and belief start blank); an env whose belief's model is rejected for good (``PlanConfig.observe``) plays the
+    network's own action from then on, and those steps are not recorded: a wrong model's choices are no target."""
     E, L = cfg.episodes_per_round, cfg.episode_length
     wfs = episode_workflows(cfg, round_)
     planners: dict = {}
@@ -243,6 +244,7 @@ def play_round(agent: Agent, cfg: ExpertConfig, round_: int, gamma: float, rewar
     access = info["red_access"]
     beliefs = [ParticleBelief(cfg.plan.belief(True), seeding.sub_seed(planner_seed, i)) for i in range(E)]
     mems = [a.reset(1) for a in actors]
+    fell = np.zeros(E, bool)   # the belief's model rejected for good (PlanConfig.observe): greedy, nothing recorded
     rewards = np.zeros((L, E))
     rec = {k: [] for k in ("x", "mask", "action", "greedy", "cands", "rets", "episode", "step")}
     violations, fixes = np.zeros(E, np.int64), np.zeros(E, np.int64)
@@ -251,13 +253,15 @@ def play_round(agent: Agent, cfg: ExpertConfig, round_: int, gamma: float, rewar
         o = torch.as_tensor(obs, dtype=torch.float32)
         actions = np.zeros(E, np.int64)
         for i in range(E):
-            if t:
-                beliefs[i].update(int(last[i]), o[i].numpy())
+            if t and not fell[i]:
+                fell[i] = cfg.plan.observe(beliefs[i], int(last[i]), o[i].numpy())
             actor = actors[i]
             x = actor.inputs(o[i:i + 1], mems[i])
             forced = actor.forced(t)
             if forced is not None:
                 a = forced
+            elif fell[i]:   # no planner's choice to learn from: the network's own
+                a = int(actor.greedy(x)[0])
             else:
                 b = beliefs[i]
                 d = planners[wfs[i]].choose(b.state, b.access, b.weights, x, mems[i], (i, round_, t))

@@ -88,6 +88,25 @@ def test_the_fit_stays_high_within_the_prior_and_drops_outside_it(red, inside):
     assert b.fit == 1.0
 
 
+def test_a_wider_prior_re_seeds_the_episode_and_fits_an_attacker_it_holds():
+    """Widened to a prior that holds the attacker, the re-seeded belief replays the episode so far and fits it
+    again (the planner's second chance); the next episode starts from the config's own prior."""
+    episode = _episode(attackers.kind_of("DelayedB_line"))
+    b = ParticleBelief(BeliefConfig(particles=64, red_agent="B_lineAgent"), seed=1)
+    for a, obs, _ in episode[:2]:   # the second step: B_line scans, DelayedB_line sleeps
+        b.update(a, obs)
+    assert b.fit <= np.exp(-b.config.mismatch_penalty)
+    b.widen("B_lineAgent:1,DelayedB_line:1")
+    assert b.fit >= 1 / 64 and (b.state.t == 2).all() and len(b.actions) == 2
+    fits = []
+    for a, obs, _ in episode[2:]:
+        b.update(a, obs)
+        fits.append(b.fit)
+    assert min(fits) >= 1 / 64 and b.red_posterior()[attackers.kind_of("DelayedB_line")] > 0.99
+    b.reset()
+    assert set(b.state.red_kind) == {attackers.kind_of("B_lineAgent")}
+
+
 @pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"),
                                       ({"mismatch_penalty": 0.0}, "--plan-mismatch-penalty"),
                                       ({"red_agent": "nobody"}, "unknown red agent")])

@@ -46,11 +46,12 @@ def _actions(act, red=T.RED_MEANDER, n=1, steps=25, seed=8, batched=False):
 
 @pytest.mark.parametrize("kw,match", [({"particles": 0}, "--plan-particles"), ({"top_k": 146}, "--plan-top-k"),
                                       ({"top_k": 0}, "--plan-top-k"), ({"horizon": -1}, "--plan-horizon"),
-                                      ({"rollouts": 0}, "--plan-rollouts"), ({"fix_candidates": -1},
-                                                                              "--plan-fix-candidates"), ({"max_violation": 1.5},
-                                                                             "--plan-max-violation"),
+                                      ({"rollouts": 0}, "--plan-rollouts"),
+                                      ({"fix_candidates": -1}, "--plan-fix-candidates"),
+                                      ({"max_violation": 1.5}, "--plan-max-violation"),
                                       ({"particles": "8"}, "--plan-particles"), ({"red_agent": "x"}, "red agent"),
-                                      ({"min_fit": -0.1}, "--plan-min-fit"), ({"min_fit": 1.5}, "--plan-min-fit")])
+                                      ({"min_fit": -0.1}, "--plan-min-fit"), ({"min_fit": 1.5}, "--plan-min-fit"),
+                                      ({"fallback_prior": "nobody"}, "--plan-fallback-prior: unknown red agent")])
 def test_bad_settings_are_one_value_error_naming_the_flag(kw, match):
     with pytest.raises(ValueError, match=match):
         PlanConfig(**kw).validate()
@@ -80,7 +81,8 @@ def test_a_rejected_model_plays_the_greedy_action_for_the_rest_of_the_episode(ca
     from that step on the planned act plays the policy's own greedy action (the network's choice from the very
     memory the planned act keeps, mirrored here) and no longer follows its belief; against B_line it plans on."""
     agent, wf = cage2
-    act = _act(cage2, dataclasses.replace(TINY, particles=256, red_agent="B_lineAgent"), seed=3)   # 16 can lose B_line
+    plan = dataclasses.replace(TINY, particles=256, red_agent="B_lineAgent", fallback_prior="")   # 16 lose B_line
+    act = _act(cage2, plan, seed=3)
     shadow = Actor.of(agent, wf)
     env = NativeVectorEnv(1, red, 100, seed=8)
     obs, _ = env.reset(seed=8)
@@ -100,6 +102,22 @@ def test_a_rejected_model_plays_the_greedy_action_for_the_rest_of_the_episode(ca
         assert fell is None and len(b.actions) == 24
     act(obs[0], 0)   # a new episode trusts its model again
     assert act.fallbacks() == [None]
+
+
+def test_a_rejected_model_is_re_seeded_under_the_fallback_prior_and_planning_goes_on(cage2):
+    """Under a prior of B_line alone with the fallback prior holding Meander too, a Meander episode's rejection
+    widens the belief once (at the step it is rejected) and planning goes on on it: no fall back to greedy."""
+    plan = dataclasses.replace(TINY, particles=256, red_agent="B_lineAgent",
+                               fallback_prior="B_lineAgent:1,RedMeanderAgent:1")
+    act = _act(cage2, plan, seed=3)
+    env = NativeVectorEnv(1, T.RED_MEANDER, 100, seed=8)
+    obs, _ = env.reset(seed=8)
+    for t in range(25):
+        obs, *_ = env.step(np.array([act(obs[0], t)]))
+    (b,) = act.beliefs()
+    (widened,) = act.widenings()
+    assert widened is not None and widened <= 5 and act.fallbacks() == [None]
+    assert len(b.actions) == 24 and b.red_posterior()[T.RED_MEANDER] > 0.99
 
 
 def test_the_planner_prefers_what_its_rollouts_score_higher(cage2):
@@ -271,8 +289,8 @@ def test_planning_on_the_true_state_scores_at_least_the_default_policy(cage2, re
                                          (["--plan-min-fit", "2"], "--plan-min-fit must be"),
                                          (["--lengths", "0"], "--lengths")])
 def test_cli_bad_plan_settings_are_one_error_line(flags, match, capsys, tmp_path):
-    rc, out, err = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--plan", *flags, "--out", str(tmp_path / "o")],
-                             capsys)
+    rc, out, err = run_main(["evaluate", "pretrained:universal", "--workflow", "none", "--plan", *flags, "--out",
+                             str(tmp_path / "o")], capsys)
     assert_one_error_line(rc, err, match)
     assert not (tmp_path / "o").exists()
 

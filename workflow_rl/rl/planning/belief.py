@@ -17,10 +17,12 @@ is kept when its best match is at least as close as the old one's.
 How well the model fits is :attr:`ParticleBelief.fit`: the particles' mean likelihood of blue's last observation
 before they were resampled, ``mean exp(-mismatch_penalty * d)`` -- on the native engine the share of particles that
 predicted it exactly, a particle estimate of the chance of that observation given the episode so far under the
-prior's attackers. A belief whose prior holds the attacker keeps it at 1/particles or more (measured: never below
-0.002 against B_line and Meander under ``mix``); against an attacker outside the prior it falls to e^-penalty or
-less within a few steps, re-seeding included (``benchmarks/results/planning/fallback/``), which is how the planner
-knows its model is wrong (``planner.PlanConfig.min_fit``).
+prior's attackers. A belief whose prior holds the attacker keeps some particle reproducing every observation, a fit
+of 1/particles or more (B_line and Meander under ``mix``: never below 0.002 on the native engine, 0.001 -- one
+particle of 1024 -- in 100 real-CybORG episodes); against an attacker outside the prior it falls to e^-penalty or
+less within a few steps, re-seeding included (each family attacker under ``mix``: at step 1-33, 7 in most;
+``benchmarks/results/planning/fallback/``), which is how the planner knows its model is wrong
+(``planner.PlanConfig.min_fit``).
 
 Deterministic: the same seed, actions and observations give the same particles.
 """
@@ -68,7 +70,7 @@ class ParticleBelief:
         self.config = config.validate()
         self.seed = check_seed("seed", seed)
         self.n = config.particles
-        self._prior = red_kind_weights(config.red_agent)
+        self._prior = red_kind_weights(config.red_agent)   # each episode's, until widened (:meth:`widen`)
         self.buffers = sim.allocate_buffers(self.n)
         self.episode = -1
         self.reset()
@@ -77,6 +79,8 @@ class ParticleBelief:
     def reset(self) -> None:
         """A new episode: every particle is the start state, its red agent drawn from the prior."""
         self.episode += 1
+        self._episode_prior = self._prior
+        self.widened_at: int | None = None   # the step :meth:`widen` re-seeded this episode at
         self.actions: list[int] = []
         self.observations: list[np.ndarray] = []
         self._draws = 0
@@ -106,6 +110,17 @@ class ParticleBelief:
         self.state, self.access, self.distance, self.fit = state, access, dist, fit
         self.weights = np.full(self.n, 1.0 / self.n)
 
+    def widen(self, red_agent: str) -> None:
+        """Re-seed this episode's belief from the start state under another prior over red (``red_agent``, as
+        :attr:`BeliefConfig.red_agent` takes it), replaying blue's actions and observations so far: the planner's
+        second chance where the first prior is rejected (``planner.PlanConfig.fallback_prior``). Later re-seeds of
+        the episode draw from it too; the next :meth:`reset` returns to the config's prior."""
+        self._episode_prior = red_kind_weights(red_agent)
+        self.widened_at = len(self.actions)
+        self.state, self.access, self.distance, self.fit = self._replay()
+        self.weights = np.full(self.n, 1.0 / self.n)
+        self.reseeds += 1
+
     def sample(self, m: int, rng: np.random.Generator) -> np.ndarray:
         """Indices of ``m`` particles drawn by weight."""
         return rng.choice(self.n, size=m, p=self.weights)
@@ -128,7 +143,7 @@ class ParticleBelief:
 
     def _start(self, seed: int) -> tuple[sim.SimState, np.ndarray]:
         state = sim.allocate_state(self.n)
-        sim.seed_state(state, seed, self._prior)
+        sim.seed_state(state, seed, self._episode_prior)
         sim.reset_envs(state, self.buffers)
         return state, self.buffers.access.copy()
 

@@ -10,9 +10,10 @@ most ``max_violation``. Every candidate is scored on the same particles with the
 numbers), so their difference is not blurred by red's dice.
 
 The planner knows when its model is wrong: where blue's observation is unlikely under every attacker the belief's
-prior holds (its fit, ``ParticleBelief.fit``, below ``min_fit`` after the belief has tried re-seeding), the planned
-``act`` plays the greedy policy's own action for the rest of that env's episode instead of trusting rollouts of an
-attacker that is not there (``PlanConfig.min_fit``).
+prior holds (its fit, ``ParticleBelief.fit``, below ``min_fit`` after the belief has tried re-seeding), the belief is
+re-seeded once under a wider prior (``fallback_prior``), and where that too is rejected the planned ``act`` plays the
+greedy policy's own action for the rest of that env's episode instead of trusting rollouts of an attacker that is
+not there (``PlanConfig.observe``).
 
 :func:`make_act` is the one acting API: ``act(obs, t)`` for a shipped agent, a checkpoint or a loaded agent, greedy,
 sampled or planned, that any harness -- the native engine's evaluation, real CybORG, a user's own loop -- drives step
@@ -34,15 +35,20 @@ from workflow_rl.ranges import check_fields
 from workflow_rl.resources import check_memory
 from workflow_rl.rl.planning.belief import NEVER_ENDS, BeliefConfig, ParticleBelief
 from workflow_rl.envs.factory import engine_bytes_per_env
-from workflow_rl.envs.native_env import cuda_engine
+from workflow_rl.envs.native_env import cuda_engine, red_kind_weights
 from workflow_rl.rl.compliance import classify_fixes
 from workflow_rl.rl.config import check_choices, one_of
 from workflow_rl.rl.memory import MASKED
 from workflow_rl.rl.ppo import N_ACTIONS, WORKFLOW_DIM, Agent
 from workflow_rl.rl.actor import ActFn, Actor
+from workflow_rl.sim import attackers
 from workflow_rl.sim import native as sim
 from workflow_rl.sim import tables as T
 from workflow_rl.workflow import Workflow
+
+WIDE_PRIOR = ",".join(f"{name}:1" for name in (*attackers.cage2(attacking=True), *attackers.family()))
+"""CAGE2's two attackers and the family's six (``sim.attackers``), equal odds: :attr:`PlanConfig.fallback_prior`'s
+default."""
 
 POLICY_ROW_BYTES = 4096
 """Bytes of one rollout env's pass through the policy: its input (up to 208 float32), two 256-wide hidden layers
@@ -87,22 +93,30 @@ class PlanConfig:
     default: where candidates stay undecided the belief itself is split (benchmarks/results/planning/README.md)."""
     red_agent: str = "mix"
     """the belief's prior over the red agent (``envs.names.red_weights``: a name, ``mix``, ``family`` or
-    ``NAME:W,...`` of any registered attackers). ``mix`` (B_line or Meander), as the shipped agent was trained: an
-    attacker outside it is met by ``min_fit``'s fallback, which needs no model of it (the held-out attackers of
-    issue Y); a prior holding the family too dilutes B_line's and Meander's particles for no measured gain
-    (benchmarks/results/planning/fallback/README.md)."""
+    ``NAME:W,...`` of any registered attackers). ``mix`` (B_line or Meander), as the shipped agent was trained: B_line
+    and Meander then play exactly as measured on real CybORG (Meander 100: +1.19 over greedy); the family comes in
+    through ``fallback_prior`` only where ``mix`` is rejected, and an attacker that neither holds meets the greedy
+    fallback (``min_fit``), which needs no model of it (issue Y's held-out attackers)."""
     mismatch_penalty: float = 10.0
     """log-weight a particle loses per observation bit it gets wrong."""
     min_fit: float = 1e-4
     """the fallback: once the belief's fit (``ParticleBelief.fit``: its particles' mean likelihood of blue's
-    observation, re-seeding tried) falls below this, the model is rejected and the env plays the greedy policy's
-    own action for the rest of its episode (0: never). Below 1 / --plan-particles (a single particle reproducing
-    the observation) and above e^-penalty (every one a bit off), so at the defaults it rejects exactly when no
-    particle, even re-seeded, reproduces what blue saw: against B_line and Meander under ``mix`` that never
-    happened (native engine), against each family attacker it happened within 1-16 steps. For the episode, not the
-    step: a re-seeded wrong model is still wrong when a quiet step happens to fit it, switching between the
+    observation, re-seeding tried) falls below this, the model is rejected: the belief is re-seeded once under
+    ``fallback_prior``, and where that too is rejected the env plays the greedy policy's own action for the rest of
+    its episode (0: never). Below 1 / --plan-particles (a single particle reproducing the observation) and above
+    e^-penalty (every one a bit off), so at the defaults it rejects exactly when no particle, even re-seeded,
+    reproduces what blue saw: under ``mix`` against B_line and Meander that never happened (30 planned native and 50
+    greedy real-CybORG episodes each), against each family attacker it happened at step 1-33 (7 in most). For
+    the episode, not the step: a wrong model's survivors can fit a quiet step again, switching between the
     planner's plan and the policy's breaks both, and a rejected belief re-seeds (replays its episode) nearly every
     step (benchmarks/results/planning/fallback/README.md)."""
+    fallback_prior: str = WIDE_PRIOR
+    """a wider prior over red to re-seed the belief with, once, where ``red_agent``'s is rejected (a name or
+    mixture as ``red_agent`` takes); planning goes on while it fits, and the greedy policy takes over where it too
+    is rejected. '' (none): straight to the greedy policy. Default :data:`WIDE_PRIOR`, every registered attacker
+    of CAGE2 and of the family: B_line and Meander play exactly as under ``red_agent`` alone (never rejected), and
+    an attacker the wider prior holds is planned against instead of played greedy (benchmarks/results/planning/
+    fallback/README.md)."""
     max_violation: float = 0.05
     """under a workflow: the most chance of a compliance violation a candidate may have."""
     min_gain: float = 2.0
@@ -136,6 +150,11 @@ class PlanConfig:
                 why = str(e).removeprefix("device='cuda'").lstrip(": ")
                 raise ValueError(f"--plan-device cuda: {why}") from None
         self.belief().validate()
+        if self.fallback_prior:
+            try:
+                red_kind_weights(self.fallback_prior)
+            except ValueError as e:
+                raise ValueError(f"--plan-fallback-prior: {e}") from None
         self.check_memory(1)
         return self
 
@@ -166,9 +185,18 @@ class PlanConfig:
         return BeliefConfig(self.particles, self.red_agent, self.mismatch_penalty, official_bugs)
 
     def rejects(self, belief: ParticleBelief) -> bool:
-        """Whether ``belief``'s model is rejected (its fit below :attr:`min_fit`): the planned ``act`` then plays
-        the greedy policy for the rest of the episode."""
+        """Whether ``belief``'s model is rejected: its fit below :attr:`min_fit`."""
         return belief.fit < self.min_fit
+
+    def observe(self, belief: ParticleBelief, action: int, obs) -> bool:
+        """Tell ``belief`` blue took ``action`` and saw ``obs``, with the fallback's rule: a rejected model is
+        re-seeded once under :attr:`fallback_prior` (``ParticleBelief.widen``). Returns whether it is rejected for
+        good: the env then plays the greedy policy for the rest of its episode and the belief is told no more (it
+        would re-seed every step). The one rule of the planned ``act`` and of expert iteration's play."""
+        belief.update(action, obs)
+        if self.rejects(belief) and self.fallback_prior and belief.widened_at is None:
+            belief.widen(self.fallback_prior)
+        return self.rejects(belief)
 
 
 @dataclass
@@ -468,7 +496,8 @@ def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
              episode_length: int | None) -> ActFn:
     """:func:`make_act`'s planned ``act``: the planner's choice per env from its own particle belief, on the CPU
     (a batch on a GPU gets its actions back there); an env whose belief's model is rejected (``PlanConfig.min_fit``)
-    plays the greedy policy's action for the rest of its episode, its belief no longer followed."""
+    re-seeds it under ``fallback_prior`` where one is set, and where that too is rejected (or none is set) plays the
+    greedy policy's action for the rest of its episode, its belief no longer followed."""
     actor = planner.actor
     st: dict = {"n": None, "mem": None, "beliefs": [], "last": None, "episode": -1, "fell": []}
 
@@ -491,10 +520,8 @@ def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
             st["fell"] = [None] * n
         else:
             for i, b in enumerate(st["beliefs"]):
-                if st["fell"][i] is None:   # a rejected belief is not followed: it would re-seed every step
-                    b.update(int(st["last"][i]), o[i].numpy())
-                    if plan.rejects(b):
-                        st["fell"][i] = t
+                if st["fell"][i] is None and plan.observe(b, int(st["last"][i]), o[i].numpy()):
+                    st["fell"][i] = t
         mem = st["mem"]
         x = actor.inputs(o, mem)
         forced = actor.forced(t)
@@ -521,6 +548,7 @@ def _planned(planner: Planner, plan: PlanConfig, seed: int, official_bugs: bool,
 
     act.beliefs = lambda: st["beliefs"]   # the current episode's beliefs, one per env (diagnostics)
     act.fallbacks = lambda: list(st["fell"])   # per env, the step its model was rejected at this episode, or None
+    act.widenings = lambda: [b.widened_at for b in st["beliefs"]]   # per env, the step it took the fallback prior
     act.skip_episode = skip_episode
     return act
 
