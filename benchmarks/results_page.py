@@ -145,6 +145,30 @@ def _gpu_runs(files: list[tuple[str, dict]]) -> list[dict]:
     return runs
 
 
+ROBUST = "benchmarks/results/robust"
+"""The held-out protocol's evaluations (issue Y item 2): ``{engine}/{agent}/`` evaluate folders of the same
+episodes (``run.sh`` beside them)."""
+ROBUST_AGENTS = {"universal": "pretrained:universal", "robust": "robust", "hopper": "specialist",
+                 "delayed": "specialist"}
+SPECIALIST_OF = {"UserHopper": "hopper", "DelayedB_line": "delayed"}
+
+
+def _robust(root: Path) -> dict:
+    """{engine: {agent folder: {red agent: CellEpisodes}}} of the 100-step greedy unconstrained cells under
+    :data:`ROBUST` (empty where not yet measured)."""
+    from workflow_rl.rl.episodes import read_episodes
+
+    out: dict = {}
+    for engine in ("native", "cyborg"):
+        for agent in ROBUST_AGENTS:
+            folder = root / ROBUST / engine / agent
+            if (folder / "episodes.csv").is_file():
+                cells = read_episodes(folder)
+                out.setdefault(engine, {})[agent] = {k[2]: c for k, c in cells.items()
+                                                     if k[0] == engine and k[1] == "greedy" and k[3] == 100}
+    return out
+
+
 def gather(root: Path = ROOT) -> dict:
     """Every input of the page, read from the committed files under ``root`` (the shipped agents' cards through
     :mod:`workflow_rl.rl.pretrained`, the CAGE2 winner from :mod:`workflow_rl.rl.evaluate`): plain data, so the
@@ -218,6 +242,7 @@ def gather(root: Path = ROOT) -> dict:
         "recipe_cpu_s": sum(float(line.split(":")[1]) for line in time_txt
                             if "User time" in line or "System time" in line),
         "recipe_scale": RECIPES["universal"].scale["cpu"],
+        "robust": _robust(root),
     }
 
 
@@ -754,7 +779,64 @@ def page(facts: dict) -> str:
                    f"{e['between_sd_upper']:.2f} | {e['within_sd']:.2f} | {e['f']:.2f} | {e['p']:.2f} | "
                    f"`{gt['folder']}/ground_truth.csv`, `summary.json` |")
     out.append("")
+    out += robustness_section(facts["robust"])
     return "\n".join(out)
+
+
+def _paired(a, b) -> tuple[float, float, int]:
+    """B - A over the episodes both played (same seed and places: the same episodes), mean and 95% half-width."""
+    from workflow_rl.rl.evaluate import across_seeds
+
+    if a.seed != b.seed:
+        raise ValueError("robustness cells of different episode seeds cannot be paired")
+    n = min(len(a.returns), len(b.returns))
+    if (a.places[:n] != b.places[:n]).any():
+        raise ValueError("robustness cells whose episodes differ cannot be paired")
+    d = across_seeds(list(b.returns[:n] - a.returns[:n]))
+    return d["mean"], d["ci95"], n
+
+
+def robustness_section(robust: dict) -> list[str]:
+    """The robustness table (issue Y item 5): per engine, agent x attacker (100-step greedy unconstrained means
+    with 95% intervals) and, per held-out attacker, the robust agent's paired gap to its specialist and to the
+    shipped agent."""
+    from workflow_rl.sim import attackers
+
+    if not robust:
+        return []
+    held = set(attackers.held_out())
+    out = ["## Attackers it never saw (the held-out protocol)", "",
+           f"Held out: {', '.join(attackers.held_out())} (never trained on nor tuned against); training set: "
+           f"{', '.join(attackers.training())} (`workflow_rl/sim/attackers.py`). `robust` is `train --recipe robust` "
+           "(the training set) from random weights, a specialist the same recipe and budget against one held-out "
+           "attacker. 100-step episodes, greedy, unconstrained, the same episodes for every agent (episode seed "
+           f"777); gaps are paired by episode. Files and commands: `{ROBUST}/` (`run.sh`, README.md).", ""]
+    for engine, agents in robust.items():
+        reds = [r for r in attackers.names() if any(r in cells for cells in agents.values())]
+        names = list(agents)
+        out += [f"### {'Real CybORG' if engine == 'cyborg' else 'Native engine'}", "",
+                "| attacker | " + " | ".join(f"{n} ({ROBUST_AGENTS[n]})" if ROBUST_AGENTS[n] == "specialist"
+                                              else ROBUST_AGENTS[n] for n in names)
+                + " | robust − specialist | robust − universal | n |",
+                "|---|" + "---:|" * (len(names) + 3)]
+        for red in reds:
+            row, n = [], 0
+            for a in names:
+                c = agents[a].get(red)
+                if c is None:
+                    row.append("")
+                    continue
+                m, ci = mean_ci(list(c.returns))
+                row.append(f"{num(m)} ± {ci:.2f}")
+                n = max(n, len(c.returns))
+            gaps = []
+            for other in (SPECIALIST_OF.get(red), "universal"):
+                a, b = agents.get(other, {}).get(red), agents.get("robust", {}).get(red)
+                gaps.append(_pm(*_paired(a, b)[:2], sign=True) if a is not None and b is not None else "")
+            label = f"**{attackers.get(red).label}** (held out)" if red in held else attackers.get(red).label
+            out.append(f"| {label} | " + " | ".join(row) + f" | {gaps[0]} | {gaps[1]} | {n} |")
+        out.append("")
+    return out
 
 
 def build(root: Path = ROOT) -> dict[str, str]:

@@ -156,3 +156,25 @@ def test_the_limit_section_reads_its_files(facts):
     row = next(line for line in report.page(changed).splitlines() if line.startswith("| Meander 100 (n 100) |"))
     assert row != next(line for line in text.splitlines() if line.startswith("| Meander 100 (n 100) |"))
     assert row.split(" | ")[3].startswith("−10.86 ± ")   # the true-state mean, one episode +100 over 100
+
+
+def test_the_robustness_table_pairs_the_robust_agent_with_its_specialist_and_refuses_other_episodes():
+    import numpy as np
+
+    from workflow_rl.rl.episodes import CellEpisodes
+
+    def cell(returns, seed=777):
+        return CellEpisodes(seed, np.array([[0, i] for i in range(len(returns))]), np.array(returns, float))
+
+    robust = {"native": {"universal": {"UserHopper": cell([-30, -20, -40]), "B_lineAgent": cell([-13, -14, -12])},
+                         "robust": {"UserHopper": cell([-20, -10, -30]), "B_lineAgent": cell([-14, -15, -13])},
+                         "hopper": {"UserHopper": cell([-21, -12, -30])}}}
+    text = "\n".join(results_page.robustness_section(robust))
+    hopper = next(line for line in text.splitlines() if line.startswith("| **Hopper** (held out)"))
+    assert "| +1.00 ± " in hopper and "| +10.00 ± 0.00 | 3 |" in hopper
+    bline = next(line for line in text.splitlines() if line.startswith("| B_line |"))
+    assert "| −1.00 ± 0.00 | 3 |" in bline
+    assert results_page.robustness_section({}) == []
+    robust["native"]["hopper"]["UserHopper"] = cell([-21, -12, -30], seed=5)
+    with pytest.raises(ValueError, match="different episode seeds"):
+        results_page.robustness_section(robust)

@@ -205,3 +205,28 @@ def test_evaluate_and_train_take_the_family_by_name(tmp_path, capsys):
                            "--no-progress", "--out", str(tmp_path / "run")], capsys)
     assert rc == 0, err
     assert json.loads((tmp_path / "run" / "config.json").read_text())["red_agent"] == "UserHopper"
+
+
+def test_the_held_out_protocol_splits_the_attacking_built_ins_in_two():
+    from workflow_rl.envs.names import red_weights
+
+    attacking = {*attackers.cage2(attacking=True), *attackers.family()}
+    train, held = set(attackers.training()), set(attackers.held_out())
+    assert held == set(attackers.HELD_OUT) and held <= attacking
+    assert not train & held and train | held == attacking
+    assert set(red_weights("training")) == train and set(red_weights("held_out")) == held
+    assert red_weights("HELD_OUT") == {n: 0.5 for n in attackers.HELD_OUT}
+    with pytest.raises(ValueError, match="is taken"):
+        attackers.register(attackers.Attacker("held_out", None))
+
+
+def test_the_robust_recipe_never_trains_on_a_held_out_attacker_and_gives_cage2s_two_half():
+    from workflow_rl.envs.names import red_weights
+    from workflow_rl.rl.recipes import recipe
+
+    for device in ("cpu", "cuda"):
+        weights = red_weights(recipe("robust").for_device(device)["red_agent"])
+        assert set(weights) == set(attackers.training())
+        assert sum(weights[n] for n in attackers.cage2(attacking=True)) == pytest.approx(0.5)
+    rest = {k: v for k, v in recipe("robust").settings.items() if k != "red_agent"}
+    assert rest == {k: v for k, v in recipe("universal").settings.items() if k != "red_agent"}

@@ -56,11 +56,21 @@ FAMILY = "family"
 with equal odds, one drawn per env episode."""
 
 
+TRAINING = "training"
+"""The red-agent name that asks for the held-out protocol's training set (``sim.attackers.training``), equal odds."""
+HELD_OUT = "held_out"
+"""The red-agent name that asks for the held-out protocol's held-out attackers (``sim.attackers.HELD_OUT``), equal
+odds: for evaluation; no recipe trains on them."""
+
+_NAMED = {FAMILY: attackers.family, TRAINING: attackers.training, HELD_OUT: attackers.held_out}
+"""The named mixtures beside ``mix``, each with equal odds over the names its function gives."""
+
+
 def _fix() -> str:
     spellings = ", ".join("/".join(a.aliases) for a in attackers.attackers() if a.aliases)
     return (f"use one of {', '.join(RED_AGENTS)} (aliases: {spellings}; any case), {MIX!r} "
             f"(= {','.join(f'{k}:{v:g}' for k, v in DEFAULT_MIX.items())}), {FAMILY!r} (the attacker family, "
-            "equal odds) or weights NAME:W,NAME:W")
+            f"equal odds), {TRAINING!r} / {HELD_OUT!r} (the held-out protocol's two sides) or weights NAME:W,NAME:W")
 
 
 def _single(name: str, whole: str) -> str:
@@ -75,14 +85,15 @@ def _single(name: str, whole: str) -> str:
 def red_weights(name: str) -> dict[str, float]:
     """The red-agent mixture a name stands for, {canonical name: probability} in :data:`RED_AGENTS` order with
     zero weights dropped: ``{name: 1.0}`` for one agent, :data:`DEFAULT_MIX` for ``mix``, the attacker family with
-    equal odds for ``family``, and the normalised weights
+    equal odds for ``family``, ``training`` and ``held_out`` (:data:`_NAMED`), and the normalised weights
     of ``NAME:W,NAME:W,...`` (each W a finite number >= 0, at least one > 0, each agent named once). One red agent is
     drawn per env episode from it. Bad input is one ValueError naming the fix."""
     text = str(name)
     if text.strip().lower() == MIX:
         return dict(DEFAULT_MIX)
-    if text.strip().lower() == FAMILY:
-        return {n: 1.0 / len(attackers.family()) for n in attackers.family()}
+    if text.strip().lower() in _NAMED:
+        members = _NAMED[text.strip().lower()]()
+        return {n: 1.0 / len(members) for n in members}
     if ":" not in text and "," not in text:
         return {_single(text, text): 1.0}
     weights: dict[str, float] = {}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from workflow_rl.checks import flag
 from workflow_rl.rl.config import TrainConfig
+from workflow_rl.sim import attackers
 
 OPENING = (51, 116, 55)
 """The CAGE2 winner's fixed start: DecoyFemitter and DecoyTomcat on User2, DecoyHarakaSMPT on Enterprise0 (action
@@ -69,19 +70,37 @@ _UNIVERSAL = {
     "max_episodes": 1_000_000_000, "post_gate_episodes": 1_000_000_000,
 }
 
+_UNIVERSAL_SCALE = {
+    # the chain the shipped agents came from spent 150,000 episodes (cage2 90,000 + universal 60,000)
+    "cpu": {"n_envs": 200, "num_episodes": 150_000, "num_minibatches": 8},
+    # 16,384 envs x 100 steps = 1.6M transitions per update; 600 updates (9.8M episodes, about 7 minutes at the
+    # 2.2-2.5M transitions/s one H200 trains at); 32 minibatches of 51,200 keep the gradient steps per update near
+    # the CPU recipe's per 20,000 transitions
+    "cuda": {"n_envs": 16_384, "num_episodes": 16_384 * 600, "num_minibatches": 32},
+}
+
+
+def training_mix() -> str:
+    """The ``robust`` recipe's red agent: the held-out protocol's training set (``sim.attackers.training``), CAGE2's
+    two attackers half the episodes between them and the family's training attackers the other half, so B_line and
+    Meander -- what CAGE2 is judged on -- keep as much of the budget as all the rest."""
+    cage2 = attackers.cage2(attacking=True)
+    rest = [n for n in attackers.training() if n not in cage2]
+    return ",".join([f"{n}:{len(rest)}" for n in cage2] + [f"{n}:{len(cage2)}" for n in rest])
+
+
+_ROBUST = {**_UNIVERSAL, "red_agent": training_mix()}
+
 RECIPES = {r.name: r for r in (
     Recipe("universal",
            "one network for any of the 120 workflows and none (half the episodes unconstrained), B_line/Meander mix, "
            "the winner's opening, decoy memory and masks, violations-form alignment reward, annealed step size",
-           _UNIVERSAL,
-           scale={
-               # the chain the shipped agents came from spent 150,000 episodes (cage2 90,000 + universal 60,000)
-               "cpu": {"n_envs": 200, "num_episodes": 150_000, "num_minibatches": 8},
-               # 16,384 envs x 100 steps = 1.6M transitions per update; 600 updates (9.8M episodes, about 7 minutes
-               # at the 2.2-2.5M transitions/s one H200 trains at); 32 minibatches of 51,200 keep the gradient
-               # steps per update near the CPU recipe's per 20,000 transitions
-               "cuda": {"n_envs": 16_384, "num_episodes": 16_384 * 600, "num_minibatches": 32},
-           }),
+           _UNIVERSAL, scale=_UNIVERSAL_SCALE),
+    Recipe("robust",
+           "universal against the held-out protocol's training attackers (sim.attackers.training: B_line and Meander "
+           "half the episodes, RandomRed, EnterpriseRaider, RestoreChaser and ImpactRush the other half), never the "
+           "held-out ones; a specialist is this recipe with --red-agent NAME",
+           _ROBUST, scale=_UNIVERSAL_SCALE),
 )}
 """Every recipe ``train --recipe`` knows, by name."""
 

@@ -28,9 +28,10 @@ from typing import Callable
 from workflow_rl.sim import rules
 from workflow_rl.sim import tables as T
 
-RESERVED = ("mix", "family")
+RESERVED = ("mix", "family", "training", "held_out")
 """Names no attacker may take: ``mix`` asks for the default mixture (``envs.names.MIX``), ``family`` for the
-attacker family's (``envs.names.FAMILY``)."""
+attacker family's (``envs.names.FAMILY``), ``training`` and ``held_out`` for the two sides of the held-out protocol
+(:data:`HELD_OUT`)."""
 
 
 @dataclass(frozen=True)
@@ -272,5 +273,29 @@ def family() -> tuple[str, ...]:
     return _FAMILY
 
 
+HELD_OUT = ("DelayedB_line", "UserHopper")
+"""The held-out protocol (issue Y): attackers no recipe trains on and nothing is tuned against, so a defender's
+return against them measures what it does against an attacker it never saw. Every other attacking built-in
+attacker is the training set (:func:`training`). Why these two: DelayedB_line is the attacker the CAGE2 winner's
+agent collapses against (-819 against -36 for B_line, real CybORG), and UserHopper is the family's only attacker
+that changes its way in when blocked. Not RestoreChaser nor ImpactRush: against the shipped agent (and every
+scripted defender but two) they play the same episodes -- they differ only once red holds Op_Server0 and blue
+restores it -- so holding one out while training on the other would not hold it out. Fixed, not a setting: a
+result "on the held-out attackers" means these."""
+
+
+def held_out() -> tuple[str, ...]:
+    """:data:`HELD_OUT`, in listing order: ``--red-agent held_out`` draws among them with equal odds."""
+    return tuple(n for n in names() if n in HELD_OUT)
+
+
+def training() -> tuple[str, ...]:
+    """The protocol's training set: CAGE2's two attackers and the family's attackers not in :data:`HELD_OUT`, in
+    listing order (``--red-agent training``, equal odds: the ``robust`` recipe's red agent). An attacker a user
+    registers joins neither side: the protocol stays the one its results were measured under."""
+    return tuple(n for n in (*cage2(attacking=True), *family()) if n not in HELD_OUT)
+
+
 __all__ = ["Attacker", "register", "unregister", "attackers", "names", "get", "kind_of", "n_kinds", "kind_names",
-           "fingerprint", "version", "rule_namespace", "cage2", "family", "RESERVED"]
+           "fingerprint", "version", "rule_namespace", "cage2", "family", "RESERVED",
+           "HELD_OUT", "held_out", "training"]
