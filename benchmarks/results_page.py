@@ -835,6 +835,13 @@ def robustness_section(robust: dict) -> list[str]:
                 gaps.append(_pm(*_paired(a, b)[:2], sign=True) if a is not None and b is not None else "")
             label = f"**{attackers.get(red).label}** (held out)" if red in held else attackers.get(red).label
             out.append(f"| {label} | " + " | ".join(row) + f" | {gaps[0]} | {gaps[1]} | {n} |")
+        pairs = [_paired(agents["universal"][r], agents["robust"][r]) for r in attackers.held_out()
+                 if r in agents.get("universal", {}) and r in agents.get("robust", {})]
+        if len(pairs) == len(attackers.held_out()):   # the set as a whole: the attackers' mean, independent cells
+            m = sum(p[0] for p in pairs) / len(pairs)
+            ci = math.sqrt(sum(p[1] ** 2 for p in pairs)) / len(pairs)
+            out.append("| **the held-out set** (mean of its attackers) | " + " | " * (len(names) - 1)
+                       + f" |  | {_pm(m, ci, sign=True)} | |")
         out.append("")
     return out
 

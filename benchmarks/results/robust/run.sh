@@ -16,9 +16,9 @@ export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 mkdir -p "$HERE/agents"
 RUNS=""
 for run in robust hopper delayed; do
-  [ -f "$TRAIN/$run/agent.pt" ] || { echo "skipping $run: $TRAIN/$run/agent.pt not there (not trained to its end)"; continue; }
+  [ -f "$TRAIN/$run/summary.json" ] || { echo "skipping $run: not trained to its end (no summary.json)"; continue; }
   RUNS="$RUNS $run"
-  python -c "from workflow_rl.rl.pretrained import save_slim; save_slim('$TRAIN/$run/agent.pt', '$HERE/agents/$run.pt')"
+  python -c "from workflow_rl.rl.pretrained import save_slim; save_slim('$TRAIN/$run/checkpoints/latest.pt', '$HERE/agents/$run.pt')"
 done
 agent() { case $1 in universal) echo pretrained:universal;; *) echo "$HERE/agents/$1.pt";; esac; }
 E="--workflow none --mode greedy --lengths 100 --episode-seed 777"
@@ -27,9 +27,8 @@ for a in universal $RUNS; do
   $CLI evaluate "$(agent $a)" $E --red-agents bline meander DelayedB_line UserHopper random_red raider chaser rush \
     --episodes "$NATIVE_EPISODES" --out "$HERE/native/$a" --overwrite
 done
-# real CybORG: the held-out attackers (each agent and the specialists); CYBORG_RED="bline meander DelayedB_line
-# UserHopper" adds CAGE2's two (not in the committed run: the session's CPU time went to training)
-CYBORG_RED=${CYBORG_RED:-DelayedB_line UserHopper}
+# real CybORG: CAGE2's two and the held-out attackers (universal and robust), each specialist on its own
+CYBORG_RED=${CYBORG_RED:-bline meander DelayedB_line UserHopper}
 for a in universal robust; do
   case " universal $RUNS " in *" $a "*) ;; *) continue;; esac
   $CLI evaluate "$(agent $a)" $E --engine cyborg --red-agents $CYBORG_RED \
