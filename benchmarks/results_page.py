@@ -784,16 +784,13 @@ def page(facts: dict) -> str:
 
 
 def _paired(a, b) -> tuple[float, float, int]:
-    """B - A over the episodes both played (same seed and places: the same episodes), mean and 95% half-width."""
-    from workflow_rl.rl.evaluate import across_seeds
+    """B - A over the episodes both played, mean, 95% half-width and n: ``rl.episodes.compare``'s pairing (the
+    same episode seed and the same episodes, or a ValueError), as ``workflow-rl compare --common`` pairs them."""
+    from workflow_rl.rl.episodes import compare
 
-    if a.seed != b.seed:
-        raise ValueError("robustness cells of different episode seeds cannot be paired")
-    n = min(len(a.returns), len(b.returns))
-    if (a.places[:n] != b.places[:n]).any():
-        raise ValueError("robustness cells whose episodes differ cannot be paired")
-    d = across_seeds(list(b.returns[:n] - a.returns[:n]))
-    return d["mean"], d["ci95"], n
+    key = ("robustness", "greedy", "cell", 100, "none")
+    (row,) = compare({key: a}, {key: b}, common=True)
+    return row["diff"], row["ci95"], row["n"]
 
 
 def robustness_section(robust: dict) -> list[str]:

@@ -176,5 +176,5 @@ def test_the_robustness_table_pairs_the_robust_agent_with_its_specialist_and_ref
     assert "| −1.00 ± 0.00 | 3 |" in bline
     assert results_page.robustness_section({}) == []
     robust["native"]["hopper"]["UserHopper"] = cell([-21, -12, -30], seed=5)
-    with pytest.raises(ValueError, match="different episode seeds"):
+    with pytest.raises(ValueError, match="episodes come from episode seed 5, B's from 777"):
         results_page.robustness_section(robust)

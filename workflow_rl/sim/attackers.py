@@ -291,7 +291,8 @@ def held_out() -> tuple[str, ...]:
 
 def training() -> tuple[str, ...]:
     """The protocol's training set: CAGE2's two attackers and the family's attackers not in :data:`HELD_OUT`, in
-    listing order (``--red-agent training``, equal odds: the ``robust`` recipe's red agent). An attacker a user
+    listing order (``--red-agent training`` draws among them with equal odds; the ``robust`` recipe weights them,
+    ``rl.recipes.training_mix``). An attacker a user
     registers joins neither side: the protocol stays the one its results were measured under."""
     return tuple(n for n in (*cage2(attacking=True), *family()) if n not in HELD_OUT)
 
