@@ -59,6 +59,8 @@ truth``) and the planner told red's files or red's access (``planning.py oracle 
 episodes: the planner's limit, per cell, and how much of the distance information blue could gather (what Analyse
 shows) or could not (where red is) would close."""
 FIDELITY = "tests/data/cyborg_returns.csv"
+FIDELITY_FAMILY = "tests/data/cyborg_returns_family.csv"
+"""The attacker family's reference cells (sim/family.py, issue Y item 1), held by the same test file."""
 RECIPE_TIME = "benchmarks/results/recipe/cpu-ns50-s1/time.txt"
 
 
@@ -169,6 +171,30 @@ def _robust(root: Path) -> dict:
     return out
 
 
+PER_ATTACKER = "benchmarks/results/per_attacker"
+"""The workflow search per attacker (issue Y item 4): each search's ``NAME-summary.json`` and ``NAME-screen.csv``
+(``run.sh`` and ``benchmarks/studies/per_attacker.py`` beside them)."""
+
+
+def _per_attacker(root: Path) -> dict | None:
+    """Per starting agent, ``search.per_attacker.summarise`` over the collected searches (None where not yet
+    measured), the attackers in listing order and the mixtures after them."""
+    from workflow_rl.search.per_attacker import collected, summarise
+    from workflow_rl.sim import attackers
+
+    folder = root / PER_ATTACKER
+    if not folder.is_dir():
+        return None
+    order = {n: i for i, n in enumerate(attackers.names())}
+    out = {}
+    found = collected(folder)
+    for agent in sorted(found, key=lambda a: (a != "pretrained:universal", a)):   # the shipped agent first
+        screens, answers = found[agent]
+        screens.sort(key=lambda s: (order.get(s.red_agent, len(order)), s.red_agent))
+        out[agent] = summarise(screens, answers)
+    return out or None
+
+
 def gather(root: Path = ROOT) -> dict:
     """Every input of the page, read from the committed files under ``root`` (the shipped agents' cards through
     :mod:`workflow_rl.rl.pretrained`, the CAGE2 winner from :mod:`workflow_rl.rl.evaluate`): plain data, so the
@@ -239,10 +265,12 @@ def gather(root: Path = ROOT) -> dict:
                          for name, files in PLANNED_TOLD.items()},
         "limit": limit,
         "fidelity": [{k: r[k] for k in ("red", "policy", "length")} for r in _csv(root, FIDELITY)],
+        "fidelity_family": [{k: r[k] for k in ("red", "policy", "length")} for r in _csv(root, FIDELITY_FAMILY)],
         "recipe_cpu_s": sum(float(line.split(":")[1]) for line in time_txt
                             if "User time" in line or "System time" in line),
         "recipe_scale": RECIPES["universal"].scale["cpu"],
         "robust": _robust(root),
+        "per_attacker": _per_attacker(root),
     }
 
 
@@ -391,15 +419,18 @@ def readme_block(facts: dict) -> str:
     """The README's results table, markers included: the rows the README has carried, each read from its file."""
     winner, cells, wci = _winner(facts), _cells(facts), _winner_ci(facts)
     rows = []
-    fid = facts["fidelity"]
-    counts = Counter((r["red"], r["policy"], r["length"]) for r in fid)
-    per_cell = "/".join(str(k) for k in sorted(set(counts.values())))
-    lengths = "/".join(str(n) for n in sorted({int(r["length"]) for r in fid}))
-    defenders = len({r["policy"] for r in fid})
-    rows.append(("Engine fidelity", "the native engine is held to real CybORG's returns in all "
-                 f"{len(counts)} reference cells ({defenders} scripted defenders × B_line/Meander × {lengths} steps, "
-                 f"{per_cell} CybORG episodes each)",
-                 f"`{FIDELITY}`, checked by `tests/sim/test_fidelity.py` ([docs/fidelity.md](docs/fidelity.md))"))
+    parts = []
+    for fid, reds in ((facts["fidelity"], "B_line/Meander"), (facts["fidelity_family"], None)):
+        counts = Counter((r["red"], r["policy"], r["length"]) for r in fid)
+        per_cell = "/".join(str(k) for k in sorted(set(counts.values())))
+        lengths = "/".join(str(n) for n in sorted({int(r["length"]) for r in fid}))
+        defenders = len({r["policy"] for r in fid})
+        reds = reds or f"the family's {len({r['red'] for r in fid})} attackers"
+        parts.append(f"{len(counts)} cells ({defenders} scripted defenders × {reds} × {lengths} steps, "
+                     f"{per_cell} CybORG episodes each)")
+    rows.append(("Engine fidelity", "the native engine is held to real CybORG's returns in every reference cell: "
+                 + "; ".join(parts), f"`{FIDELITY}`, `{FIDELITY_FAMILY}`, checked by `tests/sim/test_fidelity.py` "
+                 "([docs/fidelity.md](docs/fidelity.md))"))
     native, one = _cpu_speed(facts)
     rows.append(("Speed, 2-core CPU", f"{float(native['steps_per_s']):,.0f} env-steps/s (B_line, "
                  f"{int(native['n_envs']):,} envs) vs {one:.0f} steps/s for one CybORG process",
@@ -483,6 +514,7 @@ def readme_block(facts: dict) -> str:
         rows.append((f"`pretrained:{name}` under the workflows ({', '.join(b['engine'])}, {', '.join(b['mode'])}, "
                      f"{'/'.join(map(str, b['length']))} steps, {'/'.join(f'{k:,}' for k in b['episodes'])} episodes "
                      "per workflow and red agent)", text, f"`workflow_rl/pretrained/{name}.json`"))
+    rows += [r for r in (_robust_row(facts["robust"]), _per_attacker_row(facts["per_attacker"])) if r]
     card = facts["agents"].get("universal")
     if card:
         scale = facts["recipe_scale"]
@@ -537,6 +569,10 @@ def mean_ci(x: list[float]) -> tuple[float, float]:
     m = sum(x) / n
     sd = math.sqrt(sum((v - m) ** 2 for v in x) / (n - 1)) if n > 1 else float("nan")
     return m, 1.96 * sd / math.sqrt(n)
+
+
+def _signed(x: float) -> str:
+    return f"{'+' if x >= 0 else ''}{num(x)}"
 
 
 def _pm(m: float, ci: float, sign: bool = False) -> str:
@@ -780,6 +816,7 @@ def page(facts: dict) -> str:
                    f"`{gt['folder']}/ground_truth.csv`, `summary.json` |")
     out.append("")
     out += robustness_section(facts["robust"])
+    out += per_attacker_section(facts["per_attacker"])
     return "\n".join(out)
 
 
@@ -791,6 +828,71 @@ def _paired(a, b) -> tuple[float, float, int]:
     key = ("robustness", "greedy", "cell", 100, "none")
     (row,) = compare({key: a}, {key: b}, common=True)
     return row["diff"], row["ci95"], row["n"]
+
+
+def _held_out_set(agents: dict) -> tuple[float, float] | None:
+    """robust - universal over the held-out set as a whole: the mean of its attackers' paired gaps and its 95%
+    half-width (independent cells); None unless both agents played every held-out attacker."""
+    from workflow_rl.sim import attackers
+
+    pairs = [_paired(agents["universal"][r], agents["robust"][r]) for r in attackers.held_out()
+             if r in agents.get("universal", {}) and r in agents.get("robust", {})]
+    if len(pairs) != len(attackers.held_out()):
+        return None
+    return sum(p[0] for p in pairs) / len(pairs), math.sqrt(sum(p[1] ** 2 for p in pairs)) / len(pairs)
+
+
+def _robust_row(robust: dict) -> tuple[str, str, str] | None:
+    """The README's row of the held-out protocol (real CybORG): per held-out attacker the three agents' means and
+    the robust agent's gap to its specialist, then the held-out set's gap to today's agent."""
+    from workflow_rl.sim import attackers
+
+    agents = robust.get("cyborg", {})
+    whole = _held_out_set(agents)
+    if not whole:
+        return None
+    parts, n, within = [], set(), []
+    for red in attackers.held_out():
+        means = []
+        for a in ("universal", "robust", SPECIALIST_OF[red]):
+            c = agents.get(a, {}).get(red)
+            if c is not None:
+                means.append(f"{'specialist' if a == SPECIALIST_OF[red] else a} {num(mean_ci(list(c.returns))[0])}")
+                n.add(len(c.returns))
+        spec = agents.get(SPECIALIST_OF[red], {}).get(red)
+        if spec is not None:
+            d, ci, _ = _paired(spec, agents["robust"][red])
+            within.append(d - ci >= -1.0)   # the target: the 95% interval of the gap within 1.0 of the specialist
+            gap = f", robust − specialist {_pm(d, ci, sign=True)}"
+        else:
+            within.append(None)
+            gap = ", no specialist measured"
+        parts.append(f"{attackers.get(red).label}: " + ", ".join(means) + gap)
+    return (f"Attackers it never saw (held out: {', '.join(attackers.held_out())}; `train --recipe robust` on the "
+            f"rest; real CybORG, {'/'.join(map(str, sorted(n)))} paired 100-step episodes)",
+            "; ".join(parts) + f"; robust − universal over the held-out set {_pm(*whole, sign=True)}. Targets: "
+            "within 1.0 of each specialist " + ("met" if all(within) else "not met" if False in within
+                                                else "not measured for every attacker")
+            + ", ahead on the set beyond noise " + ("met" if whole[0] - whole[1] > 0 else "not met"),
+            f"`{ROBUST}/` ([docs/results.md](docs/results.md#attackers-it-never-saw-the-held-out-protocol))")
+
+
+def _per_attacker_row(found: dict | None) -> tuple[str, str, str] | None:
+    """The README's row of the workflow search per attacker (from the shipped agent, where measured)."""
+    pa = (found or {}).get("pretrained:universal")
+    if not pa:
+        return None
+    per = pa["attackers"]
+    kept, excluded, nf = _transfer_counts(pa)
+    matters = [_attacker_label(r) for r in per if per[r]["p_workflow_matters"] < pa["alpha"]]
+    return (f"Does the best workflow depend on the attacker? (a search from `pretrained:universal` against each of "
+            f"{len(per)} attackers, native)",
+            f"followable against every one: {len(pa['overlap']['common'])} of 120; the workflow matters beyond noise "
+            f"against {len(matters)} of {len(per)}" + (f" ({', '.join(matters)})" if matters else "")
+            + f"; one attacker's best is kept by another's 95% set in {kept} of {kept + excluded + nf} pairs, "
+            f"excluded in {excluded}, not followable in {nf}; in every attacker's 95% set: "
+            f"{len(pa['overlap']['in_every_set'])} workflows",
+            f"`{PER_ATTACKER}/` ([docs/results.md](docs/results.md#does-the-best-workflow-depend-on-the-attacker))")
 
 
 def robustness_section(robust: dict) -> list[str]:
@@ -832,15 +934,90 @@ def robustness_section(robust: dict) -> list[str]:
                 gaps.append(_pm(*_paired(a, b)[:2], sign=True) if a is not None and b is not None else "")
             label = f"**{attackers.get(red).label}** (held out)" if red in held else attackers.get(red).label
             out.append(f"| {label} | " + " | ".join(row) + f" | {gaps[0]} | {gaps[1]} | {n} |")
-        pairs = [_paired(agents["universal"][r], agents["robust"][r]) for r in attackers.held_out()
-                 if r in agents.get("universal", {}) and r in agents.get("robust", {})]
-        if len(pairs) == len(attackers.held_out()):   # the set as a whole: the attackers' mean, independent cells
-            m = sum(p[0] for p in pairs) / len(pairs)
-            ci = math.sqrt(sum(p[1] ** 2 for p in pairs)) / len(pairs)
+        whole = _held_out_set(agents)
+        if whole:
             out.append("| **the held-out set** (mean of its attackers) | " + " | " * (len(names) - 1)
-                       + f" |  | {_pm(m, ci, sign=True)} | |")
+                       + f" |  | {_pm(*whole, sign=True)} | |")
         out.append("")
     return out
+
+
+def _attacker_label(red: str) -> str:
+    """An attacker's short label; a mixture by the name that spells it (``--red-agent family``)."""
+    from workflow_rl.envs.names import parse_red_agent
+    from workflow_rl.sim import attackers
+
+    if red in attackers.names():
+        return attackers.get(red).label
+    named = [n for n in ("family", "training", "held_out", "mix") if parse_red_agent(n) == red]
+    return f"mixture `{named[0]}`" if named else f"mixture `{red}`"
+
+
+def per_attacker_section(found: dict | None) -> list[str]:
+    """Does the best workflow depend on the attacker (issue Y item 4): per starting agent and attacker, the agent's
+    screen (what it can follow, whether the workflow matters, its best and 95% set) and the searches' answers; then
+    the transfer matrix (is one attacker's best kept by another's set)."""
+    if not found:
+        return []
+    out = ["## Does the best workflow depend on the attacker?", "",
+           "One workflow search per attacker and seed from a universal agent (`make run`'s search at 9,000 "
+           "episodes: the screen of all 120 workflows, 500 greedy 100-step episodes each on the native engine, then "
+           "the GP fine-tunes its picks, 3,000 episodes each). *Followable*: the agent's evaluated compliance under "
+           "the workflow ≥ 0.95. *Workflow matters*: Cochran's Q over the followable workflows' means (p small: "
+           "they differ beyond evaluation noise). *95% set*: the followable workflows the screen cannot show worse "
+           "than its best (Holm). How, and every file: `search.per_attacker`, "
+           f"`{PER_ATTACKER}/` (`run.sh`, README.md).", ""]
+    for agent, pa in found.items():
+        out += [f"### From `{agent}`", ""] + _per_attacker_tables(pa)
+    return out
+
+
+def _per_attacker_tables(pa: dict) -> list[str]:
+    per, tr = pa["attackers"], pa["transfer"]
+    reds = list(per)
+    out = ["| attacker | followable | workflow matters (Q / df, p) | screen's best | mean ± 95% | 95% set | "
+           "search answers (seed: fine-tuned workflow, value ± 95% (its fine-tuned − screened value), ✓ in the "
+           "screen's set) |",
+           "|---|---:|---|---|---:|---:|---|"]
+    for red in reds:
+        a = per[red]
+        answers = "; ".join(f"{x['seed']}: {x['workflow']} {num(x['value'])} ± {x['ci95']:.2f} "
+                            f"({_signed(x['value'] - x['screen_mean'])}) "
+                            f"{'✓' if x['answer_in_screen_set'] else '✗'}" for x in a["answers"])
+        out.append(f"| {_attacker_label(red)} | {a['followable']} | {a['q']:.0f} / {a['df']}, "
+                   f"{a['p_workflow_matters']:.2g} | {a['best']} | {num(a['best_mean'])} ± {a['best_ci95']:.2f} | "
+                   f"{len(a['confidence_set'])} | {answers} |")
+    common, jac = pa["overlap"]["common"], pa["overlap"]["jaccard"]
+    lo = min(jac, key=jac.get) if jac else None
+    every = pa["overlap"]["in_every_set"]
+    out += ["", f"Followable against every attacker: {len(common)} of 120"
+            + (f"; the least overlap, {' and '.join(_attacker_label(r) for r in lo.split('|'))}: Jaccard "
+               f"{jac[lo]:.2f}" if lo else "")
+            + f". In every attacker's 95% set: {len(every)}" + (f" ({', '.join(every)})" if every else "") + ".", "",
+            "Each row's best workflow played against each column's attacker (its screen): ✓ its 95% set keeps it; "
+            "✗ it excludes it (gap to that attacker's best, ± 95%; the best is picked on the same episodes, so the "
+            "gap leans high, the Holm test does not); *n/f* it cannot be followed there.", "",
+            "| best of ↓ against → | " + " | ".join(_attacker_label(r) for r in reds) + " |",
+            "|---|" + ":---:|" * len(reds)]
+    for a in reds:
+        cells = []
+        for b in reds:
+            t = tr[a].get(b)
+            cells.append("—" if t is None else "n/f" if not t["followed"] else "✓" if t["kept"]
+                         else f"✗ {num(t['gap'])} ± {t['gap_ci95']:.2f}")
+        out.append(f"| {_attacker_label(a)} | " + " | ".join(cells) + " |")
+    kept, excluded, nf = _transfer_counts(pa)
+    out += ["", f"Of {kept + excluded + nf} ordered pairs, one attacker's best is kept by the other's 95% set in "
+            f"{kept}, excluded in {excluded} and cannot be followed in {nf}.", ""]
+    return out
+
+
+def _transfer_counts(pa: dict) -> tuple[int, int, int]:
+    """Over the ordered pairs of attackers: (kept, excluded, not followable) of one's best in the other's set."""
+    ts = [t for row in pa["transfer"].values() for t in row.values()]
+    nf = sum(not t["followed"] for t in ts)
+    kept = sum(t["followed"] and t["kept"] for t in ts)
+    return kept, len(ts) - kept - nf, nf
 
 
 def build(root: Path = ROOT) -> dict[str, str]:

@@ -138,14 +138,20 @@ def test_ground_truth_rows(label, folder):
 
 
 def test_fidelity_row():
-    rows = list(csv.DictReader((ROOT / "tests" / "data" / "cyborg_returns.csv").open()))
-    cells = {(r["red"], r["policy"], r["length"]) for r in rows}
-    per_cell = {len([r for r in rows if (r["red"], r["policy"], r["length"]) == c]) for c in cells}
-    policies = {r["policy"] for r in rows}
-    lengths = sorted({int(r["length"]) for r in rows})
+    """Both reference files' cells, defenders, lengths and CybORG episodes per cell, as the row states them."""
     row = _row("Engine fidelity")
-    assert f"all {len(cells)} reference cells ({len(policies)} scripted defenders" in row
-    assert "/".join(map(str, lengths)) + " steps" in row and per_cell == {400} and "400 CybORG episodes each" in row
+    for name, reds in (("cyborg_returns.csv", "B_line/Meander"), ("cyborg_returns_family.csv", None)):
+        rows = list(csv.DictReader((ROOT / "tests" / "data" / name).open()))
+        counts = {}
+        for r in rows:
+            counts[(r["red"], r["policy"], r["length"])] = counts.get((r["red"], r["policy"], r["length"]), 0) + 1
+        policies = {r["policy"] for r in rows}
+        lengths = "/".join(map(str, sorted({int(r["length"]) for r in rows})))
+        reds = reds or f"the family's {len({r['red'] for r in rows})} attackers"
+        per_cell = "/".join(map(str, sorted(set(counts.values()))))
+        assert (f"{len(counts)} cells ({len(policies)} scripted defenders × {reds} × {lengths} steps, "
+                f"{per_cell} CybORG episodes each)") in row, name
+    assert "36 cells" in row and "108 cells" in row   # 6 x 2 x 3 and 6 x 6 x 3
 
 
 def test_speed_rows():

@@ -186,7 +186,7 @@ def finalize(search, wall: float) -> dict:
     """Write the end-of-search artefacts of a ``WorkflowSearch`` and return its summary."""
     cfg, state, best = search.cfg, search.state, search.best()
     summary = {
-        "red_agent": parse_red_agent(cfg.train.red_agent), "engine": cfg.train.engine,
+        "red_agent": parse_red_agent(cfg.train.red_agent), "engine": cfg.train.engine, "seed": cfg.train.seed,
         **answer_summary(search),
         "episodes_used": state.episodes_used, "total_episodes": cfg.total_episodes,
         "workflows_evaluated": len(state.iterations),
