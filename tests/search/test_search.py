@@ -130,10 +130,17 @@ def test_resume_equals_uninterrupted(tmp_path):
     part = WorkflowSearch(_tiny(max_iterations=2), tmp_path / "part", progress=False)
     part.run()
     assert len(part.state.iterations) == 2
+    first_session = json.loads((tmp_path / "part" / "search_state.json").read_text())["wall_seconds"]
+    assert first_session > 0
     resumed = WorkflowSearch.resume(tmp_path / "part", progress=False, max_iterations=None)
     resumed.state.finished = False
-    resumed.run()
+    summary = resumed.run()
     assert _gp_log(tmp_path / "full") == _gp_log(tmp_path / "part")
+    # the summary's wall time counts every session: a finished search resumed (only its files written again)
+    # reports the time it took, not the instant of its last session
+    assert summary["wall_time_s"] > first_session
+    again = WorkflowSearch.resume(tmp_path / "part", progress=False).run()
+    assert again["wall_time_s"] >= summary["wall_time_s"]
 
 
 def test_inheritance_picks_nearest_trained_workflow(tmp_path, make_record):

@@ -175,13 +175,17 @@ class SearchState:
     """where ``screen`` came from: 'computed', 'cache' or 'shipped' (``search.screen_cache``)"""
     screen_seconds: float | None = None
     """the wall time of getting ``screen`` (its evaluation, or reading it)"""
+    wall_seconds: float = 0.0
+    """the search's wall time up to its last save, over all its sessions: a resumed search's ``wall_time_s``
+    goes on from it (what ran after the last save before a kill is redone, and counted once)"""
 
     def to_dict(self) -> dict:
         return {"config": self.config, "iterations": [r.to_dict() for r in self.iterations],
                 "episodes_used": self.episodes_used, "pending": [p.to_dict() for p in self.pending],
                 "dispatched": self.dispatched, "finished": self.finished, "phase": self.phase,
                 "screen": [x.to_dict() for x in self.screen], "universal_episodes": self.universal_episodes,
-                "screen_source": self.screen_source, "screen_seconds": self.screen_seconds}
+                "screen_source": self.screen_source, "screen_seconds": self.screen_seconds,
+                "wall_seconds": self.wall_seconds}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SearchState":
@@ -190,7 +194,7 @@ class SearchState:
                    dispatched=d["dispatched"], finished=d.get("finished", False), phase=d.get("phase"),
                    screen=[Screened.from_dict(x) for x in d.get("screen", [])],
                    universal_episodes=d.get("universal_episodes", 0), screen_source=d.get("screen_source"),
-                   screen_seconds=d.get("screen_seconds"))
+                   screen_seconds=d.get("screen_seconds"), wall_seconds=d.get("wall_seconds", 0.0))
 
     def save(self, path: Path) -> None:
         atomic_json(self.to_dict(), path)
@@ -228,6 +232,7 @@ class SearchState:
             raise ValueError(f"screen_source {self.screen_source!r} is not one of {', '.join(SCREEN_SOURCES)}")
         if self.screen_seconds is not None:
             check_float("screen_seconds", self.screen_seconds, 0.0)
+        check_float("wall_seconds", self.wall_seconds, 0.0)
         check_int("episodes_used", self.episodes_used, 0)
         check_int("dispatched", self.dispatched, 0)
         for r in self.iterations:

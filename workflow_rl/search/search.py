@@ -104,6 +104,8 @@ class WorkflowSearch:
         self.progress = progress
         self.state_path = self.out / "search_state.json"
         self.state = SearchState(config=cfg.to_dict())
+        self._session_start = time.perf_counter()
+        self._wall_before = 0.0
         self._grows = False
         """claims are elastic and the executor can grow them (set when ``explore`` opens it)"""
 
@@ -133,10 +135,16 @@ class WorkflowSearch:
         check_run_files(out, cfg, state)
         state.config = cfg.to_dict()
         s.state = state
+        s._wall_before = state.wall_seconds   # the wall time of its earlier sessions, up to their last save
         return s
+
+    def _wall(self) -> float:
+        """The search's wall time so far: its earlier sessions' (saved) and this one's."""
+        return self._wall_before + time.perf_counter() - self._session_start
 
     def _save(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
+        self.state.wall_seconds = self._wall()
         self.state.save(self.state_path)
 
     @property
@@ -309,9 +317,9 @@ class WorkflowSearch:
         """Dispatch workflows while the executor has free slots and budget is unclaimed; record them as they
         finish. The default executor trains one workflow at a time in this process (several in one batch with
         ``batch_workflows`` or ``seeds_per_workflow`` above 1)."""
-        t_start = time.perf_counter()
+        self._session_start = time.perf_counter()
         self.explore(executor or self._default_executor())
-        return finalize(self, time.perf_counter() - t_start)
+        return finalize(self, self._wall())
 
     def explore(self, executor: Executor) -> None:
         """The loop of :meth:`run` without the end-of-search artefacts (the replay of a ground truth,
