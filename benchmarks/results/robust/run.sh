@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue Y item 2: the held-out protocol's measurements (README.md beside this file), the CLI only.
 # TRAIN=DIR holds the three training runs (robust, and the specialists hopper and delayed):
-#   workflow-rl train --recipe robust --seed 1 --out $TRAIN/robust
+#   workflow-rl train --recipe robust --seed 1 --out $TRAIN/robust   (and --seed 2 --out $TRAIN/robust2: its second seed)
 #   workflow-rl train --recipe robust --red-agent UserHopper --seed 1 --out $TRAIN/hopper
 #   workflow-rl train --recipe robust --red-agent DelayedB_line --seed 1 --out $TRAIN/delayed
 # then `TRAIN=DIR bash benchmarks/results/robust/run.sh` writes the slim agents and every evaluation here.
@@ -15,7 +15,7 @@ CLI=${CLI:-workflow-rl}
 export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 mkdir -p "$HERE/agents"
 RUNS=""
-for run in robust hopper delayed; do
+for run in robust robust2 hopper delayed; do
   [ -f "$TRAIN/$run/summary.json" ] || { echo "skipping $run: not trained to its end (no summary.json)"; continue; }
   RUNS="$RUNS $run"
   python -c "from workflow_rl.rl.pretrained import save_slim; save_slim('$TRAIN/$run/checkpoints/latest.pt', '$HERE/agents/$run.pt')"
@@ -29,7 +29,7 @@ for a in universal $RUNS; do
 done
 # real CybORG: CAGE2's two and the held-out attackers (universal and robust), each specialist on its own
 CYBORG_RED=${CYBORG_RED:-bline meander DelayedB_line UserHopper}
-for a in universal robust; do
+for a in universal robust robust2; do
   case " universal $RUNS " in *" $a "*) ;; *) continue;; esac
   $CLI evaluate "$(agent $a)" $E --engine cyborg --red-agents $CYBORG_RED \
     --episodes "$CYBORG_EPISODES" --cyborg-episodes "$CYBORG_EPISODES" --workers "$WORKERS" \
