@@ -577,7 +577,7 @@ def _signed(x: float) -> str:
 
 
 def _pm(m: float, ci: float, sign: bool = False) -> str:
-    return f"{'+' if sign and m >= 0 else ''}{num(m)} ± {ci:.2f}"
+    return f"{_signed(m) if sign else num(m)} ± {ci:.2f}"
 
 
 def _plan(plan: dict) -> dict:

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from workflow_rl.search.stats import ALPHA, holm
+from workflow_rl.search.stats import ALPHA, posterior_confidence_set
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ class Screen:
 @dataclass(frozen=True)
 class Answer:
     """A search's answer: the fine-tuned workflow it returns, its held-out value and 95% interval, its confidence
-    set and how many workflows it fine-tuned."""
+    set and how many workflows it fine-tuned; ``agent``, the universal agent it started from."""
 
+    agent: str
     red_agent: str
     seed: int | None
     workflow: str
@@ -87,22 +88,19 @@ def read_screen(path: Path, red_agent: str) -> Screen:
                   {r["workflow"]: r["universal_eligible"] == "True" for r in rows})
 
 
-def read_answer(summary: dict, seed: int | None = None) -> Answer:
+def read_answer(summary: dict) -> Answer:
     """A search's ``summary.json`` (already parsed) as an :class:`Answer`."""
-    return Answer(summary["red_agent"], seed, summary["best_workflow_codes"], float(summary["best_reward"]),
-                  float(summary["best_ci95"]), tuple(summary["confidence_set"]),
-                  int(summary["workflows_evaluated"]))
+    return Answer(summary.get("universal", {}).get("agent", ""), summary["red_agent"], summary.get("seed"),
+                  summary["best_workflow_codes"], float(summary["best_reward"]), float(summary["best_ci95"]),
+                  tuple(summary["confidence_set"]), int(summary["workflows_evaluated"]))
 
 
-def read_search(folder: Path) -> tuple[Screen, Answer]:
-    """A finished search folder (or the pair ``NAME-summary.json``/``NAME-screen.csv`` a collection copies out:
-    ``folder`` is then ``DIR/NAME``)."""
-    folder = Path(folder)
-    pair = (folder / "summary.json", folder / "screen.csv") if folder.is_dir() else \
-        (folder.with_name(folder.name + "-summary.json"), folder.with_name(folder.name + "-screen.csv"))
-    summary = json.loads(pair[0].read_text())
-    seed = summary.get("seed")
-    return read_screen(pair[1], summary["red_agent"]), read_answer(summary, seed)
+def read_search(summary_file: Path) -> tuple[Screen, Answer]:
+    """One collected search: ``NAME-summary.json`` and the ``NAME-screen.csv`` beside it."""
+    summary_file = Path(summary_file)
+    summary = json.loads(summary_file.read_text())
+    screen_file = summary_file.with_name(summary_file.name[:-len("-summary.json")] + "-screen.csv")
+    return read_screen(screen_file, summary["red_agent"]), read_answer(summary)
 
 
 def collected(folder: Path) -> dict[str, tuple[list[Screen], list[Answer]]]:
@@ -112,11 +110,10 @@ def collected(folder: Path) -> dict[str, tuple[list[Screen], list[Answer]]]:
     screens differ, a ValueError (they were not searches from the same agent at the same settings)."""
     out: dict[str, tuple[dict[str, Screen], list[Answer]]] = {}
     for summary in sorted(Path(folder).glob("*-summary.json")):
-        agent = json.loads(summary.read_text()).get("universal", {}).get("agent", "")
-        screen, answer = read_search(summary.with_name(summary.name[:-len("-summary.json")]))
-        screens, answers = out.setdefault(agent, ({}, []))
+        screen, answer = read_search(summary)
+        screens, answers = out.setdefault(answer.agent, ({}, []))
         if screen.red_agent in screens and screens[screen.red_agent] != screen:
-            raise ValueError(f"{summary}: its screen differs from another search's from {agent} against "
+            raise ValueError(f"{summary}: its screen differs from another search's from {answer.agent} against "
                              f"{screen.red_agent}")
         screens.setdefault(screen.red_agent, screen)
         answers.append(answer)
@@ -138,17 +135,15 @@ def heterogeneity(screen: Screen) -> tuple[float, int, float]:
 
 def confidence_set(screen: Screen, alpha: float = ALPHA) -> list[str]:
     """The followable workflows that cannot be shown worse than the screen's best (Holm over one-sided z-tests,
-    independent episodes per workflow); the best first."""
+    ``search.stats.posterior_confidence_set`` with independent episodes per workflow: a diagonal covariance); the
+    best first."""
     best = screen.best()
     if best is None:
         return []
-    others = [w for w in screen.followable() if w != best]
-    ps = []
-    for w in others:
-        se = math.hypot(screen.se(best), screen.se(w))
-        d = screen.mean[best] - screen.mean[w]
-        ps.append(float(sps.norm.sf(d / se)) if se > 0 else (0.0 if d > 0 else 1.0))
-    return [best] + [w for w, rejected in zip(others, holm(ps, alpha)) if not rejected]
+    ok = screen.followable()
+    mu = np.array([screen.mean[w] for w in ok])
+    cov = np.diag([screen.se(w) ** 2 for w in ok])
+    return [ok[i] for i in posterior_confidence_set(mu, cov, ok.index(best), list(range(len(ok))), alpha)]
 
 
 def transfer(a: Screen, b: Screen, alpha: float = ALPHA) -> dict:
@@ -184,7 +179,6 @@ def summarise(screens: list[Screen], answers: list[Answer], alpha: float = ALPHA
         per[s.red_agent] = {
             "followable": len(s.followable()), "best": best,
             "best_mean": s.mean[best] if best else math.nan, "best_ci95": s.ci95[best] if best else math.nan,
-            "worst_followable_mean": min((s.mean[w] for w in s.followable()), default=math.nan),
             "confidence_set": cs, "q": q, "df": df, "p_workflow_matters": p,
             "answers": [a.__dict__ | {"confidence_set": list(a.confidence_set),
                                       "answer_in_screen_set": a.workflow in cs,
