@@ -172,6 +172,9 @@ def _robust(root: Path) -> dict:
     return out
 
 
+BEHAVIOUR = f"{ROBUST}/behaviour.json"
+"""Where the held-out protocol's agents lose their points (``benchmarks/studies/behaviour.py``, ``rl.behaviour``)."""
+
 PER_ATTACKER = "benchmarks/results/per_attacker"
 """The workflow search per attacker (issue Y item 4): each search's ``NAME-summary.json`` and ``NAME-screen.csv``
 (``run.sh`` and ``benchmarks/studies/per_attacker.py`` beside them)."""
@@ -271,6 +274,7 @@ def gather(root: Path = ROOT) -> dict:
                             if "User time" in line or "System time" in line),
         "recipe_scale": RECIPES["universal"].scale["cpu"],
         "robust": _robust(root),
+        "behaviour": _json(root, BEHAVIOUR) if (root / BEHAVIOUR).is_file() else None,
         "per_attacker": _per_attacker(root),
     }
 
@@ -817,6 +821,7 @@ def page(facts: dict) -> str:
                    f"`{gt['folder']}/ground_truth.csv`, `summary.json` |")
     out.append("")
     out += robustness_section(facts["robust"])
+    out += behaviour_section(facts["behaviour"])
     out += per_attacker_section(facts["per_attacker"])
     return "\n".join(out)
 
@@ -945,6 +950,47 @@ def robustness_section(robust: dict) -> list[str]:
             out.append("| **the held-out set**, robust seed 2 − universal | " + " | " * (len(names) - 1)
                        + f" |  | {_pm(*second, sign=True)} | |")
         out.append("")
+    return out
+
+
+def behaviour_section(b: dict | None) -> list[str]:
+    """Where the held-out protocol's agents lose their points, per attacker (``rl.behaviour``): each episode's return
+    split into the Restores blue paid for, the hosts red held and Impact, and what blue played."""
+    from workflow_rl.sim import attackers
+
+    if not b:
+        return []
+    some = next(iter(b["agents"].values()))["red_agents"]
+    s0 = next(iter(some.values()))
+    out = ["### Where the points go", "",
+           "Each episode's return is exactly three parts (`workflow_rl.rl.behaviour`): **restore**, −1 a Restore; "
+           "**access**, each host red holds with privileged access after a step at its confidentiality value "
+           "(−1 Enterprise hosts and Op_Server0, −0.1 the other hosts but User0); **impact**, −10 a step "
+           "OTService is down. *Restores (Enterprise; clean)*: all, those of Enterprise0–2, and those of a host red "
+           "had no access to. *Gateway decoys*: decoys placed on Enterprise0–2. Native engine, {s0['episodes']} greedy {s0['length']}-step episodes a cell "
+           f"(the evaluations' episodes, seed {s0['seed']}), means per episode; `{BEHAVIOUR}` "
+           f"(`{b['command']}`).", "",
+           "| attacker | agent | return | restore | access | impact | Restores (Enterprise; clean) | decoys (repeated) | "
+           "gateway decoys | steps red held an Enterprise host |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ent = ("Enterprise0", "Enterprise1", "Enterprise2")
+    for red in some:
+        for name, a in b["agents"].items():
+            s = a["red_agents"].get(red)
+            if s is None:
+                continue
+            p, k = s["parts"], s["kinds"]
+            label = ROBUST_AGENTS.get(name, name)
+            if label == "specialist":
+                label = f"{name} (specialist)"
+            out.append(f"| {attackers.get(red).label if red in attackers.names() else red} | {label} | "
+                       f"{_pm(s['return']['mean'], s['return']['ci95'])} | "
+                       + " | ".join(num(p[x]["mean"]) for x in ("restore", "access", "impact"))
+                       + f" | {k['Restore']['mean']:.1f} ({sum(s['restores'][h] for h in ent):.1f}; "
+                       f"{s['clean_restores']['mean']:.2f}) | "
+                       f"{k['Decoy']['mean']:.1f} ({s['repeated_decoys']['mean']:.1f}) | "
+                       f"{sum(s['decoys'][h] for h in ent):.1f} | {sum(s['red_held'][h] for h in ent):.1f} |")
+    out.append("")
     return out
 
 

@@ -433,3 +433,20 @@ def test_bench_native_table_is_the_readmes_speed_file(tmp_path, capsys):
     assert [(r["red"], r["n_envs"]) for r in rows] == [("B_lineAgent", "16"), ("RedMeanderAgent", "16")]
     assert all(float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"]) for r in rows)
     assert (ROOT / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip().endswith("workflow-rl bench --overwrite")
+
+
+def test_behaviour_study_writes_each_agent_and_attacker_with_its_command(tmp_path):
+    """benchmarks/studies/behaviour.py at toy size: one cell per agent and attacker, parts that sum to the return,
+    the command that wrote the file."""
+    out = tmp_path / "behaviour.json"
+    r = run_in_process(["universal=pretrained:universal", "--red-agents", "UserHopper", "bline", "--episodes", "3",
+                        "--length", "12", "--out", str(out)], script=STUDIES / "behaviour.py", cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["command"].startswith("python benchmarks/studies/behaviour.py universal=pretrained:universal")
+    cells = res["agents"]["universal"]["red_agents"]
+    assert list(cells) == ["UserHopper", "bline"] and cells["bline"]["red_agent"] == "B_lineAgent"
+    for c in cells.values():
+        assert c["episodes"] == 3 and c["length"] == 12
+        assert sum(p["mean"] for p in c["parts"].values()) == pytest.approx(c["return"]["mean"], abs=1e-3)
+        assert sum(k["mean"] for k in c["kinds"].values()) == pytest.approx(12, abs=1e-3)

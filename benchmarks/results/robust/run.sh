@@ -41,3 +41,11 @@ for spec in hopper:UserHopper delayed:DelayedB_line; do
   $CLI evaluate "$(agent $a)" $E --engine cyborg --red-agents "$red" --episodes "$CYBORG_EPISODES" \
     --cyborg-episodes "$CYBORG_EPISODES" --workers "$WORKERS" --out "$HERE/cyborg/$a" --overwrite
 done
+# where the points go (behaviour.json): every agent on the native engine, the evaluations' episodes; run from the
+# repository's root so that the command the file records names the agents by their paths in it
+cd "$HERE/../../.."
+A=benchmarks/results/robust/agents
+AGENTS="universal=pretrained:universal"
+for run in $RUNS; do AGENTS="$AGENTS $run=$A/$run.pt"; done
+python benchmarks/studies/behaviour.py $AGENTS --red-agents UserHopper DelayedB_line B_line Meander \
+  --episodes "$NATIVE_EPISODES" --seed 777 --out benchmarks/results/robust/behaviour.json
