@@ -151,9 +151,16 @@ ROBUST = "benchmarks/results/robust"
 """The held-out protocol's evaluations (issue Y item 2): ``{engine}/{agent}/`` evaluate folders of the same
 episodes (``run.sh`` beside them)."""
 ROBUST_AGENTS = {"universal": "pretrained:universal", "robust": "robust", "robust2": "robust, seed 2",
-                 "hopper": "specialist",
-                 "delayed": "specialist"}
-SPECIALIST_OF = {"UserHopper": "hopper", "DelayedB_line": "delayed"}
+                 "hopper": "specialist", "hopper2": "specialist, seed 2",
+                 "delayed": "specialist", "delayed2": "specialist, seed 2"}
+SPECIALISTS_OF = {"UserHopper": ("hopper", "hopper2"), "DelayedB_line": ("delayed", "delayed2")}
+"""Each held-out attacker's specialists, seed 1 first: the robust agent's target is to be within 1.0 of each."""
+
+
+def _agent_label(name: str) -> str:
+    """An agent folder's column label: a specialist named by its folder too (which attacker it knows)."""
+    label = ROBUST_AGENTS.get(name, name)
+    return f"{name} ({label})" if label.startswith("specialist") else label
 
 
 def _robust(root: Path) -> dict:
@@ -860,19 +867,22 @@ def _robust_row(robust: dict) -> tuple[str, str, str] | None:
     parts, n, within = [], set(), []
     for red in attackers.held_out():
         means = []
-        for a in ("universal", "robust", SPECIALIST_OF[red]):
+        specs = [a for a in SPECIALISTS_OF[red] if red in agents.get(a, {})]
+        for a in ("universal", "robust", *specs):
             c = agents.get(a, {}).get(red)
             if c is not None:
-                means.append(f"{'specialist' if a == SPECIALIST_OF[red] else a} {num(mean_ci(list(c.returns))[0])}")
+                who = ("specialist" + (f" seed {specs.index(a) + 1}" if len(specs) > 1 else "")) if a in specs else a
+                means.append(f"{who} {num(mean_ci(list(c.returns))[0])}")
                 n.add(len(c.returns))
-        spec = agents.get(SPECIALIST_OF[red], {}).get(red)
-        if spec is not None:
-            d, ci, _ = _paired(spec, agents["robust"][red])
-            within.append(d - ci >= -1.0)   # the target: the 95% interval of the gap within 1.0 of the specialist
-            gap = f", robust − specialist {_pm(d, ci, sign=True)}"
-        else:
+        gaps = []
+        for a in specs:
+            d, ci, _ = _paired(agents[a][red], agents["robust"][red])
+            within.append(d - ci >= -1.0)   # the target: the 95% interval of the gap within 1.0 of each specialist
+            gaps.append(_pm(d, ci, sign=True))
+        if not specs:
             within.append(None)
-            gap = ", no specialist measured"
+        gap = (f", robust − specialist {' / '.join(gaps)}" + (" (seeds 1 / 2)" if len(gaps) > 1 else "")
+               if gaps else ", no specialist measured")
         parts.append(f"{attackers.get(red).label}: " + ", ".join(means) + gap)
     return (f"Attackers it never saw (held out: {', '.join(attackers.held_out())}; `train --recipe robust` on the "
             f"rest; real CybORG, {'/'.join(map(str, sorted(n)))} paired 100-step episodes)",
@@ -921,9 +931,8 @@ def robustness_section(robust: dict) -> list[str]:
         reds = [r for r in attackers.names() if any(r in cells for cells in agents.values())]
         names = list(agents)
         out += [f"### {'Real CybORG' if engine == 'cyborg' else 'Native engine'}", "",
-                "| attacker | " + " | ".join(f"{n} ({ROBUST_AGENTS[n]})" if ROBUST_AGENTS[n] == "specialist"
-                                              else ROBUST_AGENTS[n] for n in names)
-                + " | robust − specialist | robust − universal | n |",
+                "| attacker | " + " | ".join(_agent_label(n) for n in names)
+                + " | robust − specialist (seeds 1 / 2) | robust − universal | n |",
                 "|---|" + "---:|" * (len(names) + 3)]
         for red in reds:
             row, n = [], 0
@@ -935,10 +944,11 @@ def robustness_section(robust: dict) -> list[str]:
                 m, ci = mean_ci(list(c.returns))
                 row.append(f"{num(m)} ± {ci:.2f}")
                 n = max(n, len(c.returns))
-            gaps = []
-            for other in (SPECIALIST_OF.get(red), "universal"):
-                a, b = agents.get(other, {}).get(red), agents.get("robust", {}).get(red)
-                gaps.append(_pm(*_paired(a, b)[:2], sign=True) if a is not None and b is not None else "")
+            b = agents.get("robust", {}).get(red)
+            specs = [agents[a][red] for a in SPECIALISTS_OF.get(red, ()) if red in agents.get(a, {})]
+            gaps = [" / ".join(_pm(*_paired(a, b)[:2], sign=True) for a in specs) if b is not None else "",
+                    _pm(*_paired(agents["universal"][red], b)[:2], sign=True)
+                    if b is not None and red in agents.get("universal", {}) else ""]
             label = f"**{attackers.get(red).label}** (held out)" if red in held else attackers.get(red).label
             out.append(f"| {label} | " + " | ".join(row) + f" | {gaps[0]} | {gaps[1]} | {n} |")
         whole = _held_out_set(agents)
@@ -980,9 +990,7 @@ def behaviour_section(b: dict | None) -> list[str]:
             if s is None:
                 continue
             p, k = s["parts"], s["kinds"]
-            label = ROBUST_AGENTS.get(name, name)
-            if label == "specialist":
-                label = f"{name} (specialist)"
+            label = _agent_label(name)
             out.append(f"| {attackers.get(red).label if red in attackers.names() else red} | {label} | "
                        f"{_pm(s['return']['mean'], s['return']['ci95'])} | "
                        + " | ".join(num(p[x]["mean"]) for x in ("restore", "access", "impact"))

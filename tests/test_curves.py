@@ -127,6 +127,7 @@ def test_native_counts_are_reproducible_and_user0_is_always_held():
     assert a.curve[0, 99].sum() > 64          # red holds more than its foothold at the end
 
 
+@pytest.mark.slow   # two fresh Pythons importing torch: ~5 s
 def test_device_entry_refuses_bad_input_in_one_line():
     """``python3 -m workflow_rl.cli curves`` (the device entry of benchmarks/device/device_all.sh: a fresh Python from
     the checkout) refuses bad input in one line."""

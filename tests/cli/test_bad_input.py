@@ -687,6 +687,7 @@ def test_a_stopped_worker_is_killed_and_the_abort_ends(tmp_path):
     assert not any(p.is_alive() for p in procs) and procs[0].exitcode == -signal.SIGKILL
 
 
+@pytest.mark.slow   # worker processes started and stopped: ~4 s
 def test_ctrl_c_while_waiting_on_workers_stops_them_all():
     """Ctrl-C during a step that a worker never finishes ends the wait and every worker (a stopped one too)."""
     env = _fault_env("hang", timeout=120.0)

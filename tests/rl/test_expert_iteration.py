@@ -106,6 +106,7 @@ def test_the_target_is_the_planners_choice_only_where_it_overrode():
     assert policy_loss(masked, masked, *agreed, cfg)[1]["keep_loss"] == (0.0, 1)
 
 
+@pytest.mark.slow   # 100 epochs of training: ~3.5 s
 def test_training_keeps_every_choice_the_planner_agreed_with():
     """A round where the planner agreed with every greedy choice of the shipped agent (its flat policy: many
     near-tied rows) keeps its greedy choices over 100 epochs of KL and hinge: at least 98% of them, and no margin

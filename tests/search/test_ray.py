@@ -15,6 +15,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow   # a Ray cluster and a search on it: 8-14 s
 def test_two_workflows_train_concurrently_within_budget(local_ray, tmp_path):
     cfg = SearchConfig(n_envs=16, max_episodes=4, total_episodes=320, eval_episodes=16, seed=3, n_init=2,
                        update_every_steps=100, post_gate_episodes=0)   # two caps fit the budget: overlap

@@ -210,6 +210,7 @@ def test_random_eligible_draws_only_workflows_the_model_deems_eligible_once_both
     assert s._random_eligible(1, tried, set()).reason == f"random among {120 - len(tried)} untried"
 
 
+@pytest.mark.slow   # replays of a batched search: ~5 s
 def test_search_claims_replay_models_a_batch_round_by_round(ground_truth_run, tmp_path):
     """``benchmarks/studies/search_claims.py --replay``: every mode replays whole searches in rounds. Here every seed
     uses its whole cap (gate 500 + post-gate 500 of a 1,000 cap), so no claim rule can free anything: the four modes

@@ -4,6 +4,7 @@
 #   workflow-rl train --recipe robust --seed 1 --out $TRAIN/robust   (and --seed 2 --out $TRAIN/robust2: its second seed)
 #   workflow-rl train --recipe robust --red-agent UserHopper --seed 1 --out $TRAIN/hopper
 #   workflow-rl train --recipe robust --red-agent DelayedB_line --seed 1 --out $TRAIN/delayed
+#   (and each specialist's second seed: --seed 2 --out $TRAIN/hopper2, $TRAIN/delayed2)
 # then `TRAIN=DIR bash benchmarks/results/robust/run.sh` writes the slim agents and every evaluation here.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +16,7 @@ CLI=${CLI:-workflow-rl}
 export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 mkdir -p "$HERE/agents"
 RUNS=""
-for run in robust robust2 hopper delayed; do
+for run in robust robust2 hopper hopper2 delayed delayed2; do
   [ -f "$TRAIN/$run/summary.json" ] || { echo "skipping $run: not trained to its end (no summary.json)"; continue; }
   RUNS="$RUNS $run"
   python -c "from workflow_rl.rl.pretrained import save_slim; save_slim('$TRAIN/$run/checkpoints/latest.pt', '$HERE/agents/$run.pt')"
@@ -35,7 +36,7 @@ for a in universal robust robust2; do
     --episodes "$CYBORG_EPISODES" --cyborg-episodes "$CYBORG_EPISODES" --workers "$WORKERS" \
     --out "$HERE/cyborg/$a" --overwrite
 done
-for spec in hopper:UserHopper delayed:DelayedB_line; do
+for spec in hopper:UserHopper hopper2:UserHopper delayed:DelayedB_line delayed2:DelayedB_line; do
   a=${spec%%:*}; red=${spec#*:}
   case " $RUNS " in *" $a "*) ;; *) continue;; esac
   $CLI evaluate "$(agent $a)" $E --engine cyborg --red-agents "$red" --episodes "$CYBORG_EPISODES" \
