@@ -717,9 +717,9 @@ def page(facts: dict) -> str:
             cols[("cyborg", "planned", "told the length")] = _planned_cells(told)
         out += [f"### `pretrained:{name}`", "",
                 f"Source: {src} (`eval_native`, `eval_cyborg`)"
-                + (f"; planned, not told the episode's length (`evaluate --plan`, as CAGE2's own loop: the comparison "
+                + ("; planned, not told the episode's length (`evaluate --plan`, as CAGE2's own loop: the comparison "
                    "with the winner): " + ", ".join(f"`{f}`" for f in planned["files"]) if planned else "")
-                + (f"; planned, told each cell's length (`evaluate --plan --plan-told-length --plan-particles 256`, "
+                + ("; planned, told each cell's length (`evaluate --plan --plan-told-length --plan-particles 256`, "
                    "beside it): " + ", ".join(f"`{f}`" for f in told["files"]) if told else "")
                 + "; played "
                 + ("unconstrained (`--workflow none`)." if card.get("eval_workflow") in (None, "none")

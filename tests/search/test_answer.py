@@ -10,7 +10,7 @@ from workflow_rl.rl.config import TrainConfig
 from workflow_rl.rl.schedule import gate_fires, passed_gate, stop_rule
 from workflow_rl.search.answer import best_record, confidence_set
 from workflow_rl.search.config import LEGACY_SETTINGS, STRATEGIES, SearchConfig
-from workflow_rl.search.ground_truth import COLUMNS, ground_truth_rows, load_ground_truth, score_answer, \
+from workflow_rl.search.ground_truth import COLUMNS, load_ground_truth, score_answer, \
     write_ground_truth
 from workflow_rl.search.gp import fit_gp, posterior, seed_noise
 from workflow_rl.search.search import WorkflowSearch

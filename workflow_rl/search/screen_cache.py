@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflow_rl.checks import MAX_EPISODE_LENGTH, MAX_EPISODES, check_float, check_int, no_constant, read_json
-from workflow_rl.search.records import SCREEN_SOURCES as SOURCES
 from workflow_rl.search.records import Screened, atomic_json
 from workflow_rl.checks import check_return
 from workflow_rl.sim.native import WORST_REWARD
@@ -173,7 +172,7 @@ def write(path: Path, screened: list[Screened], key: str, settings: ScreenSettin
 # --------------------------------------------------------------------------------------------------- lookup
 def screen_of(checkpoint: Path, settings: ScreenSettings, compute: Callable[[], list[Screened]],
               shipped: bool = False) -> tuple[list[Screened], str]:
-    """The screen of ``checkpoint`` under ``settings`` and where it came from (one of :data:`SOURCES`): the
+    """The screen of ``checkpoint`` under ``settings`` and where it came from (one of ``search.records.SCREEN_SOURCES``): the
     shipped file (``shipped``: the checkpoint is a shipped agent), the cache, or ``compute()`` (then cached)."""
     if disabled():
         return compute(), "computed"
