@@ -624,9 +624,10 @@ WRITES = (("workflow_rl.rl.runlog", "RunLog.write"), ("workflow_rl.rl.trainer", 
 (GP and training), its summary and answer files, and a batched search's batch state."""
 
 
-def _killing_writes(monkeypatch, nth: int) -> list[str]:
-    """Make the ``nth`` write of any kind (:data:`WRITES`) the last thing the process does: it completes, then
-    :class:`_Killed` (kill -9 just after it) ends the run. Returns the names of the writes made so far."""
+def _snapshot_after_writes(monkeypatch, folder: Path, snaps: Path) -> list[str]:
+    """After each write of any kind (:data:`WRITES`) copy ``folder`` as it is on disk to ``snaps/N`` (N from 1): what
+    kill -9 just after the Nth write leaves, since a kill runs nothing after it (no handler, no ``finally``, no
+    buffered write). One run then gives every kill point. Returns the names of the writes, in order."""
     import importlib
 
     done = []
@@ -639,8 +640,7 @@ def _killing_writes(monkeypatch, nth: int) -> list[str]:
         def wrote(*a, _original=original, _name=name, **k):
             out = _original(*a, **k)
             done.append(_name)
-            if len(done) == nth:
-                raise _Killed
+            shutil.copytree(folder, snaps / str(len(done)), symlinks=True)
             return out
 
         monkeypatch.setattr(owner, attr, wrote)
@@ -658,24 +658,18 @@ def test_a_search_killed_after_any_write_resumes_to_the_uninterrupted_answer(tmp
     kw = {**SEARCH, "n_envs": 2, "max_episodes": 2, "total_episodes": 8, "eval_episodes": 2, "batch_workflows": batch,
           "checkpoint_every": 3, "update_epochs": 1, "num_minibatches": 2}   # toy updates: two optimiser steps on a
     # shuffle still differ from none (a resume that trains once more, or restores a seed at another update, fails)
-    WorkflowSearch(SearchConfig(**kw), tmp_path / "full", progress=False).run()
-    nth = 1
-    while True:
-        with monkeypatch.context() as m:
-            done = _killing_writes(m, nth)
-            try:
-                WorkflowSearch(SearchConfig(**kw), tmp_path / f"k{nth}", progress=False).run()
-                break   # the nth write is past the last one: every write was a kill point
-            except _Killed:
-                pass
-        WorkflowSearch.resume(tmp_path / f"k{nth}", progress=False).run()
+    with monkeypatch.context() as m:
+        done = _snapshot_after_writes(m, tmp_path / "full", tmp_path / "kills")
+        WorkflowSearch(SearchConfig(**kw), tmp_path / "full", progress=False).run()
+    assert len(done) > 10   # a search of two workflows writes far more than this: the kills cover it
+    for nth, name in enumerate(done, 1):
+        killed = tmp_path / "kills" / str(nth)
+        WorkflowSearch.resume(killed, progress=False).run()
         try:
-            _same_search(tmp_path / "full", tmp_path / f"k{nth}")
+            _same_search(tmp_path / "full", killed)
             for a in (tmp_path / "full").rglob("latest.pt"):   # every workflow's final weights
-                b = tmp_path / f"k{nth}" / a.relative_to(tmp_path / "full")
+                b = killed / a.relative_to(tmp_path / "full")
                 ka, kb = load_checkpoint(a)["agent"], load_checkpoint(b)["agent"]
                 assert ka.keys() == kb.keys() and all(torch.equal(ka[k], kb[k]) for k in ka), a
         except AssertionError as e:
-            raise AssertionError(f"killed just after write {nth} ({done[-1]}): {e}") from None
-        nth += 1
-    assert nth > 10   # a search of two workflows writes far more than this: the kills covered it
+            raise AssertionError(f"killed just after write {nth} ({name}): {e}") from None
