@@ -871,7 +871,8 @@ def _robust_row(robust: dict) -> tuple[str, str, str] | None:
         for a in ("universal", "robust", *specs):
             c = agents.get(a, {}).get(red)
             if c is not None:
-                who = ("specialist" + (f" seed {specs.index(a) + 1}" if len(specs) > 1 else "")) if a in specs else a
+                seed = SPECIALISTS_OF[red].index(a) + 1 if a in specs else 0
+                who = ("specialist" + (f" seed {seed}" if len(specs) > 1 else "")) if a in specs else a
                 means.append(f"{who} {num(mean_ci(list(c.returns))[0])}")
                 n.add(len(c.returns))
         gaps = []
@@ -930,9 +931,10 @@ def robustness_section(robust: dict) -> list[str]:
     for engine, agents in robust.items():
         reds = [r for r in attackers.names() if any(r in cells for cells in agents.values())]
         names = list(agents)
+        seeds = " (seeds 1 / 2)" if any(all(a in agents for a in f) for f in SPECIALISTS_OF.values()) else ""
         out += [f"### {'Real CybORG' if engine == 'cyborg' else 'Native engine'}", "",
                 "| attacker | " + " | ".join(_agent_label(n) for n in names)
-                + " | robust − specialist (seeds 1 / 2) | robust − universal | n |",
+                + f" | robust − specialist{seeds} | robust − universal | n |",
                 "|---|" + "---:|" * (len(names) + 3)]
         for red in reds:
             row, n = [], 0
@@ -966,32 +968,30 @@ def robustness_section(robust: dict) -> list[str]:
 def behaviour_section(b: dict | None) -> list[str]:
     """Where the held-out protocol's agents lose their points, per attacker (``rl.behaviour``): each episode's return
     split into the Restores blue paid for, the hosts red held and Impact, and what blue played."""
-    from workflow_rl.sim import attackers
-
     if not b:
         return []
-    some = next(iter(b["agents"].values()))["red_agents"]
-    s0 = next(iter(some.values()))
+    reds = list(dict.fromkeys(r for a in b["agents"].values() for r in a["red_agents"]))   # every agent's, in order
+    s0 = next(iter(next(iter(b["agents"].values()))["red_agents"].values()))
     out = ["### Where the points go", "",
            "Each episode's return is exactly three parts (`workflow_rl.rl.behaviour`): **restore**, −1 a Restore; "
            "**access**, each host red holds with privileged access after a step at its confidentiality value "
            "(−1 Enterprise hosts and Op_Server0, −0.1 the other hosts but User0); **impact**, −10 a step "
            "OTService is down. *Restores (Enterprise; clean)*: all, those of Enterprise0–2, and those of a host red "
-           "had no access to. *Gateway decoys*: decoys placed on Enterprise0–2. Native engine, {s0['episodes']} greedy {s0['length']}-step episodes a cell "
-           f"(the evaluations' episodes, seed {s0['seed']}), means per episode; `{BEHAVIOUR}` "
-           f"(`{b['command']}`).", "",
-           "| attacker | agent | return | restore | access | impact | Restores (Enterprise; clean) | decoys (repeated) | "
-           "gateway decoys | steps red held an Enterprise host |",
+           "had no foothold on. *Enterprise decoys*: decoys placed on Enterprise0–2. *Enterprise steps held*: the "
+           "steps red held privileged access to Enterprise0, 1 and 2, summed over the three. Native engine, "
+           f"{s0['episodes']} greedy {s0['length']}-step episodes a cell (the evaluations' episodes, seed "
+           f"{s0['seed']}), means per episode; `{BEHAVIOUR}` (`{b['command']}`).", "",
+           "| attacker | agent | return | restore | access | impact | Restores (Enterprise; clean) | "
+           "decoys (repeated) | Enterprise decoys | Enterprise steps held |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ent = ("Enterprise0", "Enterprise1", "Enterprise2")
-    for red in some:
+    for red in reds:
         for name, a in b["agents"].items():
             s = a["red_agents"].get(red)
             if s is None:
                 continue
             p, k = s["parts"], s["kinds"]
-            label = _agent_label(name)
-            out.append(f"| {attackers.get(red).label if red in attackers.names() else red} | {label} | "
+            out.append(f"| {_attacker_label(s['red_agent'])} | {_agent_label(name)} | "
                        f"{_pm(s['return']['mean'], s['return']['ci95'])} | "
                        + " | ".join(num(p[x]["mean"]) for x in ("restore", "access", "impact"))
                        + f" | {k['Restore']['mean']:.1f} ({sum(s['restores'][h] for h in ent):.1f}; "

@@ -178,3 +178,38 @@ def test_the_robustness_table_pairs_the_robust_agent_with_its_specialist_and_ref
     robust["native"]["hopper"]["UserHopper"] = cell([-21, -12, -30], seed=5)
     with pytest.raises(ValueError, match="episodes come from episode seed 5, B's from 777"):
         results_page.robustness_section(robust)
+
+
+def test_the_behaviour_section_renders_every_agent_and_attacker_from_its_file(facts):
+    b = facts["behaviour"]
+    lines = results_page.behaviour_section(b)
+    text = "\n".join(lines)
+    assert "{" not in text and "}" not in text          # no placeholder left unformatted
+    rows = [ln for ln in lines if ln.startswith("| ") and not ln.startswith("| attacker")]
+    assert len(rows) == sum(len(a["red_agents"]) for a in b["agents"].values())
+    changed = copy.deepcopy(b)
+    first = next(iter(changed["agents"].values()))["red_agents"]
+    next(iter(first.values()))["parts"]["restore"]["mean"] = -123.456
+    assert "−123.46" in "\n".join(results_page.behaviour_section(changed))
+    assert results_page.behaviour_section(None) == []
+
+
+def test_the_held_out_target_is_met_only_within_1_of_every_specialist_seed(facts):
+    """``_robust_row``'s verdict: the 95% interval of robust - specialist above -1.0 for each seed measured."""
+    import dataclasses
+
+    robust = copy.deepcopy(facts["robust"])
+    cyborg = robust["cyborg"]
+
+    def like(cell, shift):   # the same episodes, every return moved by shift
+        return dataclasses.replace(cell, returns=cell.returns + shift)
+
+    for red, specs in results_page.SPECIALISTS_OF.items():
+        for a in specs[1:]:
+            cyborg.pop(a, None)
+        cyborg[specs[0]] = {red: like(cyborg["robust"][red], 0.1)}     # a specialist the robust agent is level with
+    assert "within 1.0 of each specialist met" in results_page._robust_row(robust)[1]
+    hopper2 = results_page.SPECIALISTS_OF["UserHopper"][1]
+    cyborg[hopper2] = {"UserHopper": like(cyborg["robust"]["UserHopper"], 3.0)}   # a second seed 3 points ahead
+    row = results_page._robust_row(robust)[1]
+    assert "within 1.0 of each specialist not met" in row and "(seeds 1 / 2)" in row

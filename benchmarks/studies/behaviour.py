@@ -1,8 +1,9 @@
 """Where each agent's points go, per attacker: the parts of its return (Restores paid, hosts red held, Impact) and
 its action mix, on the episodes an evaluation of the same seed plays (``workflow_rl.rl.behaviour``).
 
-    python benchmarks/studies/behaviour.py universal=pretrained:universal hopper=benchmarks/results/robust/agents/hopper.pt \\
-        --red-agents UserHopper B_line --episodes 500 --seed 777 --out benchmarks/results/robust/behaviour.json
+    python benchmarks/studies/behaviour.py universal=pretrained:universal \\
+        hopper=benchmarks/results/robust/agents/hopper.pt --red-agents UserHopper B_line --episodes 500 \\
+        --seed 777 --out benchmarks/results/robust/behaviour.json
 
 Greedy, unconstrained (``--workflow none``), native engine. ``make results`` renders the file into docs/results.md.
 """
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         name, _, spec = item.partition("=")
         out["agents"][name] = {"spec": spec, "red_agents": {}}
         for red in a.red_agents:
-            s = summary(profile(make_act(spec), red, a.episodes, a.length, a.seed))
+            s = summary(profile(make_act(spec, workflow="none"), red, a.episodes, a.length, a.seed))
             out["agents"][name]["red_agents"][red] = s
             print(f"{name} vs {red}: return {s['return']['mean']:.2f}, parts "
                   + ", ".join(f"{k} {v['mean']:.2f}" for k, v in s["parts"].items()), flush=True)

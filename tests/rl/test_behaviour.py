@@ -24,8 +24,10 @@ def test_the_parts_sum_to_the_return_and_each_is_what_it_names():
     assert (parts["restore"] < 0).any() and (parts["access"] < 0).any()
     kinds = p.kinds()
     assert (kinds.sum(1) == 50).all()
-    # a clean Restore is one of the Restores
+    # restore_compromised restores a host once its observation flags red there: hardly ever a clean one (counted on
+    # the access after blue's action instead, every one of its Restores would be clean)
     assert (p.clean_restores <= -parts["restore"]).all()
+    assert p.clean_restores.sum() < -parts["restore"].sum() / 10
     np.testing.assert_array_equal(kinds[:, B.KINDS.index("Restore")], p.by_host("Restore").sum(1))
 
 
@@ -67,3 +69,14 @@ def test_restoring_a_host_red_never_reaches_is_a_clean_restore_every_time():
     p = B.profile(RestoreOpHost(), "B_line", episodes=4, length=20)
     np.testing.assert_array_equal(p.clean_restores, [20] * 4)
     np.testing.assert_array_equal(p.by_host("Restore")[:, T.OPH2], [20] * 4)
+
+
+def test_returns_that_are_not_cage2_parts_are_refused_and_one_episode_has_a_zero_interval():
+    actions = np.zeros((1, T.N_ACTIONS), np.int32)
+    actions[0, 0] = 10
+    held = np.zeros((1, T.N_HOSTS), np.int32)
+    bad = B.Profile("B_lineAgent", 10, 0, np.array([-0.5]), actions, held, np.zeros(1, np.int32))
+    with pytest.raises(ValueError, match="not Restores, access and Impact alone"):
+        bad.parts()
+    one = B.summary(B.profile(scripted_act("sleep"), "B_line", episodes=1, length=5))
+    assert one["return"]["ci95"] == 0.0

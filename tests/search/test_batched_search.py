@@ -41,7 +41,6 @@ def test_batched_search_spends_the_budget_exactly(tmp_path, total):
         assert its[1].started_at < its[0].finished_at
 
 
-@pytest.mark.slow   # a batched search interrupted and resumed: ~4 s
 def test_batched_search_interrupt_and_resume(tmp_path):
     cfg = _tiny(total_episodes=120, max_episodes=6)
     s = WorkflowSearch(cfg, tmp_path, progress=False)
@@ -167,7 +166,6 @@ def test_parallel_claims_never_cut_a_workflow_short_before_the_end(tmp_path, mak
     assert s.budget_unclaimed == 4 and s._may_dispatch()           # nothing running: the last one gets the 4
 
 
-@pytest.mark.slow   # a batched search end to end: ~5 s
 def test_a_fired_gate_hands_the_rest_of_the_claim_to_a_new_workflow(tmp_path):
     """Caps of 40 (4 episodes per env + 1 post-gate), gates firing at the first episode: once a running workflow's
     gate fires it can use 16 at most, so a third workflow starts while the first two still train (with whole

@@ -60,8 +60,8 @@ class Profile:
     held: np.ndarray
     """(E, 13) int32: the steps of each episode after which red held privileged access to each host"""
     clean_restores: np.ndarray
-    """(E,) int32: each episode's Restores of a host red had no access to (none, not even a user's) when blue played
-    them: a cost that took nothing from red (a Restore also clears the host's decoys)"""
+    """(E,) int32: each episode's Restores of a host red had no foothold on (no access at all, not even a user's)
+    when blue played them: a cost that took nothing from red (a Restore also clears the host's decoys)"""
 
     @property
     def episodes(self) -> int:
@@ -72,7 +72,11 @@ class Profile:
         total = np.rint(self.returns * 10).astype(np.int64)
         restore = -T.RESTORE_COST_TENTHS * self.actions[:, T.A_RESTORE:].sum(1).astype(np.int64)
         access = -(self.held.astype(np.int64) @ T.CONF_TENTHS.astype(np.int64))
-        return {"restore": restore / 10, "access": access / 10, "impact": (total - restore - access) / 10}
+        impact = total - restore - access
+        if ((impact > 0) | (impact % T.IMPACT_PENALTY_TENTHS != 0)).any():   # what is left must be whole Impacts
+            raise ValueError("the returns are not Restores, access and Impact alone: were they played by rl.behaviour "
+                             "on an engine with CAGE2's reward?")
+        return {"restore": restore / 10, "access": access / 10, "impact": impact / 10}
 
     def kinds(self) -> np.ndarray:
         """(E, 6): each episode's count of each of :data:`KINDS`."""
@@ -99,16 +103,16 @@ class Profile:
 
 
 def profile(act: ActFn, red_agent: str, episodes: int = 500, length: int = 100, seed: int = EVAL_SEED,
-            engine: str = "native", batch: int = 4096, **engine_options) -> Profile:
+            engine: str = "native", batch: int = 4096, workers: int | None = None, **engine_options) -> Profile:
     """Play ``episodes`` episodes of ``length`` steps of ``act`` against ``red_agent`` (one attacker or a mixture),
-    the episodes ``evaluate_cells`` plays for the same seed, and record each one's blue actions and red's privileged
-    access per host after each step (``info["red_access"]``). The envs run ``length + 1`` steps an episode so that
-    the last step's access is that episode's, not the next one's (the first L steps of a longer episode are the
-    L-step episode: neither engine nor policy sees the limit)."""
+    the episodes ``evaluate_cells`` plays for the same seed, ``batch`` and (real CybORG) ``workers``, and record
+    each one's blue actions and red's privileged access per host after each step (``info["red_access"]``). The envs
+    run ``length + 1`` steps an episode so that the last step's access is that episode's, not the next one's (the
+    first L steps of a longer episode are the L-step episode: neither engine nor policy sees the limit)."""
     check_episodes("episodes", episodes)
     check_episode_length("length", length)
     red = parse_red_agent(red_agent)
-    n = round_size(engine, episodes, batch=batch)
+    n = round_size(engine, episodes, workers, batch)
     env = make_vector_env(n, red, engine=engine, episode_length=length + 1, seed=seed, **engine_options)
     rounds = []
     try:
@@ -151,7 +155,7 @@ def summary(p: Profile) -> dict:
     Decoys blue played and the steps red held it."""
     def mean_ci(x: np.ndarray) -> dict:
         x = np.asarray(x, np.float64)
-        half = 1.96 * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else float("nan")
+        half = 1.96 * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0   # cell_result's 0 for one episode
         return {"mean": round(float(x.mean()), 4), "ci95": round(float(half), 4)}
 
     kinds = p.kinds()
