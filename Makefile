@@ -35,9 +35,11 @@ endif
 run: setup
 	$(VENV)/bin/workflow-rl search --total-episodes $(RUN_EPISODES) $(RUN_FROM) --out runs/search-$$(date +%Y%m%d-%H%M%S)
 
-# two test workers (pytest-xdist): about 9-10 min on a 2-core machine plus a fresh clone's setup (about a minute)
+# two test workers (pytest-xdist), each given whole files (a file's module fixtures and a toy attacker's numba
+# kernels built once, not once per worker): pytest 578 s on a fresh clone of the 2-core machine (2026-12-02; 705 s
+# dealing single tests), plus the clone's setup (about 70 s)
 test: setup
-	WORKFLOW_RL_CAGE2_SCENARIO="$(abspath $(SCENARIO))" $(PY) -m pytest -q -n 2 --dist loadgroup
+	WORKFLOW_RL_CAGE2_SCENARIO="$(abspath $(SCENARIO))" $(PY) -m pytest -q -n 2 --dist loadfile
 
 # the engine benchmarks: every engine mode (engines.*) and the native kernel alone (native.*, the README's speed row)
 # into benchmarks/results; the same as `workflow-rl bench` (benchmarks/README.md)

@@ -38,9 +38,12 @@ def _require_cyborg(request):
 def pytest_collection_modifyitems(config, items):
     """Every real-CybORG test is slow (a CybORG episode costs ~0.1-1 s): `pytest -m "not slow"` leaves them out.
     Under pytest-xdist they run on either worker, beside each other: each checks only its own worker processes, and
-    the ``/dev/shm`` check (tests/envs/test_cyborg.py) lets another process's entries come and go. (They had an
-    ``xdist_group``, which never held: under pytest 9.2 and pytest-xdist 3.8 ``--dist loadgroup`` groups nothing --
-    xdist tags a grouped test by setting ``item._nodeid``, which pytest 9's ``nodeid`` no longer reads.)"""
+    the ``/dev/shm`` check (tests/envs/test_cyborg.py) lets another process's entries come and go. ``make test``
+    deals whole files to the workers (``--dist loadfile``): a file's module fixtures (an uninterrupted search the
+    resume tests share, a registered toy attacker's kernels, which numba compiles for a minute on a fresh clone) are
+    then built once, not once per worker. (``xdist_group`` never held: under pytest 9.2 and pytest-xdist 3.8
+    ``--dist loadgroup`` groups nothing -- xdist tags a grouped test by setting ``item._nodeid``, which pytest 9's
+    ``nodeid`` no longer reads.)"""
     for item in items:
         if item.get_closest_marker("cyborg") is not None:
             item.add_marker(pytest.mark.slow)

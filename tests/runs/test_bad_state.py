@@ -42,12 +42,6 @@ def saved_search(tmp_path_factory):
     return out
 
 
-RESUME_GROUP = pytest.mark.xdist_group("bad_state_resume")
-"""The resume tests that share an uninterrupted search, meant for one xdist worker so that each search runs once.
-Under pytest 9.2 with pytest-xdist 3.8 ``--dist loadgroup`` groups nothing (tests/conftest.py): each worker that
-gets one of these tests runs the search it needs once."""
-
-
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """The uninterrupted search a resume test compares against, run once per module for each setting (read only:
@@ -467,7 +461,6 @@ def _same_search(a: Path, b: Path) -> None:
 
 
 @pytest.mark.slow
-@RESUME_GROUP
 @pytest.mark.parametrize("rounds", [3, 6, 9])
 @pytest.mark.parametrize("claims", ["lowered", "elastic"])
 def test_batched_search_interrupted_anywhere_resumes_identical(tmp_path, uninterrupted, rounds, claims):
@@ -489,7 +482,6 @@ class _Killed(BaseException):
 
 
 @pytest.mark.slow
-@RESUME_GROUP
 @pytest.mark.parametrize("step,nth", [("_review", 2), ("_review", 6), ("_complete", 2), ("_dispatch", 4),
                                       ("append_logs", 2)])
 def test_batched_search_killed_between_its_steps_resumes_identical(tmp_path, uninterrupted, monkeypatch, step,
@@ -534,7 +526,6 @@ def uninterrupted_cli(tmp_path_factory):
 
 
 @pytest.mark.slow
-@RESUME_GROUP
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_batched_search_killed_resumes_identical_to_uninterrupted(tmp_path, uninterrupted_cli, sig):
     run = [sys.executable, "-m", "workflow_rl.cli", *KILLED_ARGS]
