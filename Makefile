@@ -36,8 +36,8 @@ run: setup
 	$(VENV)/bin/workflow-rl search --total-episodes $(RUN_EPISODES) $(RUN_FROM) --out runs/search-$$(date +%Y%m%d-%H%M%S)
 
 # two test workers (pytest-xdist), each given whole files (a file's module fixtures and a toy attacker's numba
-# kernels built once, not once per worker): pytest 578 s on a fresh clone of the 2-core machine (2026-12-02; 705 s
-# dealing single tests), plus the clone's setup (about 70 s)
+# kernels built once, not once per worker): pytest 578-608 s on a fresh clone of the 2-core machine (2026-12-02;
+# 705 s dealing single tests), `make test` with the clone's setup 11 min 9 s
 test: setup
 	WORKFLOW_RL_CAGE2_SCENARIO="$(abspath $(SCENARIO))" $(PY) -m pytest -q -n 2 --dist loadfile
 
