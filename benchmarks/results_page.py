@@ -157,6 +157,11 @@ SPECIALISTS_OF = {"UserHopper": ("hopper", "hopper2"), "DelayedB_line": ("delaye
 """Each held-out attacker's specialists, seed 1 first: the robust agent's target is to be within 1.0 of each."""
 
 
+def _specialists(agents: dict, red: str) -> list[str]:
+    """The folders of ``red``'s specialists (:data:`SPECIALISTS_OF`) that played it in ``agents``, seed 1 first."""
+    return [a for a in SPECIALISTS_OF.get(red, ()) if red in agents.get(a, {})]
+
+
 def _agent_label(name: str) -> str:
     """An agent folder's column label: a specialist named by its folder too (which attacker it knows)."""
     label = ROBUST_AGENTS.get(name, name)
@@ -867,13 +872,13 @@ def _robust_row(robust: dict) -> tuple[str, str, str] | None:
     parts, n, within = [], set(), []
     for red in attackers.held_out():
         means = []
-        specs = [a for a in SPECIALISTS_OF[red] if red in agents.get(a, {})]
-        for a in ("universal", "robust", *specs):
+        specs = _specialists(agents, red)
+        who = {"universal": "universal", "robust": "robust"} | {
+            a: "specialist" + (f" seed {SPECIALISTS_OF[red].index(a) + 1}" if len(specs) > 1 else "") for a in specs}
+        for a, label in who.items():
             c = agents.get(a, {}).get(red)
             if c is not None:
-                seed = SPECIALISTS_OF[red].index(a) + 1 if a in specs else 0
-                who = ("specialist" + (f" seed {seed}" if len(specs) > 1 else "")) if a in specs else a
-                means.append(f"{who} {num(mean_ci(list(c.returns))[0])}")
+                means.append(f"{label} {num(mean_ci(list(c.returns))[0])}")
                 n.add(len(c.returns))
         gaps = []
         for a in specs:
@@ -947,8 +952,8 @@ def robustness_section(robust: dict) -> list[str]:
                 row.append(f"{num(m)} ± {ci:.2f}")
                 n = max(n, len(c.returns))
             b = agents.get("robust", {}).get(red)
-            specs = [agents[a][red] for a in SPECIALISTS_OF.get(red, ()) if red in agents.get(a, {})]
-            gaps = [" / ".join(_pm(*_paired(a, b)[:2], sign=True) for a in specs) if b is not None else "",
+            gaps = [" / ".join(_pm(*_paired(agents[a][red], b)[:2], sign=True) for a in _specialists(agents, red))
+                    if b is not None else "",
                     _pm(*_paired(agents["universal"][red], b)[:2], sign=True)
                     if b is not None and red in agents.get("universal", {}) else ""]
             label = f"**{attackers.get(red).label}** (held out)" if red in held else attackers.get(red).label

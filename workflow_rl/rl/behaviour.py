@@ -24,9 +24,8 @@ import torch
 from workflow_rl import seeding
 from workflow_rl.checks import check_episode_length, check_episodes
 from workflow_rl.envs.factory import make_vector_env, parse_red_agent
-from workflow_rl.rl.actor import ActFn, start_round
-from workflow_rl.rl.envstep import TorchStepper
-from workflow_rl.rl.evaluate import EVAL_SEED, round_size
+from workflow_rl.rl.actor import ActFn
+from workflow_rl.rl.evaluate import EVAL_SEED, Episodes, cell_result, play_steps, round_parts, round_size
 from workflow_rl.sim import tables as T
 
 KINDS = ("Sleep", "Monitor", "Analyse", "Remove", "Decoy", "Restore")
@@ -116,9 +115,8 @@ def profile(act: ActFn, red_agent: str, episodes: int = 500, length: int = 100, 
     env = make_vector_env(n, red, engine=engine, episode_length=length + 1, seed=seed, **engine_options)
     rounds = []
     try:
-        for r in range(-(-episodes // n)):
-            take = min(n, episodes - r * n)
-            rounds.append([x[:take] for x in _play(env, act, seeding.eval_round_seed(seed, r), length)])
+        for part in round_parts([red], episodes, n):
+            rounds.append([x[:part.take] for x in _play(env, act, seeding.eval_round_seed(seed, part.round), length)])
     finally:
         env.close()
     return Profile(red, length, seed, *(np.concatenate(cols) for cols in zip(*rounds)))
@@ -127,25 +125,18 @@ def profile(act: ActFn, red_agent: str, episodes: int = 500, length: int = 100, 
 def _play(env, act: ActFn, seed: int, length: int) -> tuple[np.ndarray, ...]:
     """One episode of ``length`` steps in every env from ``reset(seed)``: returns, action counts, held steps, clean
     Restores (:class:`Profile`'s fields in order)."""
-    stepper = TorchStepper(env, "cpu")
-    obs, access = stepper.reset(seed=seed)
-    start_round(act, seed)
     n = env.num_envs
     ret = torch.zeros(n, dtype=torch.float64)
     counts = torch.zeros(n, T.N_ACTIONS, dtype=torch.int32)
     held = torch.zeros(n, T.N_HOSTS, dtype=torch.int32)
     clean = torch.zeros(n, dtype=torch.int32)
     ones = torch.ones(n, 1, dtype=torch.int32)
-    for t in range(length):
-        a = act(obs, t).to(torch.int64).cpu()
+    for _, a, access, step in play_steps(env, act, seed, length):
         counts.scatter_add_(1, a[:, None], ones)
-        restored = a >= T.A_RESTORE
         host = (a - T.A_RESTORE).clamp(min=0)
-        clean += (restored & (access.cpu().gather(1, host[:, None])[:, 0] == T.ACCESS_NONE)).to(torch.int32)
-        step = stepper.step(a)
-        ret += step.reward.to(torch.float64).cpu()
-        held += (step.access.cpu() == T.ACCESS_PRIVILEGED).to(torch.int32)
-        obs, access = step.obs.clone(), step.access.clone()
+        clean += ((a >= T.A_RESTORE) & (access.gather(1, host[:, None])[:, 0] == T.ACCESS_NONE)).to(torch.int32)
+        ret += step.reward.to(torch.float64)
+        held += (step.access == T.ACCESS_PRIVILEGED).to(torch.int32)
     return ret.numpy(), counts.numpy(), held.numpy(), clean.numpy()
 
 
@@ -154,9 +145,8 @@ def summary(p: Profile) -> dict:
     cells: ``rl.evaluate.cell_result``): the return and its parts, each action kind, and per host the Restores and
     Decoys blue played and the steps red held it."""
     def mean_ci(x: np.ndarray) -> dict:
-        x = np.asarray(x, np.float64)
-        half = 1.96 * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0   # cell_result's 0 for one episode
-        return {"mean": round(float(x.mean()), 4), "ci95": round(float(half), 4)}
+        c = cell_result(p.red_agent, p.length, Episodes(p.seed, p.episodes, np.asarray(x, np.float64), None, None))
+        return {"mean": round(c.mean, 4), "ci95": round(c.ci95, 4)}
 
     kinds = p.kinds()
     return {

@@ -238,24 +238,33 @@ def play_cells(env, act: ActFn | dict[int, ActFn], seed: int, lengths: list[int]
     return {L: _play_round(env, act[L], seed, [L], count, rank, device)[L] for L in lengths}
 
 
+def play_steps(env, act: ActFn, seed: int, steps: int, device: str = "cpu"):
+    """The one episode loop of an evaluation: from ``reset(seed)`` (``act`` told the round starts there), ``steps``
+    steps of ``act`` in every env of ``env``, yielding ``(t, actions, access, step)`` after each: the actions
+    played, red's true access before them (a copy) and the step's outputs (:class:`~workflow_rl.rl.envstep.StepOut`;
+    on the native engine views the next step overwrites). :func:`_play_round` and ``rl.behaviour`` read it."""
+    stepper = TorchStepper(env, device)
+    obs, access = stepper.reset(seed=seed)
+    start_round(act, seed)
+    for t in range(steps):
+        a = act(obs, t).to(torch.int64)
+        step = stepper.step(a)
+        yield t, a, access, step
+        obs, access = step.obs.clone(), step.access.clone()
+
+
 def _play_round(env, act: ActFn, seed: int, lengths: list[int], count: bool, rank: torch.Tensor,
                 device: str) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """One episode of ``max(lengths)`` steps in every env of ``env`` from ``reset(seed)``: per length, each env's
     running return and (``count``) its compliant and violating fix counts after that many steps under the type
     ranks ``rank`` ((5,), or (N, 5): each env's own workflow)."""
-    stepper = TorchStepper(env, device)
-    obs, access = stepper.reset(seed=seed)
-    start_round(act, seed)
     tracker = ComplianceTracker(env.num_envs, device)
     ret = torch.zeros(env.num_envs, dtype=torch.float64, device=device)
     out = {}
-    for t in range(max(lengths)):
-        a = act(obs, t).to(torch.int64)
-        step = stepper.step(a)
+    for t, a, access, step in play_steps(env, act, seed, max(lengths), device):
         if count:
             tracker.step(a, access, rank, 0.0)
         ret += step.reward.to(torch.float64)
-        obs, access = step.obs.clone(), step.access.clone()
         if t + 1 in lengths:
             out[t + 1] = (ret.cpu().numpy().copy(), tracker.compliant.cpu().numpy().copy(),
                           tracker.violations.cpu().numpy().copy())
