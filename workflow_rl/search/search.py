@@ -319,7 +319,8 @@ class WorkflowSearch:
         ``batch_workflows`` or ``seeds_per_workflow`` above 1)."""
         self._session_start = time.perf_counter()
         self.explore(executor or self._default_executor())
-        return finalize(self, self._wall())
+        self._save()   # the summary's wall time is the saved one, so a later resume never reports less
+        return finalize(self, self.state.wall_seconds)
 
     def explore(self, executor: Executor) -> None:
         """The loop of :meth:`run` without the end-of-search artefacts (the replay of a ground truth,
